@@ -1,0 +1,737 @@
+#include "hostfs/local_host_fs.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+
+// fsync seen from the outside: this definition takes the place of libc's for the whole test
+// binary (the library is linked statically into it), records which inodes were synced, in
+// order, and can fail on demand. It forwards to the real system call otherwise.
+namespace fsync_probe {
+struct Synced {
+  dev_t dev;
+  ino_t ino;
+  bool is_dir;
+};
+std::mutex mu;
+bool recording = false;
+std::vector<Synced> synced;
+std::atomic<int> fail_files_with{0};  // errno to fail fsync of regular files with, 0: don't
+std::atomic<int> fail_dirs_with{0};
+}  // namespace fsync_probe
+
+extern "C" int fsync(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) == 0) {
+    const int fail = S_ISDIR(st.st_mode) ? fsync_probe::fail_dirs_with.load()
+                                         : fsync_probe::fail_files_with.load();
+    if (fail != 0) {
+      errno = fail;
+      return -1;
+    }
+    std::lock_guard lock(fsync_probe::mu);
+    if (fsync_probe::recording) {
+      fsync_probe::synced.push_back({st.st_dev, st.st_ino, S_ISDIR(st.st_mode)});
+    }
+  }
+  return static_cast<int>(::syscall(SYS_fsync, fd));
+}
+
+namespace ekco::hostfs {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A fresh directory under /tmp holding root/ (the host root) and outside/ (decoys that must
+// never be touched), removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/ekco-hostfs-XXXXXX";
+    const char* made = ::mkdtemp(tmpl);
+    if (made == nullptr) std::abort();
+    base_ = made;
+    fs::create_directories(root());
+    fs::create_directories(outside());
+  }
+  ~TempDir() { fs::remove_all(base_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  fs::path root() const { return base_ / "root"; }
+  fs::path outside() const { return base_ / "outside"; }
+
+ private:
+  fs::path base_;
+};
+
+void put(const fs::path& p, const std::string& content) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct stat lstatOf(const fs::path& p) {
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) ADD_FAILURE() << "lstat " << p << ": " << std::strerror(errno);
+  return st;
+}
+
+// Sets the process umask for the lifetime of the object.
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t mask) : old_(::umask(mask)) {}
+  ~ScopedUmask() { ::umask(old_); }
+
+ private:
+  mode_t old_;
+};
+
+void setMtime(const fs::path& p, base::WallTime t) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch());
+  struct timespec ts[2];
+  ts[0].tv_sec = ts[1].tv_sec = static_cast<time_t>(ns.count() / 1'000'000'000);
+  ts[0].tv_nsec = ts[1].tv_nsec = static_cast<long>(ns.count() % 1'000'000'000);
+  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, AT_SYMLINK_NOFOLLOW), 0) << p;
+}
+
+class LocalHostFsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = LocalHostFs::open(root_.string(), clock_);
+    ASSERT_TRUE(opened) << opened.error().message();
+    fs_ = std::move(*opened);
+  }
+  void TearDown() override {
+    fsync_probe::fail_files_with = 0;
+    fsync_probe::fail_dirs_with = 0;
+    std::lock_guard lock(fsync_probe::mu);
+    fsync_probe::recording = false;
+    fsync_probe::synced.clear();
+  }
+
+  // Where a host path lives in the test's root.
+  fs::path real(std::string_view host_path) const { return root_ / host_path.substr(1); }
+
+  TempDir tmp_;
+  fs::path root_ = tmp_.root();
+  base::SystemClock clock_;
+  std::unique_ptr<LocalHostFs> fs_;
+};
+
+// --- reading and writing ---
+
+TEST_F(LocalHostFsTest, ReadReturnsWhatWriteWrote) {
+  auto w =
+      fs_->write("/etc/haproxy/haproxy.cfg", "global\n  maxconn 100\n", {.create_parents = true});
+  ASSERT_TRUE(w) << w.error().message();
+  EXPECT_EQ(*w, Changed::kYes);
+  EXPECT_EQ(slurp(real("/etc/haproxy/haproxy.cfg")), "global\n  maxconn 100\n");
+  auto r = fs_->read("/etc/haproxy/haproxy.cfg");
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, "global\n  maxconn 100\n");
+
+  ASSERT_TRUE(fs_->write("/etc/empty", ""));
+  EXPECT_EQ(fs_->read("/etc/empty").value(), "");
+  std::string binary("a\0b\xff", 4);
+  ASSERT_TRUE(fs_->write("/etc/binary", binary));
+  EXPECT_EQ(fs_->read("/etc/binary").value(), binary);
+}
+
+TEST_F(LocalHostFsTest, SecondIdenticalWriteReturnsNoAndTouchesNothing) {
+  ASSERT_TRUE(fs_->write("/etc/a.conf", "same", {.create_parents = true}));
+  const auto old = base::WallTime(std::chrono::seconds(1'000'000'000));
+  setMtime(real("/etc/a.conf"), old);
+  const struct stat before = lstatOf(real("/etc/a.conf"));
+
+  auto w = fs_->write("/etc/a.conf", "same");
+  ASSERT_TRUE(w) << w.error().message();
+  EXPECT_EQ(*w, Changed::kNo);
+  const struct stat after = lstatOf(real("/etc/a.conf"));
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(after.st_mtim.tv_sec, 1'000'000'000);
+  EXPECT_EQ(after.st_ctim.tv_sec, before.st_ctim.tv_sec);
+  EXPECT_EQ(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec);
+}
+
+TEST_F(LocalHostFsTest, DifferentContentReplacesTheFileWithANewInode) {
+  ASSERT_TRUE(fs_->write("/etc/a.conf", "one", {.create_parents = true}));
+  const ino_t first = lstatOf(real("/etc/a.conf")).st_ino;
+  auto w = fs_->write("/etc/a.conf", "two");
+  ASSERT_TRUE(w) << w.error().message();
+  EXPECT_EQ(*w, Changed::kYes);
+  EXPECT_EQ(slurp(real("/etc/a.conf")), "two");
+  EXPECT_NE(lstatOf(real("/etc/a.conf")).st_ino, first);  // renamed over, not rewritten in place
+}
+
+TEST_F(LocalHostFsTest, SameSizeDifferentContentIsAChange) {
+  ASSERT_TRUE(fs_->write("/etc/a.conf", "abc", {.create_parents = true}));
+  EXPECT_EQ(fs_->write("/etc/a.conf", "abd").value(), Changed::kYes);
+  EXPECT_EQ(slurp(real("/etc/a.conf")), "abd");
+}
+
+TEST_F(LocalHostFsTest, WriteLeavesNoTempFilesBehind) {
+  ASSERT_TRUE(fs_->write("/etc/kubernetes/manifests/haproxy.yaml", "x", {.create_parents = true}));
+  ASSERT_TRUE(fs_->write("/etc/kubernetes/manifests/haproxy.yaml", "y"));
+  EXPECT_THAT(fs_->list("/etc/kubernetes/manifests").value(), ElementsAre("haproxy.yaml"));
+}
+
+// --- modes and owners ---
+
+TEST_F(LocalHostFsTest, NewFileIs0644EvenUnderUmask0027) {
+  ScopedUmask mask(0027);
+  ASSERT_TRUE(fs_->write("/etc/haproxy.cfg", "x", {.create_parents = true}));
+  EXPECT_EQ(lstatOf(real("/etc/haproxy.cfg")).st_mode & 07777, 0644u);
+}
+
+TEST_F(LocalHostFsTest, ExplicitModeIsAppliedExactlyUnderUmask0027) {
+  ScopedUmask mask(0027);
+  ASSERT_TRUE(fs_->write("/etc/a", "x", {.mode = 0664, .create_parents = true}));
+  EXPECT_EQ(lstatOf(real("/etc/a")).st_mode & 07777, 0664u);
+  ASSERT_TRUE(fs_->write("/etc/key.pem", "k", {.mode = 0600}));
+  EXPECT_EQ(lstatOf(real("/etc/key.pem")).st_mode & 07777, 0600u);
+  ASSERT_TRUE(fs_->write("/etc/run.sh", "#!/bin/sh\n", {.mode = 04755}));
+  EXPECT_EQ(lstatOf(real("/etc/run.sh")).st_mode & 07777, 04755u);
+}
+
+TEST_F(LocalHostFsTest, ReplacingKeepsTheModeOfTheOldFile) {
+  put(real("/etc/a.conf"), "old");
+  ASSERT_EQ(::chmod(real("/etc/a.conf").c_str(), 0640), 0);
+  ASSERT_TRUE(fs_->write("/etc/a.conf", "new"));
+  EXPECT_EQ(lstatOf(real("/etc/a.conf")).st_mode & 07777, 0640u);
+  EXPECT_EQ(slurp(real("/etc/a.conf")), "new");
+}
+
+TEST_F(LocalHostFsTest, ExplicitModeOverridesTheOldFilesMode) {
+  put(real("/etc/a.conf"), "old");
+  ASSERT_EQ(::chmod(real("/etc/a.conf").c_str(), 0644), 0);
+  ASSERT_TRUE(fs_->write("/etc/a.conf", "new", {.mode = 0600}));
+  EXPECT_EQ(lstatOf(real("/etc/a.conf")).st_mode & 07777, 0600u);
+}
+
+TEST_F(LocalHostFsTest, OnlyTheModeDifferingIsFixedInPlaceAndReportedAsAChange) {
+  ASSERT_TRUE(fs_->write("/etc/key.pem", "k", {.create_parents = true}));
+  const ino_t ino = lstatOf(real("/etc/key.pem")).st_ino;
+  auto w = fs_->write("/etc/key.pem", "k", {.mode = 0600});
+  ASSERT_TRUE(w) << w.error().message();
+  EXPECT_EQ(*w, Changed::kYes);
+  EXPECT_EQ(lstatOf(real("/etc/key.pem")).st_mode & 07777, 0600u);
+  EXPECT_EQ(lstatOf(real("/etc/key.pem")).st_ino, ino);
+  EXPECT_EQ(fs_->write("/etc/key.pem", "k", {.mode = 0600}).value(), Changed::kNo);
+}
+
+TEST_F(LocalHostFsTest, ReplacingKeepsTheOwnerOfTheOldFile) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown";
+  put(real("/etc/a.conf"), "old");
+  ASSERT_EQ(::chown(real("/etc/a.conf").c_str(), 1234, 5678), 0);
+  ASSERT_EQ(::chmod(real("/etc/a.conf").c_str(), 0640), 0);
+  ASSERT_TRUE(fs_->write("/etc/a.conf", "new"));
+  const struct stat st = lstatOf(real("/etc/a.conf"));
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 5678u);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  EXPECT_EQ(slurp(real("/etc/a.conf")), "new");
+}
+
+TEST_F(LocalHostFsTest, ExplicitOwnerIsAppliedAndComparedLikeTheMode) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown";
+  const Owner etcd{.uid = 1234, .gid = 5678};
+  ASSERT_TRUE(fs_->write("/var/lib/etcd/x", "x", {.owner = etcd, .create_parents = true}));
+  EXPECT_EQ(lstatOf(real("/var/lib/etcd/x")).st_uid, 1234u);
+  EXPECT_EQ(lstatOf(real("/var/lib/etcd/x")).st_gid, 5678u);
+  EXPECT_EQ(fs_->write("/var/lib/etcd/x", "x", {.owner = etcd}).value(), Changed::kNo);
+  EXPECT_EQ(fs_->write("/var/lib/etcd/x", "x", {.owner = Owner{}}).value(), Changed::kYes);
+  EXPECT_EQ(lstatOf(real("/var/lib/etcd/x")).st_uid, 0u);
+}
+
+TEST_F(LocalHostFsTest, RefusesModeBitsOutside07777) {
+  auto w = fs_->write("/a", "x", {.mode = 0100644});
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code(), base::ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(real("/a")));
+}
+
+// --- directories ---
+
+TEST_F(LocalHostFsTest, CreatesParentDirectoriesWithExactModeWhenAsked) {
+  ScopedUmask mask(0077);
+  ASSERT_TRUE(fs_->write("/etc/kubernetes/manifests/haproxy.yaml", "x",
+                         {.create_parents = true, .parent_mode = 0755}));
+  EXPECT_EQ(lstatOf(real("/etc")).st_mode & 07777, 0755u);
+  EXPECT_EQ(lstatOf(real("/etc/kubernetes/manifests")).st_mode & 07777, 0755u);
+  EXPECT_EQ(slurp(real("/etc/kubernetes/manifests/haproxy.yaml")), "x");
+}
+
+TEST_F(LocalHostFsTest, MissingParentIsNotFoundUnlessAskedToCreateIt) {
+  auto w = fs_->write("/etc/nope/x.conf", "x");
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code(), base::ErrorCode::kNotFound);
+  EXPECT_THAT(w.error().message(), StartsWith("write /etc/nope/x.conf: "));
+  EXPECT_FALSE(fs::exists(real("/etc")));
+}
+
+TEST_F(LocalHostFsTest, MakeDirsCreatesWithExactModeAndLeavesExistingDirectoriesAlone) {
+  ScopedUmask mask(0077);
+  fs::create_directories(real("/opt"));
+  ASSERT_EQ(::chmod(real("/opt").c_str(), 0700), 0);
+  ASSERT_TRUE(fs_->makeDirs("/opt/ekco/bin", 0750));
+  EXPECT_EQ(lstatOf(real("/opt")).st_mode & 07777, 0700u);
+  EXPECT_EQ(lstatOf(real("/opt/ekco")).st_mode & 07777, 0750u);
+  EXPECT_EQ(lstatOf(real("/opt/ekco/bin")).st_mode & 07777, 0750u);
+  EXPECT_TRUE(fs_->makeDirs("/opt/ekco/bin", 0755));  // exists: fine, mode untouched
+  EXPECT_EQ(lstatOf(real("/opt/ekco/bin")).st_mode & 07777, 0750u);
+  EXPECT_TRUE(fs_->makeDirs("/"));
+
+  put(real("/opt/file"), "x");
+  auto m = fs_->makeDirs("/opt/file");
+  ASSERT_FALSE(m);
+  EXPECT_THAT(m.error().message(), StartsWith("mkdir /opt/file: "));
+}
+
+TEST_F(LocalHostFsTest, RefusesToWriteOverADirectory) {
+  fs::create_directories(real("/etc/dir"));
+  auto w = fs_->write("/etc/dir", "x");
+  ASSERT_FALSE(w);
+  EXPECT_THAT(w.error().message(), StartsWith("write /etc/dir: "));
+  EXPECT_TRUE(fs::is_directory(real("/etc/dir")));
+  EXPECT_FALSE(fs_->write("/", "x"));
+}
+
+TEST_F(LocalHostFsTest, ListReturnsSortedNamesIncludingDotFiles) {
+  put(real("/d/b"), "");
+  put(real("/d/a"), "");
+  put(real("/d/.hidden"), "");
+  fs::create_directories(real("/d/c"));
+  EXPECT_THAT(fs_->list("/d").value(), ElementsAre(".hidden", "a", "b", "c"));
+  EXPECT_THAT(fs_->list("/").value(), ElementsAre("d"));
+  EXPECT_EQ(fs_->list("/missing").error().code(), base::ErrorCode::kNotFound);
+}
+
+// --- exists, stat, remove ---
+
+TEST_F(LocalHostFsTest, ExistsIsFalseForMissingPathsAndDanglingSymlinks) {
+  put(real("/etc/a"), "x");
+  fs::create_symlink("/etc/missing", real("/etc/dangling"));
+  EXPECT_TRUE(fs_->exists("/etc/a").value());
+  EXPECT_TRUE(fs_->exists("/etc").value());
+  EXPECT_TRUE(fs_->exists("/").value());
+  EXPECT_FALSE(fs_->exists("/etc/b").value());
+  EXPECT_FALSE(fs_->exists("/nodir/b").value());
+  EXPECT_FALSE(fs_->exists("/etc/dangling").value());
+  EXPECT_EQ(fs_->exists("/etc/../a").error().code(), base::ErrorCode::kEscape);
+}
+
+TEST_F(LocalHostFsTest, StatReportsTypeModeOwnerSizeAndMtime) {
+  put(real("/etc/a"), "12345");
+  ASSERT_EQ(::chmod(real("/etc/a").c_str(), 0640), 0);
+  setMtime(real("/etc/a"), base::WallTime(std::chrono::seconds(1'600'000'000)));
+  fs::create_symlink("a", real("/etc/link"));
+  for (const char* p : {"/etc/a", "/etc/link"}) {
+    auto st = fs_->stat(p);
+    ASSERT_TRUE(st) << st.error().message();
+    EXPECT_EQ(st->type, FileType::kRegular);
+    EXPECT_EQ(st->mode, 0640u);
+    EXPECT_EQ(st->uid, ::geteuid());
+    EXPECT_EQ(st->size, 5u);
+    EXPECT_EQ(st->mtime, base::WallTime(std::chrono::seconds(1'600'000'000)));
+  }
+  EXPECT_EQ(fs_->stat("/etc").value().type, FileType::kDirectory);
+  auto missing = fs_->stat("/etc/none");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code(), base::ErrorCode::kNotFound);
+  EXPECT_EQ(missing.error().message(), "stat /etc/none: No such file or directory");
+}
+
+TEST_F(LocalHostFsTest, RemoveOfAnAbsentPathIsNotAnError) {
+  EXPECT_TRUE(fs_->remove("/etc/none"));
+  EXPECT_TRUE(fs_->remove("/no/such/dir/file"));
+  put(real("/etc/a"), "x");
+  EXPECT_TRUE(fs_->remove("/etc/a"));
+  EXPECT_FALSE(fs::exists(real("/etc/a")));
+  EXPECT_TRUE(fs_->remove("/etc/a"));
+}
+
+TEST_F(LocalHostFsTest, RemoveDeletesASymlinkNotItsTarget) {
+  put(real("/etc/target"), "keep");
+  fs::create_symlink("/etc/target", real("/etc/link"));
+  ASSERT_TRUE(fs_->remove("/etc/link"));
+  EXPECT_FALSE(fs::is_symlink(real("/etc/link")));
+  EXPECT_EQ(slurp(real("/etc/target")), "keep");
+}
+
+TEST_F(LocalHostFsTest, RemoveRefusesDirectories) {
+  fs::create_directories(real("/etc/dir"));
+  auto r = fs_->remove("/etc/dir");
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message(), StartsWith("remove /etc/dir: "));
+  EXPECT_TRUE(fs::is_directory(real("/etc/dir")));
+}
+
+// --- confinement ---
+
+TEST_F(LocalHostFsTest, RefusesPathsWithADotDotComponent) {
+  put(tmp_.outside() / "secret", "DECOY");
+  const std::string escape = "/etc/../../outside/secret";
+  auto r = fs_->read(escape);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), base::ErrorCode::kEscape);
+  EXPECT_THAT(r.error().message(), StartsWith("read " + escape + ": "));
+  auto w = fs_->write(escape, "pwned", {.create_parents = true});
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code(), base::ErrorCode::kEscape);
+  EXPECT_THAT(w.error().message(), StartsWith("write " + escape + ": "));
+  EXPECT_EQ(fs_->remove(escape).error().code(), base::ErrorCode::kEscape);
+  EXPECT_EQ(fs_->stat("/..").error().code(), base::ErrorCode::kEscape);
+  EXPECT_EQ(fs_->makeDirs("/a/../b").error().code(), base::ErrorCode::kEscape);
+  EXPECT_EQ(slurp(tmp_.outside() / "secret"), "DECOY");
+  EXPECT_FALSE(fs::exists(real("/etc")));
+}
+
+TEST_F(LocalHostFsTest, RefusesRelativePaths) {
+  for (const char* p : {"etc/a", "", "./etc/a"}) {
+    auto r = fs_->read(p);
+    ASSERT_FALSE(r) << p;
+    EXPECT_EQ(r.error().code(), base::ErrorCode::kInvalidArgument) << p;
+    EXPECT_FALSE(fs_->write(p, "x", {.create_parents = true})) << p;
+  }
+  EXPECT_THAT(fs_->read("etc/a").error().message(), StartsWith("read etc/a: "));
+  EXPECT_TRUE(fs::is_empty(root_));
+}
+
+TEST_F(LocalHostFsTest, DotAndRepeatedSlashesAreHarmless) {
+  put(real("/etc/a"), "x");
+  EXPECT_EQ(fs_->read("//etc/./a").value(), "x");
+}
+
+TEST_F(LocalHostFsTest, AbsoluteSymlinkNamesAHostPathAndIsReRooted) {
+  put(real("/etc/real.conf"), "inside");
+  fs::create_symlink("/etc/real.conf", real("/etc/alias.conf"));
+  EXPECT_EQ(fs_->read("/etc/alias.conf").value(), "inside");
+}
+
+TEST_F(LocalHostFsTest, AbsoluteSymlinkToARealOutsidePathStaysInsideTheRoot) {
+  // The link's text is the decoy's real path; under the root it names a different file.
+  const fs::path decoy_dir = tmp_.outside() / "k8s";
+  put(decoy_dir / "manifest.yaml", "DECOY");
+  put(tmp_.outside() / "secret", "DECOY");
+  fs::create_directories(real("/etc"));
+  fs::create_symlink(decoy_dir, real("/etc/kubernetes"));
+  fs::create_symlink(tmp_.outside() / "secret", real("/etc/secret"));
+
+  auto r = fs_->read("/etc/secret");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), base::ErrorCode::kNotFound);
+
+  auto w = fs_->write("/etc/kubernetes/manifest.yaml", "mine", {.create_parents = true});
+  ASSERT_TRUE(w) << w.error().message();
+  EXPECT_EQ(slurp(decoy_dir / "manifest.yaml"), "DECOY");
+  EXPECT_EQ(slurp(root_ / decoy_dir.relative_path() / "manifest.yaml"), "mine");
+  EXPECT_EQ(fs_->read("/etc/kubernetes/manifest.yaml").value(), "mine");
+}
+
+TEST_F(LocalHostFsTest, RelativeSymlinkInsideTheRootIsFollowed) {
+  put(real("/opt/k8s/admin.conf"), "conf");
+  fs::create_directories(real("/etc"));
+  fs::create_symlink("../opt/k8s", real("/etc/kubernetes"));
+  EXPECT_EQ(fs_->read("/etc/kubernetes/admin.conf").value(), "conf");
+  ASSERT_TRUE(fs_->write("/etc/kubernetes/new.conf", "n"));
+  EXPECT_EQ(slurp(real("/opt/k8s/new.conf")), "n");
+}
+
+TEST_F(LocalHostFsTest, RefusesSymlinkThatClimbsAboveTheRoot) {
+  put(tmp_.outside() / "secret", "DECOY");
+  fs::create_directories(real("/etc"));
+  // From root/etc, ../.. is the directory holding root/ and outside/.
+  fs::create_symlink("../../outside/secret", real("/etc/secret"));
+  fs::create_symlink("../../outside", real("/etc/out"));
+
+  auto r = fs_->read("/etc/secret");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), base::ErrorCode::kEscape);
+  EXPECT_EQ(r.error().message(),
+            "read /etc/secret: symlink /etc/secret -> ../../outside/secret climbs above the "
+            "host root");
+
+  auto w = fs_->write("/etc/out/secret", "pwned");
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code(), base::ErrorCode::kEscape);
+  EXPECT_THAT(w.error().message(), StartsWith("write /etc/out/secret: "));
+  EXPECT_EQ(fs_->exists("/etc/out/secret").error().code(), base::ErrorCode::kEscape);
+  EXPECT_EQ(fs_->list("/etc/out").error().code(), base::ErrorCode::kEscape);
+  EXPECT_EQ(fs_->sweepStaleTemps("/etc/out", std::chrono::seconds(0)).error().code(),
+            base::ErrorCode::kEscape);
+  EXPECT_EQ(slurp(tmp_.outside() / "secret"), "DECOY");
+  EXPECT_THAT(fs_->list("/etc").value(), ElementsAre("out", "secret"));
+}
+
+TEST_F(LocalHostFsTest, SymlinkClimbingToExactlyTheRootIsFine) {
+  put(real("/a"), "top");
+  fs::create_directories(real("/etc/x"));
+  fs::create_symlink("../../a", real("/etc/x/up"));
+  EXPECT_EQ(fs_->read("/etc/x/up").value(), "top");
+}
+
+TEST_F(LocalHostFsTest, SymlinkLoopIsAnError) {
+  fs::create_directories(real("/etc"));
+  fs::create_symlink("b", real("/etc/a"));
+  fs::create_symlink("/etc/a", real("/etc/b"));
+  fs::create_symlink("self/x", real("/etc/self"));
+  for (const char* p : {"/etc/a", "/etc/self", "/etc/a/x"}) {
+    auto r = fs_->read(p);
+    ASSERT_FALSE(r) << p;
+    EXPECT_THAT(r.error().message(), HasSubstr("Too many levels of symbolic links")) << p;
+    EXPECT_THAT(r.error().message(), StartsWith(std::string("read ") + p + ": ")) << p;
+  }
+  EXPECT_FALSE(fs_->write("/etc/a/x", "x"));
+}
+
+TEST_F(LocalHostFsTest, FortySymlinkHopsAreAllowed) {
+  put(real("/etc/l0"), "end");
+  for (int i = 1; i <= 41; ++i) {
+    fs::create_symlink("l" + std::to_string(i - 1), real("/etc/l" + std::to_string(i)));
+  }
+  EXPECT_EQ(fs_->read("/etc/l40").value(), "end");
+  EXPECT_FALSE(fs_->read("/etc/l41"));
+}
+
+TEST_F(LocalHostFsTest, SymlinkAtTheFinalComponentIsReplacedOnWriteNotFollowed) {
+  put(real("/etc/real.conf"), "REAL");
+  put(tmp_.outside() / "secret", "DECOY");
+  fs::create_symlink("/etc/real.conf", real("/etc/cfg"));
+  fs::create_symlink(tmp_.outside() / "secret", real("/etc/abs"));
+  fs::create_symlink("../../outside/secret", real("/etc/climb"));
+  for (const char* p : {"/etc/cfg", "/etc/abs", "/etc/climb"}) {
+    auto w = fs_->write(p, "NEW");
+    ASSERT_TRUE(w) << p << ": " << w.error().message();
+    EXPECT_FALSE(fs::is_symlink(real(p))) << p;
+    EXPECT_EQ(slurp(real(p)), "NEW") << p;
+    EXPECT_EQ(lstatOf(real(p)).st_mode & 07777, 0644u) << p;
+  }
+  EXPECT_EQ(slurp(real("/etc/real.conf")), "REAL");
+  EXPECT_EQ(slurp(tmp_.outside() / "secret"), "DECOY");
+}
+
+TEST_F(LocalHostFsTest, ReadsProcSelfMountinfoUnderTheNativeRoot) {
+  auto native = LocalHostFs::open("/", clock_);
+  ASSERT_TRUE(native) << native.error().message();
+  EXPECT_EQ((*native)->root(), "/");
+  auto mountinfo = (*native)->read("/proc/self/mountinfo");
+  ASSERT_TRUE(mountinfo) << mountinfo.error().message();
+  EXPECT_THAT(*mountinfo, HasSubstr(" / "));
+  EXPECT_TRUE((*native)->exists("/proc/self/status").value());
+}
+
+TEST_F(LocalHostFsTest, RealPathPrefixesTheRoot) {
+  EXPECT_EQ(fs_->realPath("/etc/haproxy/haproxy.cfg"),
+            (root_ / "etc/haproxy/haproxy.cfg").string());
+  EXPECT_EQ(fs_->root(), root_.string());
+  EXPECT_EQ(fs_->realPath("/"), root_.string());
+  auto native = LocalHostFs::open("/", clock_);
+  ASSERT_TRUE(native);
+  EXPECT_EQ((*native)->realPath("/etc/x"), "/etc/x");
+  auto trailing = LocalHostFs::open(root_.string() + "/", clock_);
+  ASSERT_TRUE(trailing);
+  EXPECT_EQ((*trailing)->root(), root_.string());
+}
+
+TEST_F(LocalHostFsTest, OpenRefusesARelativeOrMissingRoot) {
+  EXPECT_EQ(LocalHostFs::open("host", clock_).error().code(), base::ErrorCode::kInvalidArgument);
+  auto missing = LocalHostFs::open((root_ / "missing").string(), clock_);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code(), base::ErrorCode::kNotFound);
+}
+
+// --- durability and failure ---
+
+TEST_F(LocalHostFsTest, FileIsSyncedBeforeItsDirectoryAndNewDirectoriesIntoTheirParents) {
+  fs::create_directories(real("/etc"));
+  {
+    std::lock_guard lock(fsync_probe::mu);
+    fsync_probe::recording = true;
+  }
+  ASSERT_TRUE(fs_->write("/etc/new/sub/x.conf", "x", {.create_parents = true}));
+  std::vector<fsync_probe::Synced> synced;
+  {
+    std::lock_guard lock(fsync_probe::mu);
+    fsync_probe::recording = false;
+    synced = fsync_probe::synced;
+  }
+  auto indexOf = [&](const fs::path& p) -> long {
+    const struct stat st = lstatOf(p);
+    auto it = std::find_if(synced.rbegin(), synced.rend(), [&](const fsync_probe::Synced& s) {
+      return s.dev == st.st_dev && s.ino == st.st_ino;
+    });
+    return it == synced.rend() ? -1 : static_cast<long>(synced.rend() - it) - 1;
+  };
+  const long file = indexOf(real("/etc/new/sub/x.conf"));
+  const long dir = indexOf(real("/etc/new/sub"));
+  ASSERT_GE(file, 0) << "file never fsynced";
+  ASSERT_GE(dir, 0) << "directory never fsynced";
+  EXPECT_LT(file, dir) << "directory must be fsynced after the rename";
+  EXPECT_TRUE(synced[static_cast<size_t>(dir)].is_dir);
+  EXPECT_GE(indexOf(real("/etc")), 0) << "entry of new dir /etc/new not synced";
+  EXPECT_GE(indexOf(real("/etc/new")), 0) << "entry of new dir /etc/new/sub not synced";
+
+  {
+    std::lock_guard lock(fsync_probe::mu);
+    fsync_probe::synced.clear();
+    fsync_probe::recording = true;
+  }
+  ASSERT_TRUE(fs_->remove("/etc/new/sub/x.conf"));
+  {
+    std::lock_guard lock(fsync_probe::mu);
+    fsync_probe::recording = false;
+    synced = fsync_probe::synced;
+  }
+  EXPECT_GE(indexOf(real("/etc/new/sub")), 0) << "removal not synced";
+}
+
+TEST_F(LocalHostFsTest, FailedFileSyncLeavesTheTargetUntouchedAndNoTempFile) {
+  ASSERT_TRUE(fs_->write("/etc/x.conf", "old", {.create_parents = true}));
+  fsync_probe::fail_files_with = EIO;
+  auto w = fs_->write("/etc/x.conf", "new");
+  fsync_probe::fail_files_with = 0;
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code(), base::ErrorCode::kIo);
+  EXPECT_EQ(w.error().message(), "write /etc/x.conf: fsync temp file: Input/output error");
+  EXPECT_EQ(slurp(real("/etc/x.conf")), "old");
+  EXPECT_THAT(fs_->list("/etc").value(), ElementsAre("x.conf"));
+}
+
+TEST_F(LocalHostFsTest, FailedDirectorySyncIsReportedThoughTheNewContentIsInPlace) {
+  ASSERT_TRUE(fs_->write("/etc/x.conf", "old", {.create_parents = true}));
+  fsync_probe::fail_dirs_with = EIO;
+  auto w = fs_->write("/etc/x.conf", "new");
+  fsync_probe::fail_dirs_with = 0;
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().message(), "write /etc/x.conf: fsync directory /etc: Input/output error");
+  EXPECT_EQ(slurp(real("/etc/x.conf")), "new");
+  EXPECT_THAT(fs_->list("/etc").value(), ElementsAre("x.conf"));
+}
+
+// --- messages ---
+
+TEST_F(LocalHostFsTest, ErrorMessagesNameTheHostPath) {
+  auto parent = fs_->read("/etc/missing.conf");
+  ASSERT_FALSE(parent);
+  EXPECT_EQ(parent.error().code(), base::ErrorCode::kNotFound);
+  EXPECT_EQ(parent.error().message(), "read /etc/missing.conf: /etc: No such file or directory");
+
+  fs::create_directories(real("/etc"));
+  auto r = fs_->read("/etc/missing.conf");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), base::ErrorCode::kNotFound);
+  EXPECT_EQ(r.error().message(), "read /etc/missing.conf: No such file or directory");
+
+  put(real("/etc/file"), "x");
+  auto nested = fs_->read("/etc/file/x");
+  ASSERT_FALSE(nested);
+  EXPECT_EQ(nested.error().message(), "read /etc/file/x: /etc/file: Not a directory");
+
+  fs::create_directories(real("/etc/dir"));
+  EXPECT_EQ(fs_->read("/etc/dir").error().message(), "read /etc/dir: Is a directory");
+  EXPECT_EQ(fs_->list("/etc/file").error().message(), "list /etc/file: Not a directory");
+}
+
+// --- temp files ---
+
+TEST(LocalHostFsTempNames, MatchOnlyTheWritersPattern) {
+  EXPECT_TRUE(LocalHostFs::isTempName(".haproxy.cfg.ekco-tmp.0123456789abcdef"));
+  EXPECT_FALSE(LocalHostFs::isTempName("haproxy.cfg.ekco-tmp.0123456789abcdef"));
+  EXPECT_FALSE(LocalHostFs::isTempName(".haproxy.cfg.ekco-tmp.0123456789ABCDEF"));
+  EXPECT_FALSE(LocalHostFs::isTempName(".haproxy.cfg.ekco-tmp.0123456789abcde"));
+  EXPECT_FALSE(LocalHostFs::isTempName(".haproxy.cfg.ekco-tmp.0123456789abcdefg"));
+  EXPECT_FALSE(LocalHostFs::isTempName(".ekco-tmp.0123456789abcdef"));
+  EXPECT_FALSE(LocalHostFs::isTempName(".haproxy.cfg.swp"));
+}
+
+TEST_F(LocalHostFsTest, RefusesToWriteANameThatLooksLikeATempFile) {
+  auto w = fs_->write("/.a.ekco-tmp.0123456789abcdef", "x");
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code(), base::ErrorCode::kInvalidArgument);
+}
+
+TEST_F(LocalHostFsTest, LongNamesGetTruncatedTempNames) {
+  const std::string name(255, 'n');
+  ASSERT_TRUE(fs_->write("/" + name, "x"));
+  EXPECT_EQ(slurp(real("/" + name)), "x");
+  EXPECT_THAT(fs_->list("/").value(), ElementsAre(name));
+}
+
+TEST_F(LocalHostFsTest, SweepRemovesOnlyOldFilesOfTheTempPattern) {
+  base::ManualClock clock;
+  auto opened = LocalHostFs::open(root_.string(), clock);
+  ASSERT_TRUE(opened);
+  LocalHostFs& fs = **opened;
+  const base::WallTime now = clock.wallNow();
+  const fs::path dir = real("/etc/kubernetes/manifests");
+  auto make = [&](const std::string& name, std::chrono::seconds age) {
+    put(dir / name, "junk");
+    setMtime(dir / name, now - age);
+  };
+  make(".haproxy.yaml.ekco-tmp.0123456789abcdef", std::chrono::hours(2));    // stale: swept
+  make(".etcd.yaml.ekco-tmp.fedcba9876543210", std::chrono::hours(1));       // exactly 1h: swept
+  make(".haproxy.yaml.ekco-tmp.00000000000000aa", std::chrono::minutes(5));  // young
+  make("haproxy.yaml", std::chrono::hours(2));                               // not a temp
+  make(".haproxy.yaml.ekco-tmp.0123456789ABCDEF", std::chrono::hours(2));    // not the pattern
+  make(".haproxy.yaml.swp", std::chrono::hours(2));
+  fs::create_directories(dir / ".dir.ekco-tmp.0123456789abcdef");  // not a file
+  setMtime(dir / ".dir.ekco-tmp.0123456789abcdef", now - std::chrono::hours(2));
+
+  auto swept = fs.sweepStaleTemps("/etc/kubernetes/manifests", std::chrono::hours(1));
+  ASSERT_TRUE(swept) << swept.error().message();
+  EXPECT_EQ(*swept, 2u);
+  EXPECT_THAT(
+      fs.list("/etc/kubernetes/manifests").value(),
+      ElementsAre(".dir.ekco-tmp.0123456789abcdef", ".haproxy.yaml.ekco-tmp.00000000000000aa",
+                  ".haproxy.yaml.ekco-tmp.0123456789ABCDEF", ".haproxy.yaml.swp", "haproxy.yaml"));
+  EXPECT_EQ(fs.sweepStaleTemps("/no/such/dir", std::chrono::hours(1)).value(), 0u);
+}
+
+TEST_F(LocalHostFsTest, WriteSweepsStaleTempsOfTheSameTargetOnly) {
+  base::ManualClock clock;
+  auto opened = LocalHostFs::open(root_.string(), clock);
+  ASSERT_TRUE(opened);
+  const base::WallTime now = clock.wallNow();
+  const fs::path dir = real("/etc");
+  auto make = [&](const std::string& name, std::chrono::seconds age) {
+    put(dir / name, "junk");
+    setMtime(dir / name, now - age);
+  };
+  make(".a.conf.ekco-tmp.0123456789abcdef", LocalHostFs::kStaleTempAge + std::chrono::seconds(1));
+  make(".a.conf.ekco-tmp.00000000000000aa", std::chrono::minutes(1));  // maybe a live writer
+  make(".b.conf.ekco-tmp.0123456789abcdef", std::chrono::hours(1));    // another target's
+  ASSERT_TRUE((*opened)->write("/etc/a.conf", "x"));
+  EXPECT_THAT((*opened)->list("/etc").value(),
+              ElementsAre(".a.conf.ekco-tmp.00000000000000aa", ".b.conf.ekco-tmp.0123456789abcdef",
+                          "a.conf"));
+}
+
+}  // namespace
+}  // namespace ekco::hostfs
