@@ -1,0 +1,183 @@
+#include "agent/cli.h"
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <boost/version.hpp>
+#include <curl/curl.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <openssl/crypto.h>
+
+#include "agent/config.h"
+#include "agent/kurl_installer.h"
+#include "base/version_info.h"
+
+namespace ekco::agent {
+namespace {
+
+// Values of the per-key config flags of one subcommand, by snake_case key.
+using FlagValues = std::map<std::string, std::string>;
+
+// Registers every config key as a flag: kebab-case, with EKCO's snake_case spelling as an alias
+// (`--min-ready-master-nodes` and `--min_ready_master_nodes`). Values are kept as text and go
+// through ConfigLoader::setFlag, so flags are typed and checked exactly like the file.
+void addConfigFlags(CLI::App* app, FlagValues& values) {
+  for (const KeyInfo& k : configKeys()) {
+    std::string snake(k.key);
+    std::string kebab = snake;
+    std::replace(kebab.begin(), kebab.end(), '_', '-');
+    std::string names = "--" + kebab;
+    if (kebab != snake) names += ",--" + snake;
+    std::string& target = values[snake];
+    CLI::Option* opt = nullptr;
+    if (k.kind == ValueKind::kBool) {
+      // `--purge-dead-nodes` alone means true; `--purge-dead-nodes=false` is accepted too.
+      opt = app->add_flag(names + "{true}", target, std::string(k.help));
+    } else {
+      opt = app->add_option(names, target, std::string(k.help));
+    }
+    opt->group(k.ignored ? "Ignored EKCO settings" : "Configuration (override config.yaml)");
+  }
+}
+
+void applyFlags(const CLI::App* app, const FlagValues& values, ConfigLoader& loader) {
+  for (const KeyInfo& k : configKeys()) {
+    std::string kebab(k.key);
+    std::replace(kebab.begin(), kebab.end(), '_', '-');
+    if (app->get_option("--" + kebab)->count() > 0) {
+      loader.setFlag(k.key, values.at(std::string(k.key)));
+    }
+  }
+}
+
+// Prints problems (one line each) and notices; returns true when there were no problems.
+bool report(const std::vector<ConfigProblem>& problems, const std::vector<ConfigNotice>& notices,
+            std::ostream& err) {
+  for (const ConfigNotice& n : notices) err << "warning: " << n.toString() << "\n";
+  for (const ConfigProblem& p : problems) err << "error: " << p.toString() << "\n";
+  return problems.empty();
+}
+
+int configCheck(const std::string& file, const CliEnv& env) {
+  ConfigLoader loader;
+  loader.loadFile(file);
+  (void)loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  *env.out << file << ": ok\n";
+  return kExitOk;
+}
+
+int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& flags,
+               const CliEnv& env) {
+  ConfigLoader loader;
+  if (!file.empty()) {
+    loader.loadFile(file);
+  } else {
+    // The default location may be absent: then the defaults apply.
+    loader.loadFile(env.default_config_path, /*optional=*/true);
+  }
+  loader.loadEnvironment(env.environment);
+  applyFlags(cmd, flags, loader);
+  Config cfg = loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  *env.out << renderConfigYaml(cfg);
+  return kExitOk;
+}
+
+int configFromKurl(const std::string& file, const CliEnv& env) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    *env.err << "error: " << file << ": cannot read the file (does it exist?)\n";
+    return kExitUsage;
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  KurlConversion conv = configFromKurlInstaller(buf.str(), file);
+  if (!report(conv.problems, conv.notices, *env.err)) return kExitUsage;
+  *env.out << "# ekco configuration converted from the kURL Installer " << file << "\n"
+           << renderConfigYaml(conv.config);
+  return kExitOk;
+}
+
+}  // namespace
+
+std::string versionText() {
+  std::string out = fmt::format("ekco {} ({})\n", EKCO_VERSION, EKCO_GIT_SHA);
+  out += fmt::format("  libsystemd {}\n", EKCO_SYSTEMD_VERSION);
+  out += fmt::format("  yaml-cpp {}\n", EKCO_YAML_CPP_VERSION);
+  out += fmt::format("  libcurl {}\n", curl_version_info(CURLVERSION_NOW)->version);
+  out += fmt::format("  {}\n", OpenSSL_version(OPENSSL_VERSION));
+  out += fmt::format("  boost {}.{}.{}\n", BOOST_VERSION / 100000, BOOST_VERSION / 100 % 1000,
+                     BOOST_VERSION % 100);
+  out += fmt::format("  fmt {}.{}.{}\n", FMT_VERSION / 10000, FMT_VERSION / 100 % 100,
+                     FMT_VERSION % 100);
+  out += fmt::format("  nlohmann-json {}.{}.{}\n", NLOHMANN_JSON_VERSION_MAJOR,
+                     NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH);
+  out += fmt::format("  CLI11 {}\n", CLI11_VERSION);
+  return out;
+}
+
+int runCli(const std::vector<std::string>& args, const CliEnv& env) {
+  CLI::App app{"ekco: keeps a kubeadm cluster's nodes healthy (EKCO-compatible host agent)",
+               "ekco"};
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  auto* version = app.add_subcommand("version", "Print the version and the library versions");
+
+  auto* config = app.add_subcommand("config", "Validate, show and convert ekco configuration");
+  config->require_subcommand(1);
+
+  std::string check_file;
+  auto* check = config->add_subcommand(
+      "check", "Validate a config.yaml: prints 'FILE: ok', or one line per problem and exit 2");
+  check->add_option("FILE", check_file, "The config file")->required();
+
+  std::string show_file;
+  FlagValues show_flags;
+  auto* show = config->add_subcommand(
+      "show", "Print the effective configuration (file, then EKCO_* environment, then flags)");
+  show->add_option("--config", show_file,
+                   "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  addConfigFlags(show, show_flags);
+
+  std::string kurl_file;
+  auto* from_kurl = config->add_subcommand(
+      "from-kurl", "Print the config.yaml equivalent to a kURL Installer spec (spec.ekco.*)");
+  from_kurl->add_option("INSTALLER", kurl_file, "The kURL Installer YAML file")->required();
+
+  std::vector<const char*> argv;
+  argv.reserve(args.size());
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    // help() follows the parsed subcommands, so `ekco config check --help` shows check's help.
+    *env.out << app.help();
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    *env.out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    *env.err << "error: " << e.what() << "\n"
+             << "Run 'ekco --help' for usage.\n";
+    return kExitUsage;
+  }
+
+  if (version->parsed()) {
+    *env.out << versionText();
+    return kExitOk;
+  }
+  if (check->parsed()) return configCheck(check_file, env);
+  if (show->parsed()) return configShow(show_file, show, show_flags, env);
+  if (from_kurl->parsed()) return configFromKurl(kurl_file, env);
+  *env.err << "error: no command given. Run 'ekco --help' for usage.\n";
+  return kExitUsage;
+}
+
+}  // namespace ekco::agent

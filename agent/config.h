@@ -1,0 +1,172 @@
+// ekco's configuration: EKCO's /etc/ekco/config.yaml, key for key, plus the keys for what the
+// agent now owns on the host. Defaults are the documented product defaults (what kURL renders),
+// not EKCO's binary flag defaults; ../shared/reference/ekco.md §2 lists both.
+//
+// Loading order: file, then environment (EKCO_<KEY>, and EKCO's bare LOG_LEVEL), then
+// command-line flags; a later source overrides an earlier one. Loading is strict: every problem
+// (unknown key, wrong type, bad duration, negative count, broken cross-key rule, malformed
+// YAML) is collected as one ConfigProblem naming the key and where it came from, and the
+// caller exits 2 without acting on a half-valid config.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/duration.h"
+#include "base/result.h"
+
+namespace ekco::agent {
+
+using base::Duration;
+
+struct Config {
+  // --- Dead nodes (clear / purge) ---
+  Duration node_unreachable_toleration = std::chrono::minutes(5);
+  bool clear_dead_nodes = true;
+  bool purge_dead_nodes = false;
+  int64_t min_ready_master_nodes = 2;
+  int64_t min_ready_worker_nodes = 0;
+
+  // --- Rook / Ceph ---
+  bool maintain_rook_storage_nodes = false;
+  std::string rook_storage_nodes_label;
+  std::string rook_storage_nodes;
+  bool reconcile_rook_mds_placement = true;
+  bool reconcile_ceph_csi_resources = true;
+  std::string ceph_block_pool = "replicapool";
+  std::string ceph_filesystem = "rook-shared-fs";
+  std::string ceph_object_store = "rook-ceph-store";
+  int64_t min_ceph_pool_replication = 1;
+  int64_t max_ceph_pool_replication = 3;
+  std::string rook_priority_class;
+  int64_t rook_minimum_node_count = 0;
+  std::string rook_storage_class = "distributed";
+  std::string rook_ceph_image;
+
+  // --- Loop ---
+  Duration reconcile_interval = std::chrono::minutes(1);
+  Duration reconcile_timeout = std::chrono::minutes(15);
+
+  // --- Certificates ---
+  std::string certificates_dir = "/etc/kubernetes/pki";
+  bool rotate_certs = true;
+  std::string rotate_certs_namespace = "kurl";
+  Duration rotate_certs_check_interval = std::chrono::hours(24);
+  Duration rotate_certs_ttl = std::chrono::hours(720);
+  std::string registry_cert_namespace = "kurl";
+  std::string registry_cert_secret = "registry-pki";
+  std::string kurl_proxy_cert_namespace = "default";
+  std::string kurl_proxy_cert_secret = "kotsadm-tls";
+  std::string kotsadm_kubelet_cert_namespace = "default";
+  std::string kotsadm_kubelet_cert_secret = "kubelet-client-cert";
+
+  // --- Contour / Envoy ---
+  std::string contour_namespace = "projectcontour";
+  std::string contour_cert_secret = "contourcert";
+  std::string envoy_cert_secret = "envoycert";
+  bool restart_failed_envoy_pods = true;
+  Duration envoy_pods_not_ready_duration = std::chrono::minutes(5);
+
+  // --- Internal load balancer ---
+  bool enable_internal_load_balancer = false;
+  std::string internal_load_balancer_haproxy_image = "haproxy:lts-alpine";
+
+  // --- Admission, CSRs, MinIO, kotsadm, storage migration ---
+  std::vector<std::string> pod_image_overrides;  // "original=overridden"
+  bool auto_approve_kubelet_csrs = true;
+  bool enable_ha_minio = false;
+  std::string minio_namespace = "minio";
+  std::string minio_util_image;
+  bool enable_ha_kotsadm = false;
+  std::string storage_migration_auth_token;
+
+  // --- Host-side keys (new in ekco; kURL's host options) ---
+  bool disable_reboot_service = false;
+  std::string auto_upgrade_schedule;  // systemd calendar event; empty = off
+  std::string auto_upgrade_url;
+  std::string leader_election_namespace = "kurl";
+  std::string health_socket = "/run/ekco/ekco.sock";
+  std::string log_level = "info";
+};
+
+// Where a problem (or a value) came from: "config.yaml:12", "environment EKCO_X", "flag --x".
+struct ConfigProblem {
+  std::string source;
+  std::string key;      // empty when the problem is not about one key (e.g. malformed YAML)
+  std::string message;
+
+  // "config.yaml:12: min_ready_master_nodes: must be at least 1 (got 0)"
+  std::string toString() const;
+};
+
+// A non-fatal note: a deprecated or ignored key was set.
+using ConfigNotice = ConfigProblem;
+
+enum class ValueKind { kBool, kInt, kDuration, kString, kStringList };
+
+// The key table, for documentation, `config show`, flags and env. `ignored` keys are accepted
+// and do nothing (EKCO keys whose job ekco does differently); `alias_of` names the key a
+// deprecated spelling feeds.
+struct KeyInfo {
+  std::string_view key;
+  ValueKind kind;
+  std::string_view help;
+  bool ignored = false;
+  std::string_view alias_of = {};
+};
+const std::vector<KeyInfo>& configKeys();
+
+struct KeyDef;    // config.cc: a key and the Config member it sets
+struct RawValue;  // config.cc: a value before it is typed
+
+// Collects values from the three sources, then validates. Use:
+//   ConfigLoader loader;
+//   loader.loadFile(path);  loader.loadEnvironment(environ);  loader.setFlag("min_ready...", "3");
+//   auto cfg = loader.finish();   // problems() non-empty → exit 2
+class ConfigLoader {
+ public:
+  ConfigLoader();
+
+  // Reads a YAML mapping from a file. A missing file is a problem unless `optional`.
+  void loadFile(const std::string& path, bool optional = false);
+  // Same, from text; `name` is used in problem sources.
+  void loadYaml(std::string_view text, const std::string& name);
+  // EKCO_<UPPER_KEY> for every key, and bare LOG_LEVEL (EKCO's spelling). `env` is
+  // "NAME=value" strings, as in environ.
+  void loadEnvironment(const std::vector<std::string>& env);
+  // A value from the command line, for `key` (snake_case) as text.
+  void setFlag(std::string_view key, std::string_view value);
+  // A value as text from any other source (e.g. a kURL Installer field); `source` is how
+  // problems name it.
+  void setText(std::string_view key, std::string_view value, const std::string& source);
+
+  // Validates cross-key rules and returns the config. Call once.
+  Config finish();
+
+  const std::vector<ConfigProblem>& problems() const { return problems_; }
+  const std::vector<ConfigNotice>& notices() const { return notices_; }
+  // Keys that were set explicitly (by any source), with the source of the winning value.
+  const std::map<std::string, std::string>& sources() const { return sources_; }
+
+ private:
+  void assign(const KeyDef& def, const RawValue& raw, const std::string& source);
+
+  Config cfg_;
+  // Values given under a deprecated spelling, by the key they feed: {value, source}.
+  std::map<std::string, std::pair<std::string, std::string>> alias_values_;
+  std::vector<ConfigProblem> problems_;
+  std::vector<ConfigNotice> notices_;
+  std::map<std::string, std::string> sources_;
+};
+
+// Renders the effective configuration as YAML, every key in table order, defaults filled in.
+// Ignored keys are left out (they do nothing). The output passes ConfigLoader unchanged.
+std::string renderConfigYaml(const Config& cfg);
+
+// Splits and checks one pod_image_overrides entry "original=overridden".
+base::Result<std::pair<std::string, std::string>> parseImageOverride(std::string_view entry);
+
+}  // namespace ekco::agent
