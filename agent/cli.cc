@@ -15,6 +15,7 @@
 
 #include "agent/config.h"
 #include "agent/kurl_installer.h"
+#include "base/log.h"
 #include "base/version_info.h"
 
 namespace ekco::agent {
@@ -28,6 +29,7 @@ using FlagValues = std::map<std::string, std::string>;
 // through ConfigLoader::setFlag, so flags are typed and checked exactly like the file.
 void addConfigFlags(CLI::App* app, FlagValues& values) {
   for (const KeyInfo& k : configKeys()) {
+    if (k.key == "log_level") continue;  // a global flag of the root command
     std::string snake(k.key);
     std::string kebab = snake;
     std::replace(kebab.begin(), kebab.end(), '_', '-');
@@ -47,6 +49,7 @@ void addConfigFlags(CLI::App* app, FlagValues& values) {
 
 void applyFlags(const CLI::App* app, const FlagValues& values, ConfigLoader& loader) {
   for (const KeyInfo& k : configKeys()) {
+    if (values.count(std::string(k.key)) == 0) continue;
     std::string kebab(k.key);
     std::replace(kebab.begin(), kebab.end(), '_', '-');
     if (app->get_option("--" + kebab)->count() > 0) {
@@ -73,7 +76,7 @@ int configCheck(const std::string& file, const CliEnv& env) {
 }
 
 int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& flags,
-               const CliEnv& env) {
+               const std::string& log_level_flag, const CliEnv& env) {
   ConfigLoader loader;
   if (!file.empty()) {
     loader.loadFile(file);
@@ -83,6 +86,7 @@ int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& f
   }
   loader.loadEnvironment(env.environment);
   applyFlags(cmd, flags, loader);
+  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
   Config cfg = loader.finish();
   if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
   *env.out << renderConfigYaml(cfg);
@@ -126,7 +130,11 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
   CLI::App app{"ekco: keeps a kubeadm cluster's nodes healthy (EKCO-compatible host agent)",
                "ekco"};
   app.require_subcommand(1);
-  app.fallthrough(false);
+  // Options of the root (--log-level) may also follow a subcommand.
+  app.fallthrough(true);
+  std::string log_level_flag;
+  app.add_option("--log-level,--log_level", log_level_flag,
+                 "debug, info, warn or error (default: log_level from the config, else info)");
 
   auto* version = app.add_subcommand("version", "Print the version and the library versions");
 
@@ -169,12 +177,24 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
     return kExitUsage;
   }
 
+  if (!log_level_flag.empty()) {
+    auto level = base::parseLogLevel(log_level_flag);
+    if (!level) {
+      *env.err << "error: flag --log-level: " << level.error().message() << "\n";
+      return kExitUsage;
+    }
+    base::LogOptions options;
+    options.level = *level;
+    options.journal = base::stderrIsJournal();
+    base::configureLogging(options);
+  }
+
   if (version->parsed()) {
     *env.out << versionText();
     return kExitOk;
   }
   if (check->parsed()) return configCheck(check_file, env);
-  if (show->parsed()) return configShow(show_file, show, show_flags, env);
+  if (show->parsed()) return configShow(show_file, show, show_flags, log_level_flag, env);
   if (from_kurl->parsed()) return configFromKurl(kurl_file, env);
   *env.err << "error: no command given. Run 'ekco --help' for usage.\n";
   return kExitUsage;

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/process.h"
 
 namespace ekco::agent {
@@ -137,6 +138,16 @@ TEST(Cli, ConfigShowLayersFileEnvironmentAndFlags) {
   EXPECT_THAT(r.out, HasSubstr("\npurge_dead_nodes: false\n"));
   EXPECT_THAT(r.out, HasSubstr("node_unreachable_toleration: 10m\n"));
   EXPECT_THAT(r.out, HasSubstr("\nlog_level: debug\n"));
+}
+
+TEST(Cli, LogLevelIsAGlobalFlagInBothSpellings) {
+  EXPECT_THAT(cli({"--log-level", "debug", "config", "show"}).out, HasSubstr("\nlog_level: debug\n"));
+  EXPECT_THAT(cli({"config", "show", "--log_level", "error"}).out, HasSubstr("\nlog_level: error\n"));
+  EXPECT_EQ(base::currentLogLevel(), base::LogLevel::kError);
+  base::configureLogging(base::LogOptions{});
+  CliRun bad = cli({"--log-level", "loud", "version"});
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("invalid log level \"loud\""));
 }
 
 TEST(Cli, ConfigShowWithoutAConfigFilePrintsTheDefaults) {
