@@ -42,6 +42,8 @@
 #include <boost/process/extend.hpp>
 #include <fmt/format.h>
 
+#include "base/unique_fd.h"
+
 namespace ekco::base {
 namespace {
 
@@ -67,43 +69,17 @@ constexpr std::size_t kChunk = 64 * 1024;
 enum ChildStep : int { kStepExec = 0, kStepChdir = 1, kStepSetup = 2 };
 constexpr int kStepShift = 12;
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 struct Pipe {
-  Fd read;
-  Fd write;
+  UniqueFd read;
+  UniqueFd write;
 };
 
 // Close-on-exec from the start: a concurrent spawn in another thread must not inherit them.
 Result<Pipe> makePipe() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return errnoError("pipe2", errno);
-  return Pipe{.read = Fd(fds[0]), .write = Fd(fds[1])};
+  return Pipe{.read = UniqueFd(fds[0]), .write = UniqueFd(fds[1])};
 }
 
 Status setNonBlocking(int fd) {
@@ -343,7 +319,7 @@ timespec toTimespec(std::chrono::nanoseconds d) {
 
 // One captured output stream.
 struct Output {
-  Fd fd;
+  UniqueFd fd;
   std::string* data = nullptr;
   std::size_t limit = 0;
   bool truncated = false;
@@ -371,8 +347,8 @@ struct Output {
 // the leftover rule, then reaps. See BoostProcessRunner in process.h for the contract.
 class Supervisor {
  public:
-  Supervisor(const ProcessRequest& request, const Clock& clock, pid_t pid, Fd pidfd, Fd stdin_fd,
-             Fd stdout_fd, Fd stderr_fd, ProcessResult& result)
+  Supervisor(const ProcessRequest& request, const Clock& clock, pid_t pid, UniqueFd pidfd, UniqueFd stdin_fd,
+             UniqueFd stdout_fd, UniqueFd stderr_fd, ProcessResult& result)
       : request_(request),
         clock_(clock),
         pid_(pid),
@@ -524,8 +500,8 @@ class Supervisor {
   const ProcessRequest& request_;
   const Clock& clock_;
   const pid_t pid_;
-  Fd pidfd_;
-  Fd stdin_;
+  UniqueFd pidfd_;
+  UniqueFd stdin_;
   Output out_;
   Output err_;
   ProcessResult& result_;
@@ -624,10 +600,10 @@ Result<ProcessResult> BoostProcessRunner::run(const ProcessRequest& request) {
   auto context = [&](std::string_view what) {
     return fmt::format("run {}: {}", request.argv.front(), what);
   };
-  Fd stdin_parent;
-  Fd stdin_child;
+  UniqueFd stdin_parent;
+  UniqueFd stdin_child;
   if (request.stdin_data.empty()) {
-    stdin_child = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    stdin_child = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!stdin_child.valid()) return errnoError(context("open /dev/null"), errno);
   } else {
     auto p = makePipe();
@@ -684,7 +660,7 @@ Result<ProcessResult> BoostProcessRunner::run(const ProcessRequest& request) {
 
   // (5) Supervise and reap. A pidfd (Linux 5.3+) reports the exit without polling. Through
   // syscall(2): glibc 2.36's <sys/pidfd.h> lacks extern "C", so its pidfd_open does not link.
-  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   ProcessResult result;
   Supervisor supervisor(request, clock_, pid, std::move(pidfd), std::move(stdin_parent),
                         std::move(out->read), std::move(err->read), result);

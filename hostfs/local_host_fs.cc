@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/unique_fd.h"
+
 namespace ekco::hostfs {
 namespace {
 
@@ -23,6 +25,7 @@ using base::Error;
 using base::ErrorCode;
 using base::Result;
 using base::Status;
+using base::UniqueFd;
 
 constexpr std::string_view kTempMarker = ".ekco-tmp.";
 constexpr std::size_t kTempRandomHex = 16;
@@ -30,34 +33,6 @@ constexpr std::size_t kNameMax = NAME_MAX;
 // Room left for the target's name inside a temp name of at most NAME_MAX bytes.
 constexpr std::size_t kTempNameRoom = kNameMax - 1 - kTempMarker.size() - kTempRandomHex;
 
-// Owns a file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // "No such file or directory" with the code errnoError gives errno, for messages whose context
 // (operation and path) is added by the caller.
