@@ -1,0 +1,705 @@
+// kubesim's API semantics at the HTTP level (HTTPS with the admin client certificate).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "base/clock.h"
+#include "tests/kubesim/server.h"
+#include "tests/kubesim/test_client.h"
+
+namespace ekco::kubesim {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using testing::TestClient;
+
+json node(const std::string& name, const std::string& ready) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}}}},
+          {"spec", json::object()},
+          {"status", {{"conditions", {{{"type", "Ready"}, {"status", ready}}}}}}};
+}
+
+json pod(const std::string& ns, const std::string& name, const std::string& node_name,
+         json labels = json::object()) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"labels", labels}}},
+          {"spec",
+           {{"nodeName", node_name}, {"containers", {{{"name", "main"}, {"image", "busybox"}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+json configMap(const std::string& ns, const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"data", {{"k", "v"}}}};
+}
+
+std::vector<std::string> names(const json& list) {
+  std::vector<std::string> out;
+  for (const json& item : list["items"]) out.push_back(item["metadata"]["name"]);
+  return out;
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kubesim-api-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void start(ServerOptions options = {}) {
+    options.out_dir = dir_.string();
+    if (options.clock == nullptr) options.clock = &clock_;
+    options.objects.push_back(node("node-a", "True"));
+    options.objects.push_back(node("node-b", "Unknown"));
+    auto server = Server::start(std::move(options));
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+    client_ = std::make_unique<TestClient>(*server_);
+  }
+
+  base::ManualClock clock_;
+  std::filesystem::path dir_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<TestClient> client_;
+};
+
+TEST_F(ApiTest, WritesKubeconfigAndPemFilesAndServesVersion) {
+  start();
+  EXPECT_TRUE(std::filesystem::exists(server_->kubeconfigPath()));
+  for (const char* f : {"ca.crt", "client.crt", "client.key", "server.crt", "server.key"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir_ / f)) << f;
+  }
+  auto r = client_->get("/version");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.json()["gitVersion"], "v1.32.4");
+}
+
+TEST_F(ApiTest, DiscoveryListsBuiltinsAndCustomResourcesSeenInObjects) {
+  ServerOptions options;
+  options.objects.push_back({{"apiVersion", "ceph.rook.io/v1"},
+                             {"kind", "CephCluster"},
+                             {"metadata", {{"name", "rook-ceph"}, {"namespace", "rook-ceph"}}}});
+  start(options);
+  auto apis = client_->get("/apis").json();
+  std::set<std::string> groups;
+  for (const json& g : apis["groups"]) groups.insert(g["name"]);
+  for (const char* g : {"apps", "coordination.k8s.io", "events.k8s.io", "policy",
+                        "discovery.k8s.io", "ceph.rook.io"}) {
+    EXPECT_TRUE(groups.count(g)) << g;
+  }
+  auto ceph = client_->get("/apis/ceph.rook.io/v1").json();
+  ASSERT_EQ(ceph["resources"].size(), 1u);
+  EXPECT_EQ(ceph["resources"][0]["name"], "cephclusters");
+  EXPECT_EQ(ceph["resources"][0]["namespaced"], true);
+  auto core = client_->get("/api/v1").json();
+  std::set<std::string> resources;
+  for (const json& r : core["resources"]) resources.insert(r["name"]);
+  for (const char* r :
+       {"nodes", "pods", "pods/status", "pods/eviction", "pods/exec", "namespaces", "configmaps",
+        "secrets", "services", "endpoints", "events", "persistentvolumeclaims"}) {
+    EXPECT_TRUE(resources.count(r)) << r;
+  }
+}
+
+TEST_F(ApiTest, CreatingACustomResourceDefinitionServesItsResource) {
+  start();
+  json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
+              {"kind", "CustomResourceDefinition"},
+              {"metadata", {{"name", "cephblockpools.ceph.rook.io"}}},
+              {"spec",
+               {{"group", "ceph.rook.io"},
+                {"scope", "Namespaced"},
+                {"names", {{"plural", "cephblockpools"}, {"kind", "CephBlockPool"}}},
+                {"versions", {{{"name", "v1"}, {"served", true}, {"storage", true}}}}}}};
+  ASSERT_EQ(client_->post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd).status,
+            201);
+  json pool = {{"apiVersion", "ceph.rook.io/v1"},
+               {"kind", "CephBlockPool"},
+               {"metadata", {{"name", "replicapool"}}}};
+  EXPECT_EQ(client_->post("/apis/ceph.rook.io/v1/namespaces/rook-ceph/cephblockpools", pool).status,
+            201);
+  EXPECT_TRUE(server_->get("cephblockpools.ceph.rook.io", "rook-ceph", "replicapool"));
+}
+
+TEST_F(ApiTest, CreateSetsMetadataAndTheSecondCreateIsAlreadyExists) {
+  start();
+  auto first = client_->post("/api/v1/namespaces/kurl/configmaps", configMap("kurl", "a"));
+  ASSERT_EQ(first.status, 201) << first.body;
+  json meta = first.json()["metadata"];
+  EXPECT_FALSE(meta["uid"].get<std::string>().empty());
+  EXPECT_EQ(meta["creationTimestamp"], "2023-11-14T22:13:20Z");
+  EXPECT_EQ(meta["generation"], 1);
+  EXPECT_EQ(meta["resourceVersion"], std::to_string(server_->store().resourceVersion()));
+
+  auto second = client_->post("/api/v1/namespaces/kurl/configmaps", configMap("kurl", "a"));
+  EXPECT_EQ(second.status, 409);
+  json status = second.json();
+  EXPECT_EQ(status["kind"], "Status");
+  EXPECT_EQ(status["reason"], "AlreadyExists");
+  EXPECT_EQ(status["message"], "configmaps \"a\" already exists");
+  EXPECT_EQ(status["details"]["name"], "a");
+  EXPECT_EQ(status["details"]["kind"], "configmaps");
+  EXPECT_EQ(status["code"], 409);
+}
+
+TEST_F(ApiTest, GenerateNameGivesEachCreateAUniqueName) {
+  start();
+  json cm = configMap("kurl", "");
+  cm["metadata"].erase("name");
+  cm["metadata"]["generateName"] = "ekco-";
+  auto a = client_->post("/api/v1/namespaces/kurl/configmaps", cm).json();
+  auto b = client_->post("/api/v1/namespaces/kurl/configmaps", cm).json();
+  std::string na = a["metadata"]["name"];
+  EXPECT_EQ(na.rfind("ekco-", 0), 0u);
+  EXPECT_EQ(na.size(), 10u);
+  EXPECT_NE(na, b["metadata"]["name"].get<std::string>());
+}
+
+TEST_F(ApiTest, ErrorsAreStatusBodies) {
+  start();
+  auto unknown = client_->get("/apis/example.com/v1/widgets");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.json()["reason"], "NotFound");
+  auto missing = client_->get("/api/v1/namespaces/default/pods/nope");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.json()["message"], "pods \"nope\" not found");
+  auto lease = client_->get("/apis/coordination.k8s.io/v1/namespaces/kurl/leases/nope").json();
+  EXPECT_EQ(lease["message"], "leases.coordination.k8s.io \"nope\" not found");
+  EXPECT_EQ(lease["details"]["group"], "coordination.k8s.io");
+  auto malformed = client_->request("POST", "/api/v1/namespaces/kurl/configmaps", "{nope");
+  EXPECT_EQ(malformed.status, 400);
+  EXPECT_EQ(malformed.json()["reason"], "BadRequest");
+  auto bad_selector = client_->get("/api/v1/pods?labelSelector=a%20in%20b");
+  EXPECT_EQ(bad_selector.status, 400);
+  auto method = client_->request("POST", "/api/v1/nodes/node-a", "{}");
+  EXPECT_EQ(method.status, 405);
+  EXPECT_EQ(method.json()["reason"], "MethodNotAllowed");
+}
+
+TEST_F(ApiTest, UpdateWithStaleResourceVersionIsConflict) {
+  start();
+  json cm = client_->post("/api/v1/namespaces/kurl/configmaps", configMap("kurl", "a")).json();
+  json changed = cm;
+  changed["data"]["k"] = "v2";
+  auto ok = client_->put("/api/v1/namespaces/kurl/configmaps/a", changed);
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_NE(ok.json()["metadata"]["resourceVersion"], cm["metadata"]["resourceVersion"]);
+  changed["data"]["k"] = "v3";  // still carries the first resourceVersion
+  auto stale = client_->put("/api/v1/namespaces/kurl/configmaps/a", changed);
+  EXPECT_EQ(stale.status, 409);
+  EXPECT_EQ(stale.json()["reason"], "Conflict");
+  EXPECT_THAT(stale.json()["message"].get<std::string>(),
+              HasSubstr("the object has been modified"));
+  // Without a resourceVersion the update is unconditional.
+  changed["metadata"].erase("resourceVersion");
+  EXPECT_EQ(client_->put("/api/v1/namespaces/kurl/configmaps/a", changed).status, 200);
+  EXPECT_EQ((*server_->get("configmaps", "kurl", "a"))["data"]["k"], "v3");
+}
+
+TEST_F(ApiTest, UpdateOfMissingObjectIsNotFound) {
+  start();
+  EXPECT_EQ(client_->put("/api/v1/namespaces/kurl/configmaps/a", configMap("kurl", "a")).status,
+            404);
+}
+
+TEST_F(ApiTest, MainResourceKeepsStatusAndStatusSubresourceChangesOnlyStatus) {
+  start();
+  json n = *server_->get("nodes", "", "node-a");
+  n["status"]["conditions"][0]["status"] = "False";
+  n["spec"]["unschedulable"] = true;
+  auto main = client_->put("/api/v1/nodes/node-a", n).json();
+  EXPECT_EQ(main["status"]["conditions"][0]["status"], "True");
+  EXPECT_EQ(main["spec"]["unschedulable"], true);
+  EXPECT_EQ(main["metadata"]["generation"], 2);
+
+  n = main;
+  n["status"]["conditions"][0]["status"] = "Unknown";
+  n["spec"]["unschedulable"] = false;
+  auto status = client_->put("/api/v1/nodes/node-a/status", n).json();
+  EXPECT_EQ(status["status"]["conditions"][0]["status"], "Unknown");
+  EXPECT_EQ(status["spec"]["unschedulable"], true);
+}
+
+TEST_F(ApiTest, LabelSelectorsSupportEveryOperator) {
+  start();
+  ASSERT_TRUE(server_->put(pod("ns", "a", "node-a", {{"app", "web"}, {"tier", "fe"}})));
+  ASSERT_TRUE(server_->put(pod("ns", "b", "node-a", {{"app", "db"}})));
+  ASSERT_TRUE(server_->put(pod("ns", "c", "node-a", json::object())));
+  auto list = [&](const std::string& sel) {
+    return names(client_->get("/api/v1/namespaces/ns/pods?labelSelector=" + sel).json());
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(list("app%3Dweb"), V{"a"});
+  EXPECT_EQ(list("app%3D%3Dweb"), V{"a"});
+  EXPECT_EQ(list("app!%3Dweb"), (V{"b", "c"}));
+  EXPECT_EQ(list("app+in+(web,db)"), (V{"a", "b"}));
+  EXPECT_EQ(list("app%20notin%20(web)"), (V{"b", "c"}));
+  EXPECT_EQ(list("app"), (V{"a", "b"}));
+  EXPECT_EQ(list("!app"), V{"c"});
+  EXPECT_EQ(list("app,tier%3Dfe"), V{"a"});
+}
+
+TEST_F(ApiTest, FieldSelectorsMatchNameNamespaceNodeAndPhase) {
+  start();
+  ASSERT_TRUE(server_->put(pod("x", "a", "node-a")));
+  ASSERT_TRUE(server_->put(pod("y", "b", "node-b")));
+  json done = pod("y", "c", "node-b");
+  done["status"]["phase"] = "Succeeded";
+  ASSERT_TRUE(server_->put(done));
+  auto list = [&](const std::string& sel) {
+    return names(client_->get("/api/v1/pods?fieldSelector=" + sel).json());
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(list("spec.nodeName%3Dnode-b"), (V{"b", "c"}));
+  EXPECT_EQ(list("spec.nodeName!%3Dnode-b"), V{"a"});
+  EXPECT_EQ(list("metadata.namespace%3Dy,status.phase!%3DSucceeded"), V{"b"});
+  EXPECT_EQ(list("metadata.name%3D%3Dc"), V{"c"});
+}
+
+TEST_F(ApiTest, ListPagesWithLimitAndContinueInStableOrder) {
+  start();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(server_->put(configMap("ns", "cm-" + std::to_string(i))));
+  std::vector<std::string> all;
+  std::string token;
+  int pages = 0;
+  do {
+    json page = client_
+                    ->get("/api/v1/namespaces/ns/configmaps?limit=2" +
+                          (token.empty() ? "" : "&continue=" + token))
+                    .json();
+    for (const std::string& n : names(page)) all.push_back(n);
+    token = page["metadata"].value("continue", "");
+    EXPECT_FALSE(page["metadata"]["resourceVersion"].get<std::string>().empty());
+    ++pages;
+  } while (!token.empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(all, (std::vector<std::string>{"cm-0", "cm-1", "cm-2", "cm-3", "cm-4"}));
+}
+
+TEST_F(ApiTest, ContinueTokenFromBeforeCompactionIsGoneExpired) {
+  start();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(server_->put(configMap("ns", "cm-" + std::to_string(i))));
+  json page = client_->get("/api/v1/namespaces/ns/configmaps?limit=1").json();
+  std::string token = page["metadata"]["continue"];
+  ASSERT_TRUE(server_->put(configMap("ns", "cm-9")));
+  server_->compactHistory();
+  auto expired = client_->get("/api/v1/namespaces/ns/configmaps?limit=1&continue=" + token);
+  EXPECT_EQ(expired.status, 410);
+  EXPECT_EQ(expired.json()["reason"], "Expired");
+  auto exact =
+      client_->get("/api/v1/namespaces/ns/configmaps?resourceVersion=2&resourceVersionMatch=Exact");
+  EXPECT_EQ(exact.status, 410);
+}
+
+TEST_F(ApiTest, MergePatchDeletesNullsAndResourceVersionInPatchIsAPrecondition) {
+  start();
+  ASSERT_TRUE(server_->put(configMap("ns", "a")));
+  auto r = client_->request("PATCH", "/api/v1/namespaces/ns/configmaps/a",
+                            R"({"data":{"k":null,"n":"1"},"metadata":{"labels":{"x":"y"}}})",
+                            "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["data"], (json{{"n", "1"}}));
+  EXPECT_EQ(r.json()["metadata"]["labels"]["x"], "y");
+  auto stale =
+      client_->request("PATCH", "/api/v1/namespaces/ns/configmaps/a",
+                       R"({"metadata":{"resourceVersion":"1"}})", "application/merge-patch+json");
+  EXPECT_EQ(stale.status, 409);
+}
+
+TEST_F(ApiTest, JsonPatchAppliesOperationsAndAFailedTestIs422Invalid) {
+  start();
+  ASSERT_TRUE(server_->put(configMap("ns", "a")));
+  auto ok = client_->request(
+      "PATCH", "/api/v1/namespaces/ns/configmaps/a",
+      R"([{"op":"test","path":"/data/k","value":"v"},{"op":"replace","path":"/data/k","value":"w"}])",
+      "application/json-patch+json");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.json()["data"]["k"], "w");
+  auto failed = client_->request("PATCH", "/api/v1/namespaces/ns/configmaps/a",
+                                 R"([{"op":"test","path":"/data/k","value":"v"}])",
+                                 "application/json-patch+json");
+  EXPECT_EQ(failed.status, 422);
+  EXPECT_EQ(failed.json()["reason"], "Invalid");
+  EXPECT_EQ((*server_->get("configmaps", "ns", "a"))["data"]["k"], "w");
+  auto unsupported = client_->request("PATCH", "/api/v1/namespaces/ns/configmaps/a", "{}",
+                                      "application/apply-patch+yaml");
+  EXPECT_EQ(unsupported.status, 415);
+}
+
+TEST_F(ApiTest, StrategicMergePatchMergesContainersByNameAndReplacesTaints) {
+  start();
+  json n = *server_->get("nodes", "", "node-a");
+  n["spec"]["taints"] = {{{"key", "a"}, {"effect", "NoSchedule"}}};
+  ASSERT_TRUE(server_->put(n));
+  auto r = client_->request(
+      "PATCH", "/api/v1/nodes/node-a",
+      R"({"spec":{"unschedulable":true,"taints":[{"key":"b","effect":"NoExecute"}]}})",
+      "application/strategic-merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["spec"]["taints"], (json{{{"key", "b"}, {"effect", "NoExecute"}}}));
+  r = client_->request("PATCH", "/api/v1/nodes/node-a", R"({"spec":{"unschedulable":null}})",
+                       "application/strategic-merge-patch+json");
+  EXPECT_FALSE(r.json()["spec"].contains("unschedulable"));
+
+  json p = pod("ns", "p", "node-a");
+  p["spec"]["containers"].push_back({{"name", "sidecar"}, {"image", "envoy"}});
+  ASSERT_TRUE(server_->put(p));
+  r = client_->request(
+      "PATCH", "/api/v1/namespaces/ns/pods/p",
+      R"({"metadata":{"finalizers":["a"]},"spec":{"containers":[{"name":"sidecar","image":"envoy:2"},{"name":"main","$patch":"delete"}]}})",
+      "application/strategic-merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["spec"]["containers"], (json{{{"name", "sidecar"}, {"image", "envoy:2"}}}));
+  EXPECT_EQ(r.json()["metadata"]["finalizers"], (json{"a"}));
+}
+
+TEST_F(ApiTest, ScaleSubresourceReadsAndWritesSpecReplicas) {
+  start();
+  json deploy = {{"apiVersion", "apps/v1"},
+                 {"kind", "Deployment"},
+                 {"metadata", {{"name", "d"}, {"namespace", "ns"}}},
+                 {"spec", {{"replicas", 2}, {"selector", {{"matchLabels", {{"app", "d"}}}}}}}};
+  ASSERT_TRUE(server_->put(deploy));
+  auto scale = client_->get("/apis/apps/v1/namespaces/ns/deployments/d/scale").json();
+  EXPECT_EQ(scale["kind"], "Scale");
+  EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
+  EXPECT_EQ(scale["spec"]["replicas"], 2);
+  EXPECT_EQ(scale["status"]["selector"], "app=d");
+  auto patched = client_->request("PATCH", "/apis/apps/v1/namespaces/ns/deployments/d/scale",
+                                  R"({"spec":{"replicas":5}})", "application/merge-patch+json");
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ((*server_->get("deployments.apps", "ns", "d"))["spec"]["replicas"], 5);
+}
+
+TEST_F(ApiTest, GracefulPodDeletionWaitsForTheGracePeriodOnAReadyNode) {
+  start();
+  json p = pod("ns", "a", "node-a");
+  p["spec"]["terminationGracePeriodSeconds"] = 10;
+  ASSERT_TRUE(server_->put(p));
+  auto r = client_->request("DELETE", "/api/v1/namespaces/ns/pods/a");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["metadata"]["deletionTimestamp"], "2023-11-14T22:13:30Z");
+  EXPECT_EQ(r.json()["metadata"]["deletionGracePeriodSeconds"], 10);
+  server_->runKubelet();
+  EXPECT_TRUE(server_->get("pods", "ns", "a"));
+  clock_.advance(std::chrono::seconds(10));
+  server_->runKubelet();
+  EXPECT_FALSE(server_->get("pods", "ns", "a"));
+}
+
+TEST_F(ApiTest, PodsOnANotReadyNodeStayTerminatingUntilForceDeleted) {
+  start();
+  ASSERT_TRUE(server_->put(pod("ns", "b", "node-b")));
+  ASSERT_EQ(client_->request("DELETE", "/api/v1/namespaces/ns/pods/b?gracePeriodSeconds=5").status,
+            200);
+  clock_.advance(std::chrono::hours(1));
+  server_->runKubelet();
+  auto stuck = server_->get("pods", "ns", "b");
+  ASSERT_TRUE(stuck);
+  EXPECT_EQ((*stuck)["metadata"]["deletionGracePeriodSeconds"], 5);
+  auto force = client_->request("DELETE", "/api/v1/namespaces/ns/pods/b",
+                                R"({"gracePeriodSeconds":0,"propagationPolicy":"Background"})");
+  EXPECT_EQ(force.status, 200);
+  EXPECT_FALSE(server_->get("pods", "ns", "b"));
+}
+
+TEST_F(ApiTest, FinalizersKeepADeletedObjectUntilTheyAreRemoved) {
+  start();
+  json cm = configMap("ns", "a");
+  cm["metadata"]["finalizers"] = {"example.com/hold"};
+  ASSERT_TRUE(server_->put(cm));
+  ASSERT_EQ(client_->request("DELETE", "/api/v1/namespaces/ns/configmaps/a").status, 200);
+  auto held = server_->get("configmaps", "ns", "a");
+  ASSERT_TRUE(held);
+  EXPECT_TRUE((*held)["metadata"].contains("deletionTimestamp"));
+  auto r = client_->request("PATCH", "/api/v1/namespaces/ns/configmaps/a",
+                            R"({"metadata":{"finalizers":null}})", "application/merge-patch+json");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(server_->get("configmaps", "ns", "a"));
+}
+
+TEST_F(ApiTest, DeletePreconditionsMismatchIsConflict) {
+  start();
+  ASSERT_TRUE(server_->put(configMap("ns", "a")));
+  auto r = client_->request("DELETE", "/api/v1/namespaces/ns/configmaps/a",
+                            R"({"preconditions":{"uid":"other"}})");
+  EXPECT_EQ(r.status, 409);
+  EXPECT_THAT(r.json()["message"].get<std::string>(), HasSubstr("Precondition failed"));
+  EXPECT_TRUE(server_->get("configmaps", "ns", "a"));
+}
+
+TEST_F(ApiTest, EvictionDeletesGracefullyUnlessABudgetForbidsIt) {
+  start();
+  ASSERT_TRUE(server_->put(pod("ns", "a", "node-a", {{"app", "web"}})));
+  ASSERT_TRUE(server_->put(pod("ns", "b", "node-a", {{"app", "db"}})));
+  json pdb = {
+      {"apiVersion", "policy/v1"},
+      {"kind", "PodDisruptionBudget"},
+      {"metadata", {{"name", "db"}, {"namespace", "ns"}}},
+      {"spec", {{"selector", {{"matchLabels", {{"app", "db"}}}}}}},
+      {"status", {{"disruptionsAllowed", 0}, {"desiredHealthy", 1}, {"currentHealthy", 1}}}};
+  ASSERT_TRUE(server_->put(pdb));
+  json eviction = {
+      {"apiVersion", "policy/v1"}, {"kind", "Eviction"}, {"metadata", {{"name", "a"}}}};
+  auto ok = client_->post("/api/v1/namespaces/ns/pods/a/eviction", eviction);
+  EXPECT_EQ(ok.status, 201) << ok.body;
+  EXPECT_TRUE((*server_->get("pods", "ns", "a"))["metadata"].contains("deletionTimestamp"));
+  eviction["metadata"]["name"] = "b";
+  auto blocked = client_->post("/api/v1/namespaces/ns/pods/b/eviction", eviction);
+  EXPECT_EQ(blocked.status, 429);
+  EXPECT_EQ(blocked.json()["details"]["causes"][0]["reason"], "DisruptionBudget");
+}
+
+TEST_F(ApiTest, WatchStreamsAddedModifiedAndDeletedAfterTheListResourceVersion) {
+  start();
+  std::string rv =
+      client_->get("/api/v1/namespaces/ns/configmaps").json()["metadata"]["resourceVersion"];
+  std::thread writer;
+  auto events = client_->watch(
+      "/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion=" + rv,
+      [](const std::vector<json>& e) { return e.size() >= 3; }, std::chrono::seconds(5),
+      [&] {
+        writer = std::thread([&] {
+          json cm = client_->post("/api/v1/namespaces/ns/configmaps", configMap("ns", "a")).json();
+          cm["data"]["k"] = "v2";
+          client_->put("/api/v1/namespaces/ns/configmaps/a", cm);
+          client_->request("DELETE", "/api/v1/namespaces/ns/configmaps/a");
+        });
+      });
+  writer.join();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0]["type"], "ADDED");
+  EXPECT_EQ(events[1]["type"], "MODIFIED");
+  EXPECT_EQ(events[1]["object"]["data"]["k"], "v2");
+  EXPECT_EQ(events[2]["type"], "DELETED");
+}
+
+TEST_F(ApiTest, WatchFromAnOlderResourceVersionReplaysHistory) {
+  start();
+  std::uint64_t before = server_->store().resourceVersion();
+  ASSERT_TRUE(server_->put(configMap("ns", "a")));
+  ASSERT_TRUE(server_->put(configMap("ns", "b")));
+  ASSERT_TRUE(server_->put(configMap("other", "c")));
+  auto events = client_->watch(
+      "/api/v1/namespaces/ns/configmaps?watch=1&resourceVersion=" + std::to_string(before),
+      [](const std::vector<json>& e) { return e.size() >= 2; }, std::chrono::seconds(5));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["object"]["metadata"]["name"], "a");
+  EXPECT_EQ(events[1]["object"]["metadata"]["name"], "b");
+}
+
+TEST_F(ApiTest, WatchWithoutResourceVersionStartsWithTheCurrentObjects) {
+  start();
+  auto events = client_->watch(
+      "/api/v1/nodes?watch=true", [](const std::vector<json>& e) { return e.size() >= 2; },
+      std::chrono::seconds(5));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["type"], "ADDED");
+}
+
+TEST_F(ApiTest, WatchFromACompactedResourceVersionGetsExpiredErrorEvent) {
+  start();
+  std::uint64_t old = server_->store().resourceVersion();
+  ASSERT_TRUE(server_->put(configMap("ns", "a")));
+  server_->compactHistory();
+  auto events = client_->watch(
+      "/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion=" + std::to_string(old), nullptr,
+      std::chrono::seconds(5));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "ERROR");
+  EXPECT_EQ(events[0]["object"]["code"], 410);
+  EXPECT_EQ(events[0]["object"]["reason"], "Expired");
+}
+
+TEST_F(ApiTest, ForcedGoneAppliesToTheNextWatchOnly) {
+  start();
+  server_->forceGoneOnNextWatch();
+  std::string rv = std::to_string(server_->store().resourceVersion());
+  auto first = client_->watch("/api/v1/nodes?watch=true&resourceVersion=" + rv, nullptr,
+                              std::chrono::seconds(5));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]["object"]["code"], 410);
+  auto second = client_->watch("/api/v1/nodes?watch=true&timeoutSeconds=1&resourceVersion=" + rv,
+                               nullptr, std::chrono::seconds(5));
+  EXPECT_TRUE(second.empty());
+}
+
+TEST_F(ApiTest, WatchSendsBookmarksWithTheCurrentResourceVersion) {
+  ServerOptions options;
+  options.bookmark_interval = std::chrono::milliseconds(100);
+  start(options);
+  std::string rv = std::to_string(server_->store().resourceVersion());
+  auto events = client_->watch(
+      "/api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion=" + rv,
+      [](const std::vector<json>& e) { return e.size() >= 3; }, std::chrono::seconds(5));
+  ASSERT_EQ(events.size(), 3u);
+  for (const json& e : events) {
+    EXPECT_EQ(e["type"], "BOOKMARK");
+    EXPECT_EQ(e["object"]["kind"], "Pod");
+    EXPECT_EQ(e["object"]["metadata"]["resourceVersion"], rv);
+  }
+}
+
+TEST_F(ApiTest, WatchEndsAfterTimeoutSeconds) {
+  start();
+  auto begin = std::chrono::steady_clock::now();
+  auto events = client_->watch("/api/v1/pods?watch=true&timeoutSeconds=1&resourceVersion=1",
+                               nullptr, std::chrono::seconds(5));
+  auto took = std::chrono::steady_clock::now() - begin;
+  EXPECT_TRUE(events.empty());
+  EXPECT_LT(took, std::chrono::seconds(3));
+  EXPECT_GE(took, std::chrono::milliseconds(900));
+}
+
+TEST_F(ApiTest, WatchWithLabelSelectorSeesAnObjectLeavingTheSelectionAsDeleted) {
+  start();
+  ASSERT_TRUE(server_->put(pod("ns", "a", "node-a", {{"app", "web"}})));
+  std::string rv = std::to_string(server_->store().resourceVersion());
+  auto events = client_->watch(
+      "/api/v1/namespaces/ns/pods?watch=true&labelSelector=app%3Dweb&resourceVersion=" + rv,
+      [](const std::vector<json>& e) { return !e.empty(); }, std::chrono::seconds(5),
+      [&] {
+        auto r = client_->request("PATCH", "/api/v1/namespaces/ns/pods/a",
+                                  R"({"metadata":{"labels":{"app":"db"}}})",
+                                  "application/merge-patch+json");
+        EXPECT_EQ(r.status, 200);
+      });
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "DELETED");
+}
+
+TEST_F(ApiTest, ExecOverWebSocketAnswersFromTheScriptAndIsLogged) {
+  ServerOptions options;
+  options.exec_script = {ExecReply{.command_prefix = {"etcdctl", "member"},
+                                   .stdout_data = "members\n",
+                                   .stderr_data = "warn\n",
+                                   .exit_code = 2}};
+  start(options);
+  ASSERT_TRUE(server_->put(pod("kube-system", "etcd-node-a", "node-a")));
+  auto failed = client_->exec(
+      "/api/v1/namespaces/kube-system/pods/etcd-node-a/exec?command=etcdctl&command=member&"
+      "command=list&stdout=true&stderr=true",
+      "v5.channel.k8s.io");
+  EXPECT_EQ(failed.protocol, "v5.channel.k8s.io");
+  EXPECT_EQ(failed.stdout_data, "members\n");
+  EXPECT_EQ(failed.stderr_data, "warn\n");
+  EXPECT_EQ(failed.status["status"], "Failure");
+  EXPECT_EQ(failed.status["reason"], "NonZeroExitCode");
+  EXPECT_EQ(failed.status["details"]["causes"][0]["message"], "2");
+
+  auto ok = client_->exec(
+      "/api/v1/namespaces/kube-system/pods/etcd-node-a/exec?command=true&container=main&stdout=1",
+      "v4.channel.k8s.io");
+  EXPECT_EQ(ok.protocol, "v4.channel.k8s.io");
+  EXPECT_EQ(ok.status, (json{{"metadata", json::object()}, {"status", "Success"}}));
+
+  auto log = client_->get("/kubesim/v1/exec-log").json();
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0], (json{{"namespace", "kube-system"},
+                          {"pod", "etcd-node-a"},
+                          {"container", "main"},
+                          {"command", {"etcdctl", "member", "list"}}}));
+}
+
+TEST_F(ApiTest, InjectedFaultsAnswer429WithRetryAfterAnd500) {
+  start();
+  server_->setFaults(Faults{.latency = std::chrono::milliseconds(0),
+                            .rate_429 = 1,
+                            .rate_500 = 0,
+                            .drop_watch_after_events = 0,
+                            .drop_watch_after = std::chrono::milliseconds(0)});
+  auto throttled = client_->get("/api/v1/nodes");
+  EXPECT_EQ(throttled.status, 429);
+  EXPECT_EQ(throttled.retry_after, "1");
+  server_->setFaults(Faults{.latency = std::chrono::milliseconds(0),
+                            .rate_429 = 0,
+                            .rate_500 = 1,
+                            .drop_watch_after_events = 0,
+                            .drop_watch_after = std::chrono::milliseconds(0)});
+  EXPECT_EQ(client_->get("/api/v1/nodes").status, 500);
+  server_->setFaults(Faults{});
+  EXPECT_EQ(client_->get("/api/v1/nodes").status, 200);
+}
+
+TEST_F(ApiTest, InjectedWatchDropEndsTheStreamAfterNEvents) {
+  start();
+  server_->setFaults(Faults{.latency = std::chrono::milliseconds(0),
+                            .rate_429 = 0,
+                            .rate_500 = 0,
+                            .drop_watch_after_events = 1,
+                            .drop_watch_after = std::chrono::milliseconds(0)});
+  auto events = client_->watch("/api/v1/nodes?watch=true", nullptr, std::chrono::seconds(5));
+  EXPECT_EQ(events.size(), 1u);
+}
+
+TEST_F(ApiTest, InjectedWatchDropEndsTheStreamAfterATime) {
+  start();
+  server_->setFaults(Faults{.latency = std::chrono::milliseconds(0),
+                            .rate_429 = 0,
+                            .rate_500 = 0,
+                            .drop_watch_after_events = 0,
+                            .drop_watch_after = std::chrono::milliseconds(300)});
+  auto begin = std::chrono::steady_clock::now();
+  auto events =
+      client_->watch("/api/v1/pods?watch=true&resourceVersion=1", nullptr, std::chrono::seconds(5));
+  auto took = std::chrono::steady_clock::now() - begin;
+  EXPECT_TRUE(events.empty());
+  EXPECT_GE(took, std::chrono::milliseconds(300));
+  EXPECT_LT(took, std::chrono::seconds(2));
+}
+
+TEST_F(ApiTest, InjectedLatencyDelaysEveryAnswer) {
+  start();
+  server_->setFaults(Faults{.latency = std::chrono::milliseconds(200),
+                            .rate_429 = 0,
+                            .rate_500 = 0,
+                            .drop_watch_after_events = 0,
+                            .drop_watch_after = std::chrono::milliseconds(0)});
+  auto begin = std::chrono::steady_clock::now();
+  EXPECT_EQ(client_->get("/api/v1/nodes").status, 200);
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(200));
+}
+
+TEST_F(ApiTest, ConcurrentClientsAreServedWhileAWatchIsOpen) {
+  start();
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  auto events = client_->watch(
+      "/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion=1",
+      [](const std::vector<json>& e) { return e.size() >= 8; }, std::chrono::seconds(10),
+      [&] {
+        for (int i = 0; i < 8; ++i) {
+          threads.emplace_back([&, i] {
+            if (client_
+                    ->post("/api/v1/namespaces/ns/configmaps",
+                           configMap("ns", "c" + std::to_string(i)))
+                    .status == 201) {
+              ++ok;
+            }
+          });
+        }
+      });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_EQ(events.size(), 8u);
+}
+
+}  // namespace
+}  // namespace ekco::kubesim

@@ -1,0 +1,197 @@
+// Object loading (YAML/JSON), exec scripts and generated clusters for ekco-kubesim.
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "tests/kubesim/server.h"
+
+namespace ekco::kubesim {
+namespace {
+
+using nlohmann::json;
+
+// YAML 1.2 core-schema scalars: plain null/bool/int/float are typed, everything else (and every
+// quoted scalar) is a string.
+json scalarToJson(const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!") return text;
+  if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") {
+    return nullptr;
+  }
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
+  char* end = nullptr;
+  long long i = std::strtoll(text.c_str(), &end, 10);
+  if (end != nullptr && *end == '\0' && (std::isdigit(static_cast<unsigned char>(text.back())))) {
+    return i;
+  }
+  double d = std::strtod(text.c_str(), &end);
+  if (end != nullptr && *end == '\0' && text.find_first_of("0123456789") != std::string::npos &&
+      text.find_first_not_of("0123456789.eE+-") == std::string::npos) {
+    return d;
+  }
+  return text;
+}
+
+json toJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = toJson(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const auto& item : node) out.push_back(toJson(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar:
+      return scalarToJson(node);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+base::Result<std::vector<json>> parseObjects(std::string_view text) {
+  std::vector<json> out;
+  try {
+    for (const YAML::Node& doc : YAML::LoadAll(std::string(text))) {
+      json obj = toJson(doc);
+      if (obj.is_null()) continue;
+      if (!obj.is_object()) {
+        return base::Error("a document is not an object", base::ErrorCode::kParse);
+      }
+      std::string kind = obj.value("kind", "");
+      if (kind.size() >= 4 && kind.compare(kind.size() - 4, 4, "List") == 0 &&
+          obj.contains("items")) {
+        for (json& item : obj["items"]) out.push_back(std::move(item));
+      } else {
+        out.push_back(std::move(obj));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return base::Error(std::string("parse objects: ") + e.what(), base::ErrorCode::kParse);
+  }
+  return out;
+}
+
+base::Result<std::vector<ExecReply>> parseExecScript(std::string_view text) {
+  std::vector<ExecReply> out;
+  json list;
+  try {
+    list = toJson(YAML::Load(std::string(text)));
+  } catch (const YAML::Exception& e) {
+    return base::Error(std::string("parse exec script: ") + e.what(), base::ErrorCode::kParse);
+  }
+  if (!list.is_array()) {
+    return base::Error("exec script: expected a list of {command, stdout, stderr, exitCode}",
+                       base::ErrorCode::kParse);
+  }
+  for (const json& entry : list) {
+    if (!entry.is_object())
+      return base::Error("exec script: entry is not a map", base::ErrorCode::kParse);
+    ExecReply reply;
+    const json& command = entry.value("command", json::array());
+    if (command.is_string()) {
+      reply.command_prefix.push_back(command.get<std::string>());
+    } else if (command.is_array()) {
+      for (const json& c : command) {
+        reply.command_prefix.push_back(c.is_string() ? c.get<std::string>() : c.dump());
+      }
+    }
+    reply.stdout_data = entry.value("stdout", "");
+    reply.stderr_data = entry.value("stderr", "");
+    reply.exit_code = entry.value("exitCode", 0);
+    out.push_back(std::move(reply));
+  }
+  return out;
+}
+
+std::vector<json> generateCluster(int nodes, int pods) {
+  std::vector<json> out;
+  for (int i = 0; i < nodes; ++i) {
+    std::string name = "node-" + std::to_string(i);
+    bool control_plane = i == 0;
+    json labels = {{"kubernetes.io/hostname", name},
+                   {"kubernetes.io/os", "linux"},
+                   {"kubernetes.io/arch", "amd64"},
+                   {"beta.kubernetes.io/os", "linux"}};
+    json taints = json::array();
+    if (control_plane) {
+      labels["node-role.kubernetes.io/control-plane"] = "";
+      taints.push_back(
+          {{"key", "node-role.kubernetes.io/control-plane"}, {"effect", "NoSchedule"}});
+    }
+    json conditions = json::array();
+    for (const char* type : {"MemoryPressure", "DiskPressure", "PIDPressure"}) {
+      conditions.push_back({{"type", type},
+                            {"status", "False"},
+                            {"lastHeartbeatTime", "2026-01-01T00:00:00Z"},
+                            {"lastTransitionTime", "2026-01-01T00:00:00Z"},
+                            {"reason", std::string("KubeletHasNo") + type},
+                            {"message", "kubelet is healthy"}});
+    }
+    conditions.push_back({{"type", "Ready"},
+                          {"status", "True"},
+                          {"lastHeartbeatTime", "2026-01-01T00:00:00Z"},
+                          {"lastTransitionTime", "2026-01-01T00:00:00Z"},
+                          {"reason", "KubeletReady"},
+                          {"message", "kubelet is posting ready status"}});
+    json node = {
+        {"apiVersion", "v1"},
+        {"kind", "Node"},
+        {"metadata", {{"name", name}, {"labels", labels}}},
+        {"spec", {{"podCIDR", "10.32." + std::to_string(i % 256) + ".0/24"}}},
+        {"status",
+         {{"conditions", conditions},
+          {"addresses",
+           {{{"type", "InternalIP"},
+             {"address", "10.0." + std::to_string(i / 256) + "." + std::to_string(i % 256 + 1)}},
+            {{"type", "Hostname"}, {"address", name}}}},
+          {"nodeInfo",
+           {{"kubeletVersion", "v1.32.4"},
+            {"containerRuntimeVersion", "containerd://1.7.24"},
+            {"osImage", "Debian GNU/Linux 12 (bookworm)"},
+            {"architecture", "amd64"},
+            {"operatingSystem", "linux"}}}}}};
+    if (!taints.empty()) node["spec"]["taints"] = taints;
+    out.push_back(node);
+  }
+  for (int i = 0; i < pods; ++i) {
+    std::string app = "app-" + std::to_string(i % 20);
+    std::string name = app + "-" + std::to_string(i);
+    std::string node = nodes > 0 ? "node-" + std::to_string(i % nodes) : "";
+    json pod = {
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata",
+         {{"name", name},
+          {"namespace", "ns-" + std::to_string(i % 5)},
+          {"labels", {{"app", app}}},
+          {"ownerReferences",
+           {{{"apiVersion", "apps/v1"},
+             {"kind", "ReplicaSet"},
+             {"name", app + "-5d8f7c"},
+             {"uid", "00000000-0000-4000-8000-" + std::to_string(100000000000 + i % 20)},
+             {"controller", true},
+             {"blockOwnerDeletion", true}}}}}},
+        {"spec",
+         {{"nodeName", node},
+          {"terminationGracePeriodSeconds", 30},
+          {"containers",
+           {{{"name", "main"},
+             {"image", "registry.k8s.io/pause:3.9"},
+             {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}}}}}},
+          {"volumes",
+           {{{"name", "data"}, {"persistentVolumeClaim", {{"claimName", "data-" + name}}}}}}}},
+        {"status", {{"phase", "Running"}, {"podIP", "10.32.0." + std::to_string(i % 250 + 2)}}}};
+    out.push_back(pod);
+  }
+  return out;
+}
+
+}  // namespace ekco::kubesim

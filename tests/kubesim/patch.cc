@@ -1,0 +1,136 @@
+#include "tests/kubesim/patch.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+namespace ekco::kubesim {
+namespace {
+
+using nlohmann::json;
+
+// Field name → merge key, from the Kubernetes API types' patchMergeKey tags. Field names are
+// matched without their parent, which is exact for the fields listed here.
+const std::map<std::string, std::string>& mergeKeys() {
+  static const std::map<std::string, std::string> keys = {
+      {"containers", "name"},
+      {"initContainers", "name"},
+      {"ephemeralContainers", "name"},
+      {"volumes", "name"},
+      {"env", "name"},
+      {"volumeMounts", "mountPath"},
+      {"volumeDevices", "devicePath"},
+      {"ports", "containerPort"},
+      {"conditions", "type"},
+      {"addresses", "type"},
+      {"ownerReferences", "uid"},
+      {"imagePullSecrets", "name"},
+      {"hostAliases", "ip"},
+      {"containerStatuses", "name"},
+      {"initContainerStatuses", "name"},
+  };
+  return keys;
+}
+
+// Lists of scalars merged as sets (patchStrategy:"merge" without a key).
+bool isSetList(const std::string& field) { return field == "finalizers"; }
+
+json mergeList(const json& target, const json& patch, const std::string& key);
+
+json mergeValue(const json& target, const json& patch, const std::string& field);
+
+json mergeMap(const json& target, const json& patch) {
+  if (patch.contains("$patch") && patch["$patch"] == "replace") {
+    json out = patch;
+    out.erase("$patch");
+    return out;
+  }
+  json out = target.is_object() ? target : json::object();
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    const std::string& field = it.key();
+    if (field.rfind("$setElementOrder/", 0) == 0 || field == "$retainKeys" || field == "$patch") {
+      continue;
+    }
+    if (field.rfind("$deleteFromPrimitiveList/", 0) == 0) {
+      std::string name = field.substr(std::string("$deleteFromPrimitiveList/").size());
+      if (out.contains(name) && out[name].is_array() && it.value().is_array()) {
+        json kept = json::array();
+        for (const json& v : out[name]) {
+          if (std::find(it.value().begin(), it.value().end(), v) == it.value().end()) {
+            kept.push_back(v);
+          }
+        }
+        out[name] = kept;
+      }
+      continue;
+    }
+    if (it.value().is_null()) {
+      out.erase(field);
+      continue;
+    }
+    auto cur = out.find(field);
+    out[field] = mergeValue(cur == out.end() ? json() : *cur, it.value(), field);
+  }
+  return out;
+}
+
+json mergeValue(const json& target, const json& patch, const std::string& field) {
+  if (patch.is_object()) return mergeMap(target, patch);
+  if (patch.is_array() && target.is_array()) {
+    auto key = mergeKeys().find(field);
+    if (key != mergeKeys().end()) return mergeList(target, patch, key->second);
+    if (isSetList(field)) {
+      json out = target;
+      for (const json& v : patch) {
+        if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+      }
+      return out;
+    }
+  }
+  if (patch.is_array()) {
+    // Replaced lists may still carry directives in their elements; strip `$patch: delete`.
+    json out = json::array();
+    for (const json& v : patch) {
+      if (v.is_object() && v.contains("$patch")) continue;
+      out.push_back(v);
+    }
+    return out;
+  }
+  return patch;
+}
+
+json mergeList(const json& target, const json& patch, const std::string& key) {
+  json out = target;
+  for (const json& elem : patch) {
+    if (!elem.is_object() || !elem.contains(key)) {
+      out.push_back(elem);
+      continue;
+    }
+    auto found = std::find_if(out.begin(), out.end(), [&](const json& e) {
+      return e.is_object() && e.contains(key) && e[key] == elem[key];
+    });
+    bool del = elem.contains("$patch") && elem["$patch"] == "delete";
+    if (del) {
+      if (found != out.end()) out.erase(found);
+      continue;
+    }
+    if (found != out.end()) {
+      *found = mergeMap(*found, elem);
+    } else {
+      out.push_back(mergeMap(json::object(), elem));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+base::Result<json> strategicMergePatch(const json& target, const json& patch) {
+  if (!patch.is_object()) {
+    return base::Error("strategic merge patch must be a JSON object",
+                       base::ErrorCode::kInvalidArgument);
+  }
+  return mergeMap(target, patch);
+}
+
+}  // namespace ekco::kubesim

@@ -1,0 +1,52 @@
+// Label and field selectors as the API server parses them from ?labelSelector= and
+// ?fieldSelector=.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace ekco::kubesim {
+
+// Label selector: comma-separated requirements, all of which must hold.
+//   key=value, key==value, key!=value (also true when the label is absent),
+//   key in (a,b), key notin (a,b) (also true when absent), key (exists), !key (absent).
+class LabelSelector {
+ public:
+  [[nodiscard]] static base::Result<LabelSelector> parse(std::string_view text);
+  // `labels` is metadata.labels (an object, or null when the object has none).
+  bool matches(const nlohmann::json& labels) const;
+  bool empty() const { return reqs_.empty(); }
+
+ private:
+  enum class Op { kEq, kNotEq, kIn, kNotIn, kExists, kNotExists };
+  struct Requirement {
+    std::string key{};
+    Op op = Op::kEq;
+    std::vector<std::string> values{};
+  };
+  std::vector<Requirement> reqs_;
+};
+
+// Field selector: comma-separated `path=value`, `path==value` or `path!=value`, where path is a
+// dotted JSON path into the object (metadata.name, metadata.namespace, spec.nodeName,
+// status.phase, ...). A missing field compares as the empty string, as the API server does.
+class FieldSelector {
+ public:
+  [[nodiscard]] static base::Result<FieldSelector> parse(std::string_view text);
+  bool matches(const nlohmann::json& object) const;
+  bool empty() const { return reqs_.empty(); }
+
+ private:
+  struct Requirement {
+    std::vector<std::string> path{};
+    bool negate = false;
+    std::string value{};
+  };
+  std::vector<Requirement> reqs_;
+};
+
+}  // namespace ekco::kubesim

@@ -1,0 +1,122 @@
+// ekco-kubesim: a test Kubernetes API server on loopback (HTTPS, client certificates), with a
+// generic object store and the API conventions kubectl and ekco rely on. See
+// docs in store.h for the semantics of each verb. Start it in-process:
+//
+//   auto server = kubesim::Server::start({.out_dir = tmp, .objects = {node}});
+//   run kubectl --kubeconfig (*server)->kubeconfigPath() ...
+//
+// Every request runs on its own connection thread (blocking I/O, one thread per connection),
+// so slow watch streams never hold up other requests.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "tests/kubesim/store.h"
+
+namespace ekco::kubesim {
+
+// A scripted pods/exec reply: the first entry whose command_prefix is a prefix of the exec's
+// command answers it.
+struct ExecReply {
+  std::vector<std::string> command_prefix{};
+  std::string stdout_data{};
+  std::string stderr_data{};
+  int exit_code = 0;
+};
+
+struct ExecRecord {
+  std::string ns{};
+  std::string pod{};
+  std::string container{};
+  std::vector<std::string> command{};
+};
+
+// Injected failures, for client robustness tests. All off by default.
+struct Faults {
+  std::chrono::milliseconds latency{0};           // added before every answer
+  double rate_429 = 0;                            // share of requests answered 429 (Retry-After: 1)
+  double rate_500 = 0;                            // share of requests answered 500
+  int drop_watch_after_events = 0;                // end every watch stream after this many events
+  std::chrono::milliseconds drop_watch_after{0};  // ... or after this long
+};
+
+struct ServerOptions {
+  std::string listen_address = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: an ephemeral port
+  // Where kubeconfig, ca.crt, client.crt, client.key, server.crt and server.key are written.
+  // Required.
+  std::string out_dir{};
+  // Default: <out_dir>/kubeconfig.
+  std::string kubeconfig_path{};
+  std::vector<nlohmann::json> objects{};  // preloaded, as Server::put
+  // Timestamps and the simulated kubelet's notion of "now". Null: the system clock. Must
+  // outlive the server.
+  const base::Clock* clock = nullptr;
+  std::chrono::milliseconds kubelet_interval{100};
+  std::chrono::milliseconds bookmark_interval{1000};
+  std::size_t history_window = 10000;
+  std::vector<ExecReply> exec_script{};
+  Faults faults{};
+};
+
+class Server {
+ public:
+  [[nodiscard]] static base::Result<std::unique_ptr<Server>> start(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  std::uint16_t port() const;
+  std::string url() const;  // "https://127.0.0.1:PORT"
+  const std::string& kubeconfigPath() const;
+  const std::string& caPem() const;
+  const std::string& clientCertPem() const;
+  const std::string& clientKeyPem() const;
+
+  // Closes the listener and every connection (open watches end) and joins all threads.
+  // Idempotent; the destructor calls it.
+  void stop();
+
+  // Direct store access. `resource` is "pods", "leases.coordination.k8s.io", ...
+  [[nodiscard]] base::Result<nlohmann::json> put(nlohmann::json object);
+  std::optional<nlohmann::json> get(std::string_view resource, std::string_view ns,
+                                    std::string_view name) const;
+  bool remove(std::string_view resource, std::string_view ns, std::string_view name);
+  Store& store();
+
+  // One pass of the simulated kubelet now (it also runs every kubelet_interval).
+  void runKubelet();
+  // Drops the watch event history: a watch from any resourceVersion seen so far gets 410.
+  void compactHistory();
+  // The next watch request gets 410 Gone (an ERROR event with reason Expired).
+  void forceGoneOnNextWatch();
+  void setFaults(const Faults& faults);
+  std::vector<ExecRecord> execLog() const;
+
+  class Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses a YAML or JSON stream of objects (multi-document YAML, `---` separated; List kinds are
+// flattened) into JSON objects.
+[[nodiscard]] base::Result<std::vector<nlohmann::json>> parseObjects(std::string_view text);
+// A YAML or JSON list of {command: [prefix...], stdout, stderr, exitCode}.
+[[nodiscard]] base::Result<std::vector<ExecReply>> parseExecScript(std::string_view text);
+// Realistic nodes and pods for scale runs: nodes node-0..N-1 (Ready, labels, a control-plane
+// taint on the first), pods spread round-robin with spec.nodeName, ownerReferences, volumes.
+std::vector<nlohmann::json> generateCluster(int nodes, int pods);
+
+}  // namespace ekco::kubesim

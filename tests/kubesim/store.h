@@ -1,0 +1,182 @@
+// The object store behind the test API server: a resource registry (what discovery serves) and
+// nlohmann::json objects keyed by resource, namespace and name, with Kubernetes semantics for
+// every verb, a global resourceVersion counter and a bounded event history for watches.
+//
+// Thread-safe: one mutex around everything; watchers wait on a condition variable that every
+// write signals.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+
+namespace ekco::kubesim {
+
+struct ResourceInfo {
+  std::string group{};  // "" for the core group
+  std::string version{};
+  std::string plural{};  // "pods", "cephclusters"
+  std::string singular{};
+  std::string kind{};
+  bool namespaced = true;
+  std::vector<std::string> short_names{};
+  std::vector<std::string> subresources{};  // "status", "scale", "eviction", "exec"
+
+  std::string apiVersion() const { return group.empty() ? version : group + "/" + version; }
+  // Storage and watch key: "coordination.k8s.io/v1/leases", "/v1/pods".
+  std::string key() const { return group + "/" + version + "/" + plural; }
+  // For messages and Status details: "pods", "leases.coordination.k8s.io".
+  std::string qualified() const { return group.empty() ? plural : plural + "." + group; }
+  bool hasSubresource(std::string_view sub) const;
+};
+
+// An API answer: the HTTP status code and the JSON body (an object, a list or a Status).
+struct Reply {
+  int code = 200;
+  nlohmann::json body{};
+};
+
+// A Status body: {"kind":"Status","apiVersion":"v1","status":"Failure",...}.
+Reply statusReply(int code, std::string_view reason, std::string_view message,
+                  std::string_view name = {}, const ResourceInfo* resource = nullptr);
+
+struct ListOptions {
+  std::string label_selector{};
+  std::string field_selector{};
+  std::int64_t limit = 0;
+  std::string continue_token{};
+  // With resource_version_match "Exact", a resourceVersion older than the event history is
+  // 410 Gone (reason Expired), as the API server answers a compacted one. Otherwise lists are
+  // served from the current state, which satisfies "NotOlderThan" and "" alike.
+  std::string resource_version{};
+  std::string resource_version_match{};
+};
+
+struct DeleteOptions {
+  std::optional<std::int64_t> grace_period_seconds{};
+  std::string propagation_policy{};
+  std::string precondition_uid{};
+  std::string precondition_resource_version{};
+};
+
+struct WatchEvent {
+  std::uint64_t resource_version = 0;
+  std::string key{};        // ResourceInfo::key()
+  std::string type{};       // ADDED, MODIFIED, DELETED
+  nlohmann::json object{};  // the object after the write (before, for DELETED)
+  nlohmann::json old{};     // the object before the write; null for ADDED
+};
+
+class Store {
+ public:
+  // `history_window`: how many events are kept for watches that resume from an older
+  // resourceVersion; a watch from before the oldest kept event gets 410 Gone.
+  Store(const base::Clock& clock, std::size_t history_window);
+
+  // --- registry ---
+  std::optional<ResourceInfo> findResource(std::string_view group, std::string_view version,
+                                           std::string_view plural) const;
+  // "pods", "leases.coordination.k8s.io", "cephclusters.ceph.rook.io" (any version).
+  std::optional<ResourceInfo> findQualified(std::string_view qualified) const;
+  std::vector<ResourceInfo> resources() const;
+  // The resource for an object's apiVersion and kind, registered as a custom resource when
+  // unknown (plural = lower-case kind + "s"/"es"/"ies"; namespaced unless a well-known
+  // cluster-scoped kind).
+  base::Result<ResourceInfo> resourceForObject(const nlohmann::json& object);
+
+  // --- REST verbs (ns is empty for cluster-scoped resources) ---
+  Reply create(const ResourceInfo& r, const std::string& ns, nlohmann::json object);
+  Reply get(const ResourceInfo& r, const std::string& ns, const std::string& name) const;
+  Reply list(const ResourceInfo& r, const std::string& ns, const ListOptions& options) const;
+  // subresource: "" (main resource: status is kept as stored for types with a status
+  // subresource) or "status" (only status changes).
+  Reply update(const ResourceInfo& r, const std::string& ns, const std::string& name,
+               nlohmann::json object, std::string_view subresource);
+  Reply patch(const ResourceInfo& r, const std::string& ns, const std::string& name,
+              std::string_view content_type, std::string_view body, std::string_view subresource);
+  Reply remove(const ResourceInfo& r, const std::string& ns, const std::string& name,
+               const DeleteOptions& options);
+  Reply getScale(const ResourceInfo& r, const std::string& ns, const std::string& name) const;
+  Reply updateScale(const ResourceInfo& r, const std::string& ns, const std::string& name,
+                    const nlohmann::json& scale);
+  Reply patchScale(const ResourceInfo& r, const std::string& ns, const std::string& name,
+                   std::string_view content_type, std::string_view body);
+  Reply evict(const std::string& ns, const std::string& name, const nlohmann::json& eviction);
+
+  // --- direct access for tests and --load ---
+  // Stores the object as given (status, deletionTimestamp and all), creating or replacing;
+  // fills in missing uid, creationTimestamp, namespace ("default") and bumps resourceVersion.
+  base::Result<nlohmann::json> put(nlohmann::json object);
+  std::optional<nlohmann::json> get(std::string_view qualified, std::string_view ns,
+                                    std::string_view name) const;
+  // Removes at once, ignoring grace periods and finalizers. False when absent.
+  bool remove(std::string_view qualified, std::string_view ns, std::string_view name);
+
+  // --- watch ---
+  std::uint64_t resourceVersion() const;
+  // Events of `key` with resourceVersion > after; nullopt when the history no longer reaches
+  // back that far (the caller answers 410 Gone / Expired).
+  // `scanned_to` receives the resourceVersion the scan covered (the next `after`).
+  std::optional<std::vector<WatchEvent>> eventsAfter(std::uint64_t after, const std::string& key,
+                                                     std::uint64_t* scanned_to) const;
+  // Waits until the resourceVersion passes `after`, the timeout passes or shutdown().
+  void waitForChange(std::uint64_t after, std::chrono::milliseconds timeout) const;
+  // Drops the whole event history: every watch from an existing resourceVersion gets 410.
+  void compact();
+  // Wakes all waiters for good.
+  void shutdown();
+  bool isShutdown() const;
+
+  // The simulated kubelet: removes pods whose grace period has passed if their node is Ready.
+  void kubeletPass();
+
+ private:
+  struct Stored {
+    std::map<std::string, nlohmann::json> objects{};  // "ns/name" → object
+  };
+
+  void registerLocked(ResourceInfo info);
+  std::optional<ResourceInfo> findByKindLocked(std::string_view api_version,
+                                               std::string_view kind) const;
+  const nlohmann::json* findLocked(const ResourceInfo& r, const std::string& ns,
+                                   const std::string& name) const;
+  // Assigns the next resourceVersion, stores (or erases, for DELETED) and records the event.
+  nlohmann::json commitLocked(const ResourceInfo& r, const std::string& type, nlohmann::json object,
+                              nlohmann::json old);
+  Reply updateLocked(const ResourceInfo& r, const std::string& ns, const std::string& name,
+                     nlohmann::json object, std::string_view subresource, bool check_version);
+  Reply deleteLocked(const ResourceInfo& r, const nlohmann::json& current,
+                     const DeleteOptions& options);
+  // Removes a terminating object whose finalizers are gone (and, for a pod, whose grace is 0).
+  void finishDeletionLocked(const ResourceInfo& r, const nlohmann::json& object);
+  std::string nowText(std::chrono::seconds offset = std::chrono::seconds(0)) const;
+  std::string newUid();
+  std::string randomSuffix();
+
+  const base::Clock& clock_;
+  const std::size_t history_window_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool shutdown_ = false;
+  std::uint64_t rv_ = 1;
+  std::uint64_t compacted_rv_ = 0;  // events with rv <= this are gone from the history
+  std::map<std::string, ResourceInfo> resources_;  // by key()
+  std::map<std::string, Stored> data_;             // by key()
+  std::deque<WatchEvent> history_;
+  std::mt19937_64 rng_;
+};
+
+std::string objectKey(const std::string& ns, const std::string& name);
+
+}  // namespace ekco::kubesim
