@@ -1,0 +1,349 @@
+#include "kube/curl_transport.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace ekco::kube {
+
+using base::Error;
+using base::ErrorCode;
+using base::Result;
+
+namespace {
+
+void globalInit() {
+  // curl_global_init is not thread-safe and must run once before any other call.
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// Collects the response; in streaming mode hands 2xx body chunks to the handler instead.
+struct Exchange {
+  HttpResponse response;
+  const ChunkHandler* on_chunk = nullptr;
+  bool stopped_by_handler = false;
+};
+
+size_t onHeader(char* data, size_t size, size_t count, void* user) {
+  auto* ex = static_cast<Exchange*>(user);
+  const size_t n = size * count;
+  std::string_view line(data, n);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.rfind("HTTP/", 0) == 0) {
+    // A new status line (after 100 Continue or a redirect): start over.
+    ex->response.headers.clear();
+    const auto space = line.find(' ');
+    ex->response.status = space == std::string_view::npos
+                              ? 0
+                              : std::atoi(std::string(line.substr(space + 1)).c_str());
+    return n;
+  }
+  const auto colon = line.find(':');
+  if (colon == std::string_view::npos) return n;
+  std::string name(line.substr(0, colon));
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string_view value = line.substr(colon + 1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  ex->response.headers[name] = std::string(value);
+  return n;
+}
+
+size_t onBody(char* data, size_t size, size_t count, void* user) {
+  auto* ex = static_cast<Exchange*>(user);
+  const size_t n = size * count;
+  const bool ok = ex->response.status >= 200 && ex->response.status <= 299;
+  if (ex->on_chunk != nullptr && ok) {
+    if (!(*ex->on_chunk)(std::string_view(data, n))) {
+      ex->stopped_by_handler = true;
+      return 0;  // CURLE_WRITE_ERROR, recognised by stopped_by_handler
+    }
+    return n;
+  }
+  ex->response.body.append(data, n);
+  return n;
+}
+
+// The transport Error for a failed transfer (see HttpTransport for the codes).
+Error transferError(CURL* easy, CURLcode rc, const char* errbuf, const std::string& url) {
+  std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
+  std::string message = "request " + url + ": " + detail;
+  switch (rc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+      return Error(std::move(message), ErrorCode::kUnavailable);
+    case CURLE_OPERATION_TIMEDOUT: {
+      // No transfer started: the connect (or TLS handshake) timed out, nothing was sent.
+      curl_off_t pretransfer = 0;
+      curl_easy_getinfo(easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer);
+      return Error(std::move(message),
+                   pretransfer == 0 ? ErrorCode::kUnavailable : ErrorCode::kTimeout);
+    }
+    default:
+      return Error(std::move(message), ErrorCode::kIo);
+  }
+}
+
+// "https://host:port/..." → host ("[::1]" kept bracketed) and port.
+bool splitServer(const std::string& server, std::string& scheme, std::string& host,
+                 std::string& port) {
+  const auto sep = server.find("://");
+  if (sep == std::string::npos) return false;
+  scheme = server.substr(0, sep);
+  std::string rest = server.substr(sep + 3);
+  rest = rest.substr(0, rest.find('/'));
+  std::string::size_type port_colon = std::string::npos;
+  if (!rest.empty() && rest.front() == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string::npos) return false;
+    if (close + 1 < rest.size() && rest[close + 1] == ':') port_colon = close + 1;
+  } else {
+    port_colon = rest.find(':');
+  }
+  host = rest.substr(0, port_colon);
+  port = port_colon == std::string::npos ? (scheme == "https" ? "443" : "80")
+                                         : rest.substr(port_colon + 1);
+  return !host.empty() && !port.empty();
+}
+
+struct SlistDeleter {
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
+
+Slist requestHeaders(const HttpRequest& request, const std::string& token) {
+  Slist headers;
+  auto add = [&headers](const std::string& line) {
+    curl_slist* next = curl_slist_append(headers.get(), line.c_str());
+    if (next != nullptr) {
+      (void)headers.release();  // curl_slist_append returned the same list, now longer
+      headers.reset(next);
+    }
+  };
+  for (const auto& [name, value] : request.headers) add(name + ": " + value);
+  add("Expect:");  // no "100-continue" round trip before bodies
+  if (!token.empty()) add("Authorization: Bearer " + token);
+  return headers;
+}
+
+Slist connectTo(const std::string& entry) {
+  return Slist(entry.empty() ? nullptr : curl_slist_append(nullptr, entry.c_str()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CurlTransport>> CurlTransport::create(Connection connection,
+                                                             const hostfs::HostFs* token_fs,
+                                                             const base::Clock& clock,
+                                                             CurlTransportOptions options) {
+  globalInit();
+  Target target;
+  std::string scheme, host, port;
+  if (!splitServer(connection.server, scheme, host, port)) {
+    return Error("kube transport: server \"" + connection.server + "\" is not a URL",
+                 ErrorCode::kInvalidArgument);
+  }
+  if (!connection.token_file.empty() && token_fs == nullptr) {
+    return Error("kube transport: token_file set without a filesystem to read it",
+                 ErrorCode::kInvalidArgument);
+  }
+  if (connection.tls_server_name.empty()) {
+    target.url_prefix = connection.server;
+  } else {
+    target.url_prefix = scheme + "://" + connection.tls_server_name + ":" + port;
+    target.connect_to = connection.tls_server_name + ":" + port + ":" + host + ":" + port;
+  }
+  return std::unique_ptr<CurlTransport>(
+      new CurlTransport(std::move(connection), std::move(target), token_fs, clock, options));
+}
+
+CurlTransport::CurlTransport(Connection connection, Target target, const hostfs::HostFs* token_fs,
+                             const base::Clock& clock, CurlTransportOptions options)
+    : connection_(std::move(connection)),
+      target_(std::move(target)),
+      options_(std::move(options)),
+      token_(connection_.token, connection_.token_file, token_fs, clock,
+             connection_.token_refresh) {}
+
+CurlTransport::~CurlTransport() {
+  for (void* handle : idle_) curl_easy_cleanup(static_cast<CURL*>(handle));
+}
+
+void* CurlTransport::acquire() {
+  {
+    std::lock_guard lock(mu_);
+    if (!idle_.empty()) {
+      void* handle = idle_.back();
+      idle_.pop_back();
+      return handle;
+    }
+  }
+  return curl_easy_init();
+}
+
+void CurlTransport::release(void* handle) {
+  {
+    std::lock_guard lock(mu_);
+    if (idle_.size() < options_.max_idle_handles) {
+      idle_.push_back(handle);
+      return;
+    }
+  }
+  curl_easy_cleanup(static_cast<CURL*>(handle));
+}
+
+namespace {
+
+// Sets every option of one exchange on a (reset) easy handle. `headers` must outlive the call.
+void configure(CURL* easy, const Connection& conn, const std::string& url,
+               curl_slist* connect_to_list, const HttpRequest& request, curl_slist* headers,
+               Exchange* exchange, char* errbuf, std::chrono::milliseconds connect_timeout,
+               const std::string& user_agent) {
+  curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "https,http");
+  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");  // every encoding curl supports (gzip)
+  curl_easy_setopt(easy, CURLOPT_USERAGENT, user_agent.c_str());
+  curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(std::min(connect_timeout, request.timeout).count()));
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, onHeader);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, exchange);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, onBody);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, exchange);
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+  if (connect_to_list != nullptr) curl_easy_setopt(easy, CURLOPT_CONNECT_TO, connect_to_list);
+
+  // TLS. The blobs are copied by libcurl.
+  if (conn.insecure_skip_tls_verify) {
+    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+  } else if (!conn.ca_pem.empty()) {
+    curl_blob ca{const_cast<char*>(conn.ca_pem.data()), conn.ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &ca);
+  }
+  if (!conn.client_cert_pem.empty()) {
+    curl_blob cert{const_cast<char*>(conn.client_cert_pem.data()), conn.client_cert_pem.size(),
+                   CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(conn.client_key_pem.data()), conn.client_key_pem.size(),
+                  CURL_BLOB_COPY};
+    curl_easy_setopt(easy, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(easy, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(easy, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+
+  // Method and body. POSTFIELDS is not copied: the request outlives the transfer.
+  if (request.method == "GET") {
+    curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+  } else {
+    curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    if (!request.body.empty() || request.method == "POST" || request.method == "PUT" ||
+        request.method == "PATCH") {
+      curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(request.body.size()));
+      curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
+    }
+  }
+}
+
+}  // namespace
+
+Result<HttpResponse> CurlTransport::send(const HttpRequest& request) {
+  CURL* easy = static_cast<CURL*>(acquire());
+  if (easy == nullptr) return Error("kube transport: curl_easy_init failed", ErrorCode::kIo);
+  curl_easy_reset(easy);
+
+  const std::string url = target_.url_prefix + request.target;
+  Slist headers = requestHeaders(request, token_.current());
+  Slist connect_to = connectTo(target_.connect_to);
+
+  Exchange exchange;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  configure(easy, connection_, url, connect_to.get(), request, headers.get(), &exchange, errbuf,
+            options_.connect_timeout, options_.user_agent);
+  const CURLcode rc = curl_easy_perform(easy);
+  long connects = 0;
+  curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects);
+  connections_opened_ += static_cast<std::uint64_t>(std::max(0L, connects));
+  Result<HttpResponse> result = rc == CURLE_OK
+                                    ? Result<HttpResponse>(std::move(exchange.response))
+                                    : Result<HttpResponse>(transferError(easy, rc, errbuf, url));
+  // The options point at this call's buffers; clear them before the handle is reused.
+  curl_easy_reset(easy);
+  release(easy);
+  return result;
+}
+
+Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const ChunkHandler& on_chunk,
+                                           CancelToken& cancel) {
+  struct EasyDeleter {
+    void operator()(CURL* easy) const { curl_easy_cleanup(easy); }
+  };
+  struct MultiDeleter {
+    void operator()(CURLM* multi) const { curl_multi_cleanup(multi); }
+  };
+  std::unique_ptr<CURL, EasyDeleter> easy(curl_easy_init());
+  std::unique_ptr<CURLM, MultiDeleter> multi(curl_multi_init());
+  if (!easy || !multi) return Error("kube transport: curl init failed", ErrorCode::kIo);
+
+  const std::string url = target_.url_prefix + request.target;
+  Slist headers = requestHeaders(request, token_.current());
+  Slist connect_to = connectTo(target_.connect_to);
+
+  Exchange exchange;
+  exchange.on_chunk = &on_chunk;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  configure(easy.get(), connection_, url, connect_to.get(), request, headers.get(), &exchange,
+            errbuf, options_.connect_timeout, options_.user_agent);
+  curl_multi_add_handle(multi.get(), easy.get());
+  CURLM* raw_multi = multi.get();
+  cancel.setWaker([raw_multi] { curl_multi_wakeup(raw_multi); });
+
+  CURLcode rc = CURLE_OK;
+  bool cancelled = false;
+  int running = 1;
+  while (running > 0) {
+    if (cancel.cancelled()) {
+      cancelled = true;
+      break;
+    }
+    if (curl_multi_perform(raw_multi, &running) != CURLM_OK) break;
+    if (running == 0) break;
+    // curl enforces request.timeout itself; the poll only bounds how long we sleep.
+    curl_multi_poll(raw_multi, nullptr, 0, 1000, nullptr);
+  }
+  int queued = 0;
+  while (CURLMsg* msg = curl_multi_info_read(raw_multi, &queued)) {
+    if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
+  }
+  cancel.setWaker({});
+  long connects = 0;
+  curl_easy_getinfo(easy.get(), CURLINFO_NUM_CONNECTS, &connects);
+  connections_opened_ += static_cast<std::uint64_t>(std::max(0L, connects));
+  curl_multi_remove_handle(raw_multi, easy.get());
+
+  if (cancelled) return Error("request " + url + ": cancelled", ErrorCode::kCancelled);
+  if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && exchange.stopped_by_handler)) {
+    return std::move(exchange.response);
+  }
+  return transferError(easy.get(), rc, errbuf, url);
+}
+
+}  // namespace ekco::kube

@@ -1,0 +1,66 @@
+#include "kube/watch.h"
+
+#include "kube/errors.h"
+
+namespace ekco::kube {
+
+using base::Error;
+using base::ErrorCode;
+
+base::Status WatchDecoder::feed(std::string_view chunk, const WatchHandler& handler,
+                                bool& keep_going) {
+  pending_.append(chunk);
+  std::size_t start = 0;
+  for (std::size_t nl; keep_going && (nl = pending_.find('\n', start)) != std::string::npos;
+       start = nl + 1) {
+    EKCO_TRY(line(std::string_view(pending_).substr(start, nl - start), handler, keep_going));
+  }
+  pending_.erase(0, start);
+  return base::ok();
+}
+
+base::Status WatchDecoder::finish(const WatchHandler& handler, bool& keep_going) {
+  if (!keep_going || pending_.empty()) return base::ok();
+  std::string last = std::move(pending_);
+  pending_.clear();
+  return line(last, handler, keep_going);
+}
+
+base::Status WatchDecoder::line(std::string_view text, const WatchHandler& handler,
+                                bool& keep_going) {
+  while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.remove_suffix(1);
+  if (text.empty()) return base::ok();
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](std::string_view why) {
+    std::string excerpt(text.substr(0, 120));
+    return Error(op_ + ": " + std::string(why) + ": " + excerpt, ErrorCode::kParse);
+  };
+  if (!json.is_object()) return bad("watch event is not a JSON object");
+  const auto type = json.find("type");
+  const auto object = json.find("object");
+  if (type == json.end() || !type->is_string() || object == json.end() || !object->is_object()) {
+    return bad("watch event without type or object");
+  }
+  const std::string name = type->get<std::string>();
+  WatchEvent event;
+  if (name == "ADDED") {
+    event.type = WatchEventType::kAdded;
+  } else if (name == "MODIFIED") {
+    event.type = WatchEventType::kModified;
+  } else if (name == "DELETED") {
+    event.type = WatchEventType::kDeleted;
+  } else if (name == "BOOKMARK") {
+    event.type = WatchEventType::kBookmark;
+  } else if (name == "ERROR") {
+    auto status = parseStatus(object->dump());
+    if (!status) return bad("ERROR event without a Status");
+    return statusError(op_, *status);
+  } else {
+    return bad("unknown watch event type");
+  }
+  event.object = *object;
+  keep_going = handler(event);
+  return base::ok();
+}
+
+}  // namespace ekco::kube

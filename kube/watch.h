@@ -1,0 +1,58 @@
+// Watch streams: newline-delimited JSON events ({"type":"ADDED","object":{...}}) as the API
+// server sends them on a watch=true GET, decoded from arbitrarily split chunks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+
+namespace ekco::kube {
+
+enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark };
+
+struct WatchEvent {
+  WatchEventType type = WatchEventType::kAdded;
+  // The object; for a bookmark only kind, apiVersion and metadata.resourceVersion.
+  nlohmann::json object{};
+};
+
+struct WatchOptions {
+  // Start after this version ("" or "0": the current state first, as ADDED events).
+  std::string resource_version{};
+  bool allow_watch_bookmarks = true;
+  // The server ends the stream after this long (the caller then watches again from the last
+  // resourceVersion it saw); the client gives up 30 s later if the server does not.
+  std::int64_t timeout_seconds = 290;
+  std::string label_selector{};
+  std::string field_selector{};
+};
+
+// Returns false to end the watch (not an error).
+using WatchHandler = std::function<bool(const WatchEvent& event)>;
+
+// Splits chunks into lines and lines into events. An ERROR event (a Status: 410 Expired when
+// the resourceVersion is too old) and malformed lines become errors: feed returns the first one
+// and the stream should be abandoned.
+class WatchDecoder {
+ public:
+  // `op` prefixes error messages ("watch pods in default").
+  explicit WatchDecoder(std::string op) : op_(std::move(op)) {}
+
+  // Decodes every complete line in `chunk` (with what is left from earlier chunks) and calls
+  // the handler for each event. Returns false in `keep_going` when the handler asked to stop.
+  base::Status feed(std::string_view chunk, const WatchHandler& handler, bool& keep_going);
+  // Called at the end of the stream: a trailing line without a newline is decoded too.
+  base::Status finish(const WatchHandler& handler, bool& keep_going);
+
+ private:
+  base::Status line(std::string_view text, const WatchHandler& handler, bool& keep_going);
+
+  std::string op_;
+  std::string pending_;
+};
+
+}  // namespace ekco::kube

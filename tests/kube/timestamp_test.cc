@@ -1,0 +1,61 @@
+#include "kube/timestamp.h"
+
+#include <gtest/gtest.h>
+
+namespace ekco::kube {
+namespace {
+
+using namespace std::chrono;
+
+base::WallTime at(sys_days day, nanoseconds since_midnight = {}) {
+  return base::WallTime(
+      duration_cast<base::WallTime::duration>(day.time_since_epoch() + since_midnight));
+}
+
+TEST(Rfc3339, ParsesUtcSeconds) {
+  auto t = parseRfc3339("2026-11-22T04:08:28Z");
+  ASSERT_TRUE(t) << t.error().message();
+  EXPECT_EQ(*t, at(2026y / November / 22, hours(4) + minutes(8) + seconds(28)));
+}
+
+TEST(Rfc3339, ParsesFractionalSecondsToNanoseconds) {
+  EXPECT_EQ(*parseRfc3339("2026-11-22T04:08:28.5Z"),
+            at(2026y / November / 22, hours(4) + minutes(8) + milliseconds(28500)));
+  EXPECT_EQ(*parseRfc3339("2026-11-22T04:08:28.123456Z"),
+            at(2026y / November / 22, hours(4) + minutes(8) + seconds(28) + microseconds(123456)));
+  // Digits beyond nanoseconds are dropped, as Go does.
+  EXPECT_EQ(*parseRfc3339("1970-01-01T00:00:00.0000000019Z"),
+            at(1970y / January / 1, nanoseconds(1)));
+}
+
+TEST(Rfc3339, AppliesZoneOffsets) {
+  EXPECT_EQ(*parseRfc3339("2026-11-22T06:08:28+02:00"), *parseRfc3339("2026-11-22T04:08:28Z"));
+  EXPECT_EQ(*parseRfc3339("2026-11-21T23:38:28.25-04:30"),
+            *parseRfc3339("2026-11-22T04:08:28.25Z"));
+  EXPECT_EQ(*parseRfc3339("2026-11-22t04:08:28z"), *parseRfc3339("2026-11-22T04:08:28Z"));
+}
+
+TEST(Rfc3339, RejectsMalformedTimestampsAsParseErrors) {
+  for (const char* bad :
+       {"", "2026-11-22", "2026-11-22T04:08:28", "2026-11-22 04:08:28Z", "2026-13-22T04:08:28Z",
+        "2026-02-30T04:08:28Z", "2026-11-22T24:00:00Z", "2026-11-22T04:08:60Z",
+        "2026-11-22T04:08:28.Z", "2026-11-22T04:08:28+0200", "2026-11-22T04:08:28Zjunk",
+        "yesterday at noon please"}) {
+    auto t = parseRfc3339(bad);
+    ASSERT_FALSE(t) << bad;
+    EXPECT_EQ(t.error().code(), base::ErrorCode::kParse) << bad;
+  }
+}
+
+TEST(Rfc3339, FormatsWholeSecondsAndMicrosecondsInUtc) {
+  const auto t =
+      at(2026y / November / 22, hours(4) + minutes(8) + seconds(28) + microseconds(123456));
+  EXPECT_EQ(formatRfc3339(t), "2026-11-22T04:08:28Z");
+  EXPECT_EQ(formatRfc3339Micro(t), "2026-11-22T04:08:28.123456Z");
+  EXPECT_EQ(*parseRfc3339(formatRfc3339Micro(t)), t);
+  EXPECT_EQ(formatRfc3339(at(1969y / December / 31, hours(23) + minutes(59) + seconds(59))),
+            "1969-12-31T23:59:59Z");
+}
+
+}  // namespace
+}  // namespace ekco::kube

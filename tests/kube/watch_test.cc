@@ -1,0 +1,150 @@
+#include "kube/watch.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/clock.h"
+#include "kube/rest_client.h"
+#include "tests/kube/fake_transport.h"
+
+namespace ekco::kube {
+namespace {
+
+using base::ErrorCode;
+using ::testing::ElementsAre;
+using testing::FakeTransport;
+using ::testing::HasSubstr;
+
+constexpr const char* kStream =
+    R"({"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"a","resourceVersion":"11"}}})"
+    "\n"
+    R"({"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"a","resourceVersion":"12"}}})"
+    "\r\n\n"
+    R"({"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"15"}}})"
+    "\n"
+    R"({"type":"DELETED","object":{"kind":"Pod","metadata":{"name":"a","resourceVersion":"16"}}})";
+
+// "ADDED a 11", "BOOKMARK 15", ...
+std::string describe(const WatchEvent& e) {
+  static const char* kNames[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK"};
+  std::string out = kNames[static_cast<int>(e.type)];
+  const auto& meta = e.object["metadata"];
+  if (meta.contains("name")) out += " " + meta["name"].get<std::string>();
+  return out + " " + meta["resourceVersion"].get<std::string>();
+}
+
+TEST(WatchDecoder, DecodesEventsSplitAcrossArbitraryChunks) {
+  for (std::size_t size : {1u, 2u, 7u, 64u, 10000u}) {
+    WatchDecoder decoder("watch pods");
+    std::vector<std::string> seen;
+    bool keep_going = true;
+    const std::string_view all(kStream);
+    for (std::size_t i = 0; i < all.size(); i += size) {
+      ASSERT_TRUE(decoder.feed(
+          all.substr(i, size),
+          [&](const WatchEvent& e) {
+            seen.push_back(describe(e));
+            return true;
+          },
+          keep_going));
+    }
+    ASSERT_TRUE(decoder.finish(
+        [&](const WatchEvent& e) {
+          seen.push_back(describe(e));
+          return true;
+        },
+        keep_going));
+    EXPECT_THAT(seen, ElementsAre("ADDED a 11", "MODIFIED a 12", "BOOKMARK 15", "DELETED a 16"))
+        << "chunk size " << size;
+  }
+}
+
+TEST(WatchDecoder, AnErrorEventWithExpiredIsGone) {
+  WatchDecoder decoder("watch pods");
+  bool keep_going = true;
+  auto fed = decoder.feed(
+      R"js({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 5 (40)","reason":"Expired","code":410}})js"
+      "\n",
+      [](const WatchEvent&) { return true; }, keep_going);
+  ASSERT_FALSE(fed);
+  EXPECT_EQ(fed.error().code(), ErrorCode::kGone);
+  EXPECT_EQ(fed.error().message(), "watch pods: too old resource version: 5 (40) (Expired, 410)");
+}
+
+TEST(WatchDecoder, MalformedLinesAreParseErrors) {
+  for (const char* bad : {"not json\n", "[1]\n",
+                          R"({"type":"ADDED"})"
+                          "\n",
+                          R"({"type":"SOMETHING","object":{}})"
+                          "\n"}) {
+    WatchDecoder decoder("watch pods");
+    bool keep_going = true;
+    auto fed = decoder.feed(
+        bad, [](const WatchEvent&) { return true; }, keep_going);
+    ASSERT_FALSE(fed) << bad;
+    EXPECT_EQ(fed.error().code(), ErrorCode::kParse) << bad;
+  }
+}
+
+struct Fixture {
+  FakeTransport transport;
+  base::ManualClock clock;
+  RestClient client{transport, clock, {.sleep = [](std::chrono::milliseconds) {}}};
+};
+
+TEST(RestClientWatch, SendsTheWatchQueryAndDeliversEveryEvent) {
+  Fixture f;
+  f.transport.reply(200, kStream);
+  std::vector<std::string> seen;
+  auto watched =
+      f.client.watch(resources::kPods, "default",
+                     {.resource_version = "10", .timeout_seconds = 60, .label_selector = "app=x"},
+                     [&](const WatchEvent& e) {
+                       seen.push_back(describe(e));
+                       return true;
+                     });
+  ASSERT_TRUE(watched) << watched.error().message();
+  EXPECT_THAT(seen, ElementsAre("ADDED a 11", "MODIFIED a 12", "BOOKMARK 15", "DELETED a 16"));
+  const auto request = f.transport.last();
+  EXPECT_EQ(request.target,
+            "/api/v1/namespaces/default/pods?watch=true&resourceVersion=10"
+            "&allowWatchBookmarks=true&timeoutSeconds=60&labelSelector=app%3Dx");
+  EXPECT_EQ(request.timeout, std::chrono::seconds(90));
+}
+
+TEST(RestClientWatch, TheHandlerCanStopTheWatch) {
+  Fixture f;
+  f.transport.reply(200, kStream);
+  int seen = 0;
+  auto watched = f.client.watch(resources::kPods, "", {}, [&](const WatchEvent&) {
+    ++seen;
+    return false;
+  });
+  ASSERT_TRUE(watched) << watched.error().message();
+  EXPECT_EQ(seen, 1);
+}
+
+TEST(RestClientWatch, A410ResponseIsGone) {
+  Fixture f;
+  f.transport.reply(410, R"({"kind":"Status","message":"too old","reason":"Expired","code":410})");
+  auto watched = f.client.watch(resources::kPods, "", {.resource_version = "1"},
+                                [](const WatchEvent&) { return true; });
+  ASSERT_FALSE(watched);
+  EXPECT_EQ(watched.error().code(), ErrorCode::kGone);
+  EXPECT_THAT(watched.error().message(), HasSubstr("watch pods: too old (Expired, 410)"));
+  EXPECT_EQ(f.transport.requests().size(), 1u);
+}
+
+TEST(RestClientWatch, ACancelledTokenEndsTheWatchAsCancelled) {
+  Fixture f;
+  f.transport.reply(200, kStream);
+  CancelToken cancel;
+  cancel.cancel();
+  auto watched = f.client.watch(
+      resources::kPods, "", {}, [](const WatchEvent&) { return true; }, &cancel);
+  ASSERT_FALSE(watched);
+  EXPECT_EQ(watched.error().code(), ErrorCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace ekco::kube
