@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kube/errors.h"
+#include "kube/resource.h"
 
 namespace ekco::kube {
 namespace {
@@ -76,18 +77,6 @@ Result<Endpoint> parseServer(const std::string& server) {
                  ErrorCode::kInvalidArgument);
   }
   return ep;
-}
-
-std::string urlEncode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
 }
 
 ErrorCode codeForNetError(const beast::error_code& ec) {
@@ -289,10 +278,10 @@ Result<std::unique_ptr<ssl::context>> tlsContext(const Connection& c) {
 }  // namespace
 
 std::string execPath(const ExecRequest& r) {
-  std::string path = fmt::format("/api/v1/namespaces/{}/pods/{}/exec?", urlEncode(r.ns),
-                                 urlEncode(r.pod));
-  for (const std::string& arg : r.command) path += "command=" + urlEncode(arg) + "&";
-  if (!r.container.empty()) path += "container=" + urlEncode(r.container) + "&";
+  std::string path = fmt::format("/api/v1/namespaces/{}/pods/{}/exec?", percentEncode(r.ns),
+                                 percentEncode(r.pod));
+  for (const std::string& arg : r.command) path += "command=" + percentEncode(arg) + "&";
+  if (!r.container.empty()) path += "container=" + percentEncode(r.container) + "&";
   if (!r.stdin_data.empty()) path += "stdin=true&";
   path += "stdout=true&stderr=true";
   return path;
