@@ -86,6 +86,14 @@ std::string queryValue(const Query& q, std::string_view key, std::string fallbac
   return fallback;
 }
 
+// List options with just the label and field selectors of the query: a whole, unpaged list.
+ListOptions selectorsOnly(const Query& q) {
+  ListOptions options;
+  options.label_selector = queryValue(q, "labelSelector");
+  options.field_selector = queryValue(q, "fieldSelector");
+  return options;
+}
+
 bool queryFlag(const Query& q, std::string_view key) {
   std::string v = queryValue(q, key);
   return v == "true" || v == "1";
@@ -745,12 +753,7 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
       return store_.create(r, route.ns, std::move(body));
     }
     if (method == http::verb::delete_) {
-      ListOptions options{.label_selector = queryValue(query, "labelSelector"),
-                          .field_selector = queryValue(query, "fieldSelector"),
-                          .limit = 0,
-                          .continue_token = "",
-                          .resource_version = "",
-                          .resource_version_match = ""};
+      ListOptions options = selectorsOnly(query);
       Reply listed = store_.list(r, route.ns, options);
       if (listed.code != 200) return listed;
       for (const json& item : listed.body["items"]) {
@@ -849,12 +852,7 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
     std::uint64_t last = 0;
     if (rv_text.empty() || rv_text == "0") {
       // No resourceVersion: the current state as synthetic ADDED events, then changes.
-      ListOptions options{.label_selector = queryValue(query, "labelSelector"),
-                          .field_selector = queryValue(query, "fieldSelector"),
-                          .limit = 0,
-                          .continue_token = "",
-                          .resource_version = "",
-                          .resource_version_match = ""};
+      ListOptions options = selectorsOnly(query);
       Reply listed = store_.list(r, route.ns, options);
       last = std::stoull(listed.body["metadata"]["resourceVersion"].get<std::string>());
       for (const json& item : listed.body["items"]) {
