@@ -783,6 +783,20 @@ class CalendarParser {
     }
   };
 
+  // Reads a run of decimal digits into `value`; false when it does not fit in 64 bits (the digits
+  // are consumed either way, as strtoull would).
+  static bool readDigits(Cursor& cur, uint64_t& value) {
+    bool fits = true;
+    value = 0;
+    while (isAsciiDigit(cur.peek())) {
+      const auto digit = static_cast<uint64_t>(cur.peek() - '0');
+      if (value > (UINT64_MAX - digit) / 10) fits = false;
+      value = value * 10 + digit;
+      ++cur.pos;
+    }
+    return fits;
+  }
+
   static bool looksLikeWeekday(std::string_view word) {
     return std::any_of(kDayNames.begin(), kDayNames.end(),
                        [&](const DayName& d) { return startsWithNoCase(word, d.name); });
@@ -969,13 +983,7 @@ class CalendarParser {
     }
     if (!isAsciiDigit(cur.peek())) return reason("expected seconds after '@'");
     uint64_t value = 0;
-    bool overflow = false;
-    while (isAsciiDigit(cur.peek())) {
-      const auto digit = static_cast<uint64_t>(cur.peek() - '0');
-      if (value > (UINT64_MAX - digit) / 10) overflow = true;
-      value = value * 10 + digit;
-      ++cur.pos;
-    }
+    const bool overflow = !readDigits(cur, value);
     if (overflow) return reason("timestamp too large");
     if (negative) value = ~value + 1;
     const auto time = static_cast<int64_t>(value);
@@ -1081,13 +1089,7 @@ class CalendarParser {
       return reason(fmt::format("expected a number or '*' in {} at {}", what, near(cur.rest())));
     }
     uint64_t value = 0;
-    bool overflow = false;
-    while (isAsciiDigit(cur.peek())) {
-      const auto digit = static_cast<uint64_t>(cur.peek() - '0');
-      if (value > (UINT64_MAX - digit) / 10) overflow = true;
-      value = value * 10 + digit;
-      ++cur.pos;
-    }
+    const bool overflow = !readDigits(cur, value);
     if (overflow) return reason("number too large");
     if (usec) {
       if (value > UINT64_MAX / kUsecPerSec) return reason("number too large");
