@@ -150,6 +150,7 @@ Result<Node> parseNode(const Json& json) {
     node.uid = str(meta, "metadata", "uid");
     node.resource_version = str(meta, "metadata", "resourceVersion");
     node.labels = stringMap(meta, "metadata", "labels");
+    node.annotations = stringMap(meta, "metadata", "annotations");
     node.control_plane = node.labels.contains("node-role.kubernetes.io/control-plane") ||
                          node.labels.contains("node-role.kubernetes.io/master");
     const Json& spec = object(json, "", "spec");

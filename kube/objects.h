@@ -42,6 +42,7 @@ struct Node {
   std::string uid{};
   std::string resource_version{};
   std::map<std::string, std::string> labels{};
+  std::map<std::string, std::string> annotations{};
   // Labelled node-role.kubernetes.io/control-plane or the older node-role.kubernetes.io/master.
   bool control_plane = false;
   bool unschedulable = false;

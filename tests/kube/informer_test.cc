@@ -1,0 +1,385 @@
+// The informer loop against a scripted KubeClient: paging, the replace diff, 410 re-lists,
+// backoff after failures, unchanged records, malformed objects, stop. (informer_sim_test.cc runs
+// it against ekco-kubesim over HTTPS.)
+#include "kube/informer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "base/clock.h"
+#include "kube/records.h"
+
+namespace ekco::kube {
+namespace {
+
+using base::Error;
+using base::ErrorCode;
+using std::chrono::milliseconds;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+Json pod(const std::string& name, const std::string& node, const std::string& rv = "1") {
+  return {{"metadata", {{"name", name}, {"namespace", "default"}, {"resourceVersion", rv}}},
+          {"spec", {{"nodeName", node}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+Json listOf(std::vector<Json> items, const std::string& rv, const std::string& cont = "") {
+  Json meta = {{"resourceVersion", rv}};
+  if (!cont.empty()) meta["continue"] = cont;
+  return {{"kind", "PodList"}, {"metadata", meta}, {"items", std::move(items)}};
+}
+
+WatchEvent event(WatchEventType type, Json object) { return {.type = type, .object = object}; }
+
+WatchEvent bookmark(const std::string& rv) {
+  return {.type = WatchEventType::kBookmark,
+          .object = {{"kind", "Pod"}, {"metadata", {{"resourceVersion", rv}}}}};
+}
+
+// One scripted watch: events, then how the stream ends.
+struct WatchScript {
+  std::vector<WatchEvent> events{};
+  base::Status end = base::ok();
+};
+
+// list() and watch() answer from scripts; a watch with no script left blocks until cancelled.
+class ScriptedClient final : public KubeClient {
+ public:
+  std::deque<base::Result<Json>> lists;
+  std::deque<WatchScript> watches;
+  std::vector<ListOptions> list_calls;
+  std::vector<WatchOptions> watch_calls;
+
+  base::Result<Json> get(const Resource&, std::string_view, std::string_view,
+                         std::string_view) override {
+    return Error("not scripted", ErrorCode::kInvalidArgument);
+  }
+  base::Result<Json> list(const Resource&, std::string_view, const ListOptions& options) override {
+    std::lock_guard lock(mu_);
+    list_calls.push_back(options);
+    if (lists.empty()) return Error("list: no script left", ErrorCode::kUnavailable);
+    auto next = std::move(lists.front());
+    lists.pop_front();
+    return next;
+  }
+  base::Result<Json> create(const Resource&, std::string_view, const Json&) override {
+    return Error("not scripted", ErrorCode::kInvalidArgument);
+  }
+  base::Result<Json> update(const Resource&, std::string_view, const Json&,
+                            std::string_view) override {
+    return Error("not scripted", ErrorCode::kInvalidArgument);
+  }
+  base::Result<Json> patch(const Resource&, std::string_view, std::string_view, PatchType,
+                           const Json&, std::string_view) override {
+    return Error("not scripted", ErrorCode::kInvalidArgument);
+  }
+  base::Status remove(const Resource&, std::string_view, std::string_view,
+                      const DeleteOptions&) override {
+    return Error("not scripted", ErrorCode::kInvalidArgument);
+  }
+  base::Status evict(std::string_view, std::string_view, const DeleteOptions&) override {
+    return Error("not scripted", ErrorCode::kInvalidArgument);
+  }
+  base::Status recordEvent(const EventSpec&) override {
+    return Error("not scripted", ErrorCode::kInvalidArgument);
+  }
+  base::Status watch(const Resource&, std::string_view, const WatchOptions& options,
+                     const WatchHandler& handler, CancelToken* cancel) override {
+    std::optional<WatchScript> script;
+    {
+      std::lock_guard lock(mu_);
+      watch_calls.push_back(options);
+      if (!watches.empty()) {
+        script = std::move(watches.front());
+        watches.pop_front();
+      }
+    }
+    if (script) {
+      for (const auto& e : script->events) {
+        if (!handler(e)) return base::ok();
+      }
+      return script->end;
+    }
+    // Nothing scripted: an idle stream until cancelled. (The waker takes the token's lock then
+    // mu_, so nothing here holds mu_ while asking the token.)
+    auto woken = std::make_shared<std::atomic<bool>>(false);
+    cancel->setWaker([this, woken] {
+      woken->store(true);
+      std::lock_guard l(mu_);
+      cv_.notify_all();
+    });
+    if (cancel->cancelled()) woken->store(true);
+    {
+      std::unique_lock l(mu_);
+      idle_watchers_++;
+      cv_.notify_all();
+      cv_.wait(l, [&] { return woken->load(); });
+    }
+    cancel->setWaker({});
+    return Error("watch: cancelled", ErrorCode::kCancelled);
+  }
+
+  // Waits until a watch with no script left is blocking (the informer has consumed everything).
+  bool waitIdle(milliseconds timeout = milliseconds(5000)) {
+    std::unique_lock l(mu_);
+    return cv_.wait_for(l, timeout, [&] { return idle_watchers_ > 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int idle_watchers_ = 0;
+};
+
+// Records what the handlers saw, as strings: "add a", "update a", "delete a".
+struct Recorder {
+  std::mutex mu;
+  std::vector<std::string> seen;
+  std::vector<std::string> errors;
+  InformerHandlers<PodRecord> handlers() {
+    return {.on_add = [this](const PodRecord& p) { push("add " + p.name); },
+            .on_update = [this](const PodRecord&,
+                                const PodRecord& p) { push("update " + p.name); },
+            .on_delete = [this](const PodRecord& p) { push("delete " + p.name); },
+            .on_error =
+                [this](const Error& e) {
+                  std::lock_guard lock(mu);
+                  errors.push_back(e.message());
+                }};
+  }
+  void push(std::string s) {
+    std::lock_guard lock(mu);
+    seen.push_back(std::move(s));
+  }
+  std::vector<std::string> take() {
+    std::lock_guard lock(mu);
+    return std::exchange(seen, {});
+  }
+};
+
+class InformerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Informer<PodRecord>> make(InformerOptions options = {}) {
+    options.initial_backoff = milliseconds(1);
+    options.max_backoff = milliseconds(4);
+    options.short_watch = milliseconds(0);
+    return std::make_unique<Informer<PodRecord>>(client_, clock_, resources::kPods, "", options,
+                                                 projectPod, recorder_.handlers());
+  }
+  // Runs the informer until the scripts are used up, then stops it.
+  void runToIdle(Informer<PodRecord>& informer) {
+    std::thread t([&] { informer.run(); });
+    EXPECT_TRUE(client_.waitIdle());
+    informer.stop();
+    t.join();
+  }
+
+  base::ManualClock clock_;
+  ScriptedClient client_;
+  Recorder recorder_;
+};
+
+TEST_F(InformerTest, ListsInPagesThenWatchesFromTheFirstPagesVersion) {
+  client_.lists.push_back(listOf({pod("a", "n1"), pod("b", "n1")}, "10", "page2"));
+  client_.lists.push_back(listOf({pod("c", "n2")}, "11"));
+  auto informer = make({.page_size = 2});
+  runToIdle(*informer);
+
+  ASSERT_EQ(client_.list_calls.size(), 2U);
+  EXPECT_EQ(client_.list_calls[0].limit, 2);
+  EXPECT_EQ(client_.list_calls[0].continue_token, "");
+  EXPECT_EQ(client_.list_calls[1].continue_token, "page2");
+  ASSERT_EQ(client_.watch_calls.size(), 1U);
+  EXPECT_EQ(client_.watch_calls[0].resource_version, "10");
+  EXPECT_TRUE(client_.watch_calls[0].allow_watch_bookmarks);
+  EXPECT_GE(client_.watch_calls[0].timeout_seconds, 300);
+  EXPECT_LT(client_.watch_calls[0].timeout_seconds, 600);
+  EXPECT_THAT(recorder_.take(), UnorderedElementsAre("add a", "add b", "add c"));
+  EXPECT_TRUE(informer->synced());
+  EXPECT_EQ(informer->size(), 3U);
+  auto c = informer->get("default", "c");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->node_name, "n2");
+  EXPECT_EQ(informer->stats().lists, 1U);
+}
+
+TEST_F(InformerTest, WatchEventsUpdateTheCacheAndCallHandlersOnlyForRealChanges) {
+  client_.lists.push_back(listOf({pod("a", "n1")}, "10"));
+  Json annotated = pod("a", "n1", "12");
+  annotated["metadata"]["annotations"] = {{"irrelevant", "x"}};
+  Json terminating = pod("a", "n1", "13");
+  terminating["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z";
+  client_.watches.push_back({.events = {event(WatchEventType::kAdded, pod("b", "n2", "11")),
+                                        event(WatchEventType::kModified, annotated),
+                                        event(WatchEventType::kModified, terminating),
+                                        bookmark("20"),
+                                        event(WatchEventType::kDeleted, pod("b", "n2", "21"))}});
+  auto informer = make();
+  runToIdle(*informer);
+
+  EXPECT_THAT(recorder_.take(), ElementsAre("add a", "add b", "update a", "delete b"));
+  auto stats = informer->stats();
+  EXPECT_EQ(stats.events, 4U);
+  EXPECT_EQ(stats.unchanged, 1U);
+  EXPECT_EQ(stats.bookmarks, 1U);
+  EXPECT_EQ(stats.resource_version, "21");
+  EXPECT_TRUE(informer->get("default", "a")->terminating());
+  EXPECT_FALSE(informer->get("default", "b"));
+  // The server ended the first stream normally: the next watch resumes from the last version.
+  ASSERT_EQ(client_.watch_calls.size(), 2U);
+  EXPECT_EQ(client_.watch_calls[1].resource_version, "21");
+  EXPECT_EQ(client_.list_calls.size(), 1U);
+}
+
+TEST_F(InformerTest, GoneRelistsAndHandlersSeeWhatChangedMeanwhile) {
+  client_.lists.push_back(listOf({pod("a", "n1"), pod("b", "n1"), pod("c", "n1")}, "10"));
+  client_.watches.push_back({.end = Error("watch: too old resource version", ErrorCode::kGone)});
+  Json moved = pod("b", "n2", "40");
+  client_.lists.push_back(listOf({pod("a", "n1"), moved, pod("d", "n1")}, "50"));
+  auto informer = make();
+  runToIdle(*informer);
+
+  auto seen = recorder_.take();
+  ASSERT_EQ(seen.size(), 6U);
+  EXPECT_THAT(std::vector(seen.begin(), seen.begin() + 3),
+              UnorderedElementsAre("add a", "add b", "add c"));
+  // The re-list: a unchanged, b moved, d new, c gone (deletes come last).
+  EXPECT_THAT(std::vector(seen.begin() + 3, seen.end() - 1),
+              UnorderedElementsAre("update b", "add d"));
+  EXPECT_EQ(seen.back(), "delete c");
+  auto stats = informer->stats();
+  EXPECT_EQ(stats.lists, 2U);
+  EXPECT_EQ(stats.relists_gone, 1U);
+  EXPECT_EQ(stats.failures, 0U);
+  ASSERT_EQ(client_.watch_calls.size(), 2U);
+  EXPECT_EQ(client_.watch_calls[1].resource_version, "50");
+}
+
+TEST_F(InformerTest, FailuresBackOffAndResumeFromTheLastVersionWithoutListing) {
+  client_.lists.push_back(Error("list pods: connection refused", ErrorCode::kUnavailable));
+  client_.lists.push_back(listOf({pod("a", "n1")}, "10"));
+  client_.watches.push_back({.events = {event(WatchEventType::kAdded, pod("b", "n1", "11"))},
+                             .end = Error("watch pods: connection reset", ErrorCode::kIo)});
+  client_.watches.push_back({.end = Error("watch pods: 503", ErrorCode::kUnavailable)});
+  auto informer = make();
+  runToIdle(*informer);
+
+  EXPECT_EQ(client_.list_calls.size(), 2U);
+  ASSERT_EQ(client_.watch_calls.size(), 3U);
+  EXPECT_EQ(client_.watch_calls[1].resource_version, "11");
+  EXPECT_EQ(client_.watch_calls[2].resource_version, "11");
+  auto stats = informer->stats();
+  EXPECT_EQ(stats.failures, 3U);
+  EXPECT_EQ(stats.last_error, "watch pods: 503");
+  EXPECT_THAT(recorder_.errors, ElementsAre("list pods: connection refused",
+                                            "watch pods: connection reset", "watch pods: 503"));
+  EXPECT_EQ(informer->size(), 2U);
+}
+
+TEST_F(InformerTest, AnExpiredContinueTokenRestartsTheList) {
+  client_.lists.push_back(listOf({pod("a", "n1")}, "10", "t1"));
+  client_.lists.push_back(Error("list pods: continue expired", ErrorCode::kGone));
+  client_.lists.push_back(listOf({pod("a", "n1")}, "30", "t2"));
+  client_.lists.push_back(listOf({pod("b", "n1")}, "30"));
+  auto informer = make({.page_size = 1});
+  runToIdle(*informer);
+
+  ASSERT_EQ(client_.list_calls.size(), 4U);
+  EXPECT_EQ(client_.list_calls[2].continue_token, "");
+  EXPECT_THAT(recorder_.take(), UnorderedElementsAre("add a", "add b"));
+  EXPECT_EQ(client_.watch_calls.at(0).resource_version, "30");
+  EXPECT_EQ(informer->stats().failures, 0U);
+}
+
+TEST_F(InformerTest, MalformedObjectsAreReportedAndSkippedNeverFatal) {
+  Json bad_type = pod("bad", "n1");
+  bad_type["spec"]["nodeName"] = 7;
+  Json nameless = {{"metadata", {{"namespace", "default"}}}};
+  client_.lists.push_back(listOf({pod("a", "n1"), bad_type, nameless, "garbage"}, "10"));
+  client_.watches.push_back({.events = {event(WatchEventType::kModified, bad_type),
+                                        event(WatchEventType::kAdded, pod("b", "n1", "12"))}});
+  auto informer = make();
+  runToIdle(*informer);
+
+  EXPECT_THAT(recorder_.take(), ElementsAre("add a", "add b"));
+  EXPECT_EQ(informer->stats().parse_errors, 4U);
+  ASSERT_EQ(recorder_.errors.size(), 4U);
+  EXPECT_THAT(recorder_.errors[0],
+              HasSubstr("list pods in all namespaces: parse Pod bad: spec.nodeName: expected "
+                        "string, got number"));
+  EXPECT_THAT(recorder_.errors[1], HasSubstr("object without metadata.name"));
+  EXPECT_THAT(recorder_.errors[3], HasSubstr("watch pods in all namespaces: parse Pod bad"));
+}
+
+TEST_F(InformerTest, AResponseThatIsNotAListIsAFailureNotACrash) {
+  client_.lists.push_back(Json{{"kind", "Status"}});
+  client_.lists.push_back(Json{{"metadata", Json::object()}, {"items", Json::array()}});
+  client_.lists.push_back(listOf({}, "5"));
+  auto informer = make();
+  runToIdle(*informer);
+
+  EXPECT_THAT(recorder_.errors,
+              ElementsAre(HasSubstr("response is not a List"),
+                          HasSubstr("response has no metadata.resourceVersion")));
+  EXPECT_TRUE(informer->synced());
+}
+
+TEST_F(InformerTest, AStreamThatEndsAtOnceWithNothingInItBacksOff) {
+  client_.lists.push_back(listOf({}, "5"));
+  for (int i = 0; i < 3; ++i) client_.watches.push_back({});
+  auto informer = std::make_unique<Informer<PodRecord>>(
+      client_, clock_, resources::kPods, "",
+      InformerOptions{.initial_backoff = milliseconds(1),
+                      .max_backoff = milliseconds(2),
+                      .short_watch = milliseconds(60000)},
+      projectPod, recorder_.handlers());
+  runToIdle(*informer);
+  EXPECT_EQ(informer->stats().failures, 3U);
+  EXPECT_THAT(recorder_.errors, ::testing::Each(HasSubstr("the server ended the stream at once")));
+}
+
+TEST_F(InformerTest, StopEndsABackoffWaitAndAnUnsyncedWaitForSync) {
+  // Every list fails and the backoff is long: stop() must cut the wait short.
+  auto informer = std::make_unique<Informer<PodRecord>>(
+      client_, clock_, resources::kPods, "",
+      InformerOptions{.initial_backoff = std::chrono::seconds(60),
+                      .max_backoff = std::chrono::seconds(60)},
+      projectPod, recorder_.handlers());
+  std::thread t([&] { informer->run(); });
+  EXPECT_FALSE(informer->waitForSync(milliseconds(50)));
+  const auto start = std::chrono::steady_clock::now();
+  informer->stop();
+  t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_FALSE(informer->synced());
+  EXPECT_GE(informer->stats().failures, 1U);
+  EXPECT_FALSE(informer->stats().connected);
+}
+
+TEST_F(InformerTest, StopBeforeRunReturnsAtOnce) {
+  auto informer = make();
+  informer->stop();
+  informer->run();
+  EXPECT_TRUE(client_.list_calls.empty());
+}
+
+TEST(InformerKeyTest, KeysAreNamespaceSlashNameOrTheName) {
+  EXPECT_EQ(objectKey("kube-system", "etcd-a"), "kube-system/etcd-a");
+  EXPECT_EQ(objectKey("", "node-a"), "node-a");
+  EXPECT_EQ(*objectKey(Json{{"metadata", {{"name", "n"}}}}), "n");
+  EXPECT_EQ(*objectKey(Json{{"metadata", {{"name", "p"}, {"namespace", "x"}}}}), "x/p");
+  EXPECT_FALSE(objectKey(Json{{"metadata", {{"name", ""}}}}));
+  EXPECT_FALSE(objectKey(Json::array()));
+}
+
+}  // namespace
+}  // namespace ekco::kube
