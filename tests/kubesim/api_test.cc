@@ -293,6 +293,23 @@ TEST_F(ApiTest, ListPagesWithLimitAndContinueInStableOrder) {
   EXPECT_EQ(all, (std::vector<std::string>{"cm-0", "cm-1", "cm-2", "cm-3", "cm-4"}));
 }
 
+TEST_F(ApiTest, PagesOfOneNamespaceStayInsideItAndExactPagesEndWithoutAToken) {
+  start();
+  // "ns" sorts between "a" and "ns-b"; its pages must neither start early nor run on.
+  for (const char* ns : {"a", "ns", "ns-b", "z"}) {
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(server_->put(configMap(ns, "cm-" + std::to_string(i))));
+  }
+  json first = client_->get("/api/v1/namespaces/ns/configmaps?limit=1").json();
+  EXPECT_EQ(names(first), std::vector<std::string>{"cm-0"});
+  std::string token = first["metadata"]["continue"];
+  json second = client_->get("/api/v1/namespaces/ns/configmaps?limit=1&continue=" + token).json();
+  EXPECT_EQ(names(second), std::vector<std::string>{"cm-1"});
+  EXPECT_FALSE(second["metadata"].contains("continue"));  // nothing left in "ns"
+  json all = client_->get("/api/v1/configmaps?limit=8").json();
+  EXPECT_EQ(all["items"].size(), 8U);
+  EXPECT_FALSE(all["metadata"].contains("continue"));  // exactly one full page
+}
+
 TEST_F(ApiTest, ContinueTokenFromBeforeCompactionIsGoneExpired) {
   start();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(server_->put(configMap("ns", "cm-" + std::to_string(i))));

@@ -163,7 +163,10 @@ std::vector<json> generateCluster(int nodes, int pods) {
   }
   for (int i = 0; i < pods; ++i) {
     std::string app = "app-" + std::to_string(i % 20);
-    std::string name = app + "-" + std::to_string(i);
+    // Names as a ReplicaSet makes them: <app>-<template hash>-<5 random characters>.
+    std::string suffix;
+    for (int n = i, k = 0; k < 5; ++k, n /= 36) suffix += "0123456789abcdefghijklmnopqrstuvwxyz"[n % 36];
+    std::string name = app + "-5d8f7c9b4-" + suffix;
     std::string node = nodes > 0 ? "node-" + std::to_string(i % nodes) : "";
     json pod = {
         {"apiVersion", "v1"},
@@ -171,24 +174,63 @@ std::vector<json> generateCluster(int nodes, int pods) {
         {"metadata",
          {{"name", name},
           {"namespace", "ns-" + std::to_string(i % 5)},
-          {"labels", {{"app", app}}},
+          {"labels", {{"app", app}, {"pod-template-hash", "5d8f7c9b4"}}},
           {"ownerReferences",
            {{{"apiVersion", "apps/v1"},
              {"kind", "ReplicaSet"},
-             {"name", app + "-5d8f7c"},
+             {"name", app + "-5d8f7c9b4"},
              {"uid", "00000000-0000-4000-8000-" + std::to_string(100000000000 + i % 20)},
              {"controller", true},
              {"blockOwnerDeletion", true}}}}}},
         {"spec",
          {{"nodeName", node},
           {"terminationGracePeriodSeconds", 30},
+          {"serviceAccountName", "default"},
+          {"restartPolicy", "Always"},
+          {"dnsPolicy", "ClusterFirst"},
+          {"schedulerName", "default-scheduler"},
+          {"tolerations",
+           {{{"key", "node.kubernetes.io/not-ready"},
+             {"operator", "Exists"},
+             {"effect", "NoExecute"},
+             {"tolerationSeconds", 300}},
+            {{"key", "node.kubernetes.io/unreachable"},
+             {"operator", "Exists"},
+             {"effect", "NoExecute"},
+             {"tolerationSeconds", 300}}}},
           {"containers",
            {{{"name", "main"},
              {"image", "registry.k8s.io/pause:3.9"},
+             {"resources", {{"requests", {{"cpu", "10m"}, {"memory", "16Mi"}}}}},
              {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}}}}}},
           {"volumes",
            {{{"name", "data"}, {"persistentVolumeClaim", {{"claimName", "data-" + name}}}}}}}},
-        {"status", {{"phase", "Running"}, {"podIP", "10.32.0." + std::to_string(i % 250 + 2)}}}};
+        {"status",
+         {{"phase", "Running"},
+          {"qosClass", "Burstable"},
+          {"hostIP", "10.0.0.1"},
+          {"podIP", "10.32.0." + std::to_string(i % 250 + 2)},
+          {"startTime", "2026-01-01T00:00:00Z"},
+          {"conditions",
+           [] {
+             json conditions = json::array();
+             for (const char* type : {"Initialized", "Ready", "ContainersReady", "PodScheduled"}) {
+               conditions.push_back({{"type", type},
+                                     {"status", "True"},
+                                     {"lastProbeTime", nullptr},
+                                     {"lastTransitionTime", "2026-01-01T00:00:00Z"}});
+             }
+             return conditions;
+           }()},
+          {"containerStatuses",
+           {{{"name", "main"},
+             {"ready", true},
+             {"started", true},
+             {"restartCount", 0},
+             {"image", "registry.k8s.io/pause:3.9"},
+             {"imageID", "registry.k8s.io/pause@sha256:7031c1b283388d2c2e09b57badb803c05ebed362dc88d84b480cc47f72a21097"},
+             {"containerID", "containerd://" + std::string(64, 'a')},
+             {"state", {{"running", {{"startedAt", "2026-01-01T00:00:01Z"}}}}}}}}}}};
     out.push_back(pod);
   }
   return out;

@@ -459,6 +459,9 @@ void Server::Impl::acceptLoop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
+    // As Go's net/http does: without it Nagle's algorithm holds the last segment of each
+    // answer until the client's delayed ACK, ~40 ms per request.
+    socket.set_option(tcp::no_delay(true), ec);
     auto conn = std::make_shared<Conn>();
     conn->fd = socket.native_handle();
     std::lock_guard lock(conns_mu_);

@@ -311,6 +311,15 @@ json Store::commitLocked(const ResourceInfo& r, const std::string& type, json ob
   std::string ns = str(object, {"metadata", "namespace"});
   std::string name = str(object, {"metadata", "name"});
   auto& objects = data_[r.key()].objects;
+  if (r.key() == "/v1/pods") {
+    const bool terminating = type != "DELETED" && object.contains("metadata") &&
+                             object["metadata"].contains("deletionTimestamp");
+    if (terminating) {
+      terminating_pods_.insert(objectKey(ns, name));
+    } else {
+      terminating_pods_.erase(objectKey(ns, name));
+    }
+  }
   if (type == "DELETED") {
     objects.erase(objectKey(ns, name));
     // A delete event carries the last state with the resourceVersion of the deletion.
@@ -443,33 +452,44 @@ Reply Store::list(const ResourceInfo& r, const std::string& ns, const ListOption
   auto d = data_.find(r.key());
   if (d != data_.end()) {
     const auto& objects = d->second.objects;
-    auto it = start_after.empty() ? objects.begin() : objects.upper_bound(start_after);
-    std::int64_t remaining = 0;
+    // Keys are "ns/name" in order, so one namespace is one contiguous range.
+    const std::string prefix = r.namespaced && !ns.empty() ? ns + "/" : "";
+    auto it = start_after.empty() ? objects.lower_bound(prefix) : objects.upper_bound(start_after);
+    // The scan stops at the first match past the page: that is enough to know there is more.
+    // (remainingItemCount, optional in the API, is not given: counting the rest of a large
+    // list on every page made paging quadratic.)
+    const bool selective = !options.label_selector.empty() || !options.field_selector.empty();
+    bool more = false;
     std::string last;
+    static const json kNoLabels = json::object();
     for (; it != objects.end(); ++it) {
-      if (r.namespaced && !ns.empty() && it->first.compare(0, ns.size() + 1, ns + "/") != 0) {
-        continue;
-      }
+      if (!prefix.empty() && it->first.compare(0, prefix.size(), prefix) != 0) break;
       const json& obj = it->second;
-      if (!labels->matches(obj["metadata"].value("labels", json()))) continue;
-      if (!fields->matches(obj)) continue;
+      if (selective) {
+        const json* obj_labels = &kNoLabels;
+        if (auto meta = obj.find("metadata"); meta != obj.end() && meta->is_object()) {
+          if (auto l = meta->find("labels"); l != meta->end()) obj_labels = &*l;
+        }
+        if (!labels->matches(*obj_labels)) continue;
+        if (!fields->matches(obj)) continue;
+      }
       if (options.limit > 0 && static_cast<std::int64_t>(items.size()) >= options.limit) {
-        ++remaining;
-        continue;
+        more = true;
+        break;
       }
       items.push_back(obj);
       last = it->first;
     }
-    if (remaining > 0) {
+    if (more) {
       list_meta["continue"] = toHex(std::to_string(list_rv) + "/" + last);
-      list_meta["remainingItemCount"] = remaining;
     }
   }
-  return Reply{.code = 200,
-               .body = {{"kind", r.kind + "List"},
-                        {"apiVersion", r.apiVersion()},
-                        {"metadata", list_meta},
-                        {"items", items}}};
+  Reply reply{.code = 200,
+              .body = {{"kind", r.kind + "List"},
+                       {"apiVersion", r.apiVersion()},
+                       {"metadata", std::move(list_meta)}}};
+  reply.body["items"] = std::move(items);  // moved: an initializer list would copy every item
+  return reply;
 }
 
 Reply Store::update(const ResourceInfo& r, const std::string& ns, const std::string& name,
@@ -899,7 +919,11 @@ void Store::kubeletPass() {
   std::int64_t now =
       std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch()).count();
   std::vector<json> due;
-  for (const auto& [key, pod] : data_["/v1/pods"].objects) {
+  const auto& all_pods = data_["/v1/pods"].objects;
+  for (const std::string& key : terminating_pods_) {
+    auto found = all_pods.find(key);
+    if (found == all_pods.end()) continue;
+    const json& pod = found->second;
     std::string deletion = str(pod, {"metadata", "deletionTimestamp"});
     if (deletion.empty()) continue;
     auto when = parseTime(deletion);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -174,6 +175,8 @@ class Store {
   std::map<std::string, ResourceInfo> resources_;  // by key()
   std::map<std::string, Stored> data_;             // by key()
   std::deque<WatchEvent> history_;
+  // Keys of pods with a deletionTimestamp, so the simulated kubelet does not scan every pod.
+  std::set<std::string> terminating_pods_;
   std::mt19937_64 rng_;
 };
 
