@@ -51,6 +51,21 @@ size_t onHeader(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+int httpVersion(CURL* easy) {
+  long version = 0;
+  curl_easy_getinfo(easy, CURLINFO_HTTP_VERSION, &version);
+  switch (version) {
+    case CURL_HTTP_VERSION_1_0:
+      return 10;
+    case CURL_HTTP_VERSION_1_1:
+      return 11;
+    case CURL_HTTP_VERSION_2_0:
+      return 20;
+    default:
+      return 0;
+  }
+}
+
 size_t onBody(char* data, size_t size, size_t count, void* user) {
   auto* ex = static_cast<Exchange*>(user);
   const size_t n = size * count;
@@ -282,6 +297,7 @@ Result<HttpResponse> CurlTransport::send(const HttpRequest& request) {
   long connects = 0;
   curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects);
   connections_opened_ += static_cast<std::uint64_t>(std::max(0L, connects));
+  exchange.response.http_version = httpVersion(easy);
   Result<HttpResponse> result = rc == CURLE_OK
                                     ? Result<HttpResponse>(std::move(exchange.response))
                                     : Result<HttpResponse>(transferError(easy, rc, errbuf, url));
@@ -337,6 +353,7 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
   long connects = 0;
   curl_easy_getinfo(easy.get(), CURLINFO_NUM_CONNECTS, &connects);
   connections_opened_ += static_cast<std::uint64_t>(std::max(0L, connects));
+  exchange.response.http_version = httpVersion(easy.get());
   curl_multi_remove_handle(raw_multi, easy.get());
 
   if (cancelled) return Error("request " + url + ": cancelled", ErrorCode::kCancelled);

@@ -31,6 +31,8 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 0;
+  // The protocol the answer came over: 10, 11 (HTTP/1.x), 20 (HTTP/2); 0 when unknown.
+  int http_version = 0;
   // Header names lower-cased; a repeated header keeps its last value.
   std::map<std::string, std::string> headers{};
   std::string body{};
