@@ -1,5 +1,6 @@
 #include "agent/cli.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -13,8 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <openssl/crypto.h>
 
+#include "agent/agent_cmd.h"
 #include "agent/config.h"
 #include "agent/kurl_installer.h"
+#include "agent/status_cmd.h"
 #include "base/log.h"
 #include "base/version_info.h"
 
@@ -93,6 +96,33 @@ int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& f
   return kExitOk;
 }
 
+int agentCommand(const std::string& file, const CLI::App* cmd, const FlagValues& flags,
+                 const std::string& log_level_flag, const AgentCommandArgs& args,
+                 const CliEnv& env) {
+  ConfigLoader loader;
+  std::string source = file;
+  if (!file.empty()) {
+    loader.loadFile(file);
+  } else {
+    loader.loadFile(env.default_config_path, /*optional=*/true);
+    std::error_code ec;
+    source = std::filesystem::exists(env.default_config_path, ec) ? env.default_config_path
+                                                                  : "defaults";
+  }
+  loader.loadEnvironment(env.environment);
+  applyFlags(cmd, flags, loader);
+  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
+  Config cfg = loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  if (auto level = base::parseLogLevel(cfg.log_level)) {
+    base::LogOptions options;
+    options.level = *level;
+    options.journal = base::stderrIsJournal();
+    base::configureLogging(options);
+  }
+  return runAgentCommand(cfg, source, args, env);
+}
+
 int configFromKurl(const std::string& file, const CliEnv& env) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
@@ -159,6 +189,37 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
       "from-kurl", "Print the config.yaml equivalent to a kURL Installer spec (spec.ekco.*)");
   from_kurl->add_option("INSTALLER", kurl_file, "The kURL Installer YAML file")->required();
 
+  StatusOptions status_options;
+  auto* status = app.add_subcommand(
+      "status", "Print the local agent's status from its health socket (exit 0 ready, "
+                "1 degraded, 2 unreachable)");
+  status->add_option("--socket", status_options.socket_path,
+                     "The agent's health socket (default /run/ekco/ekco.sock)");
+  status->add_option("--host-root", status_options.host_root,
+                     "Find the socket under this directory (e.g. /host in a DaemonSet pod)");
+  status->add_flag("--json", status_options.json, "Print the /status JSON as the agent serves it");
+
+  std::string agent_config;
+  FlagValues agent_flags;
+  AgentCommandArgs agent_args;
+  auto* agent = app.add_subcommand(
+      "agent", "Run the node agent: caches, leader election, controllers, health socket (until "
+               "SIGTERM)");
+  agent->add_option("--config", agent_config,
+                    "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  agent->add_option("--kubeconfig", agent_args.kubeconfig,
+                    "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
+                    "/etc/kubernetes/admin.conf and kubelet.conf)");
+  agent->add_option("--node-name", agent_args.node_name,
+                    "This node's name (default: NODE_NAME, then the host name)");
+  agent->add_option("--host-root", agent_args.host_root,
+                    "Where the host's / is (/host in a DaemonSet pod; default /)");
+  agent->add_option("--socket", agent_args.socket,
+                    "Health socket path (default: health_socket under --host-root)");
+  agent->add_flag("--dry-run", agent_args.dry_run,
+                  "Decide and log plans, change nothing in the cluster or on the host");
+  addConfigFlags(agent, agent_flags);
+
   std::vector<const char*> argv;
   argv.reserve(args.size());
   for (const std::string& a : args) argv.push_back(a.c_str());
@@ -196,6 +257,10 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
   if (check->parsed()) return configCheck(check_file, env);
   if (show->parsed()) return configShow(show_file, show, show_flags, log_level_flag, env);
   if (from_kurl->parsed()) return configFromKurl(kurl_file, env);
+  if (status->parsed()) return runStatus(status_options, *env.out, *env.err, base::SystemClock());
+  if (agent->parsed()) {
+    return agentCommand(agent_config, agent, agent_flags, log_level_flag, agent_args, env);
+  }
   *env.err << "error: no command given. Run 'ekco --help' for usage.\n";
   return kExitUsage;
 }

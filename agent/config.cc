@@ -108,6 +108,12 @@ const std::vector<KeyDef>& keyDefs() {
                "systemd calendar event of ekco-upgrade.timer, e.g. \"Sat 17:30\" (empty: off)"),
       EKCO_KEY(auto_upgrade_url, kString, "Installer URL the upgrade checks (http or https)"),
       EKCO_KEY(leader_election_namespace, kString, "Namespace of the ekco-leader Lease"),
+      EKCO_KEY(leader_election_lease_duration, kDuration,
+               "How long a leader's Lease holds without renewal before others may take it"),
+      EKCO_KEY(leader_election_renew_deadline, kDuration,
+               "The leader gives up leading when it could not renew for this long"),
+      EKCO_KEY(leader_election_retry_period, kDuration,
+               "How often agents try to acquire or renew the Lease"),
       EKCO_KEY(health_socket, kString, "Path of the agent's health socket"),
       EKCO_KEY(log_level, kString, "debug, info, warn or error"),
       // Accepted for compatibility, no effect: ekco does this work on the host itself.
@@ -521,6 +527,17 @@ Config ConfigLoader::finish() {
     if (value->empty() || value->front() != '/') {
       problem(key, fmt::format("want an absolute path, got \"{}\"", *value));
     }
+  }
+  if (c.leader_election_retry_period.count() <= 0) {
+    problem("leader_election_retry_period", "must be greater than 0");
+  } else if (c.leader_election_renew_deadline <= c.leader_election_retry_period) {
+    problem("leader_election_renew_deadline",
+            fmt::format("must be longer than leader_election_retry_period ({})",
+                        base::formatDuration(c.leader_election_retry_period)));
+  } else if (c.leader_election_lease_duration <= c.leader_election_renew_deadline) {
+    problem("leader_election_lease_duration",
+            fmt::format("must be longer than leader_election_renew_deadline ({})",
+                        base::formatDuration(c.leader_election_renew_deadline)));
   }
   if (!isDnsLabel(c.leader_election_namespace)) {
     problem("leader_election_namespace",

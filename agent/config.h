@@ -88,6 +88,10 @@ struct Config {
   std::string auto_upgrade_schedule;  // systemd calendar event; empty = off
   std::string auto_upgrade_url;
   std::string leader_election_namespace = "kurl";
+  // client-go's defaults; lease > renew deadline > retry period.
+  Duration leader_election_lease_duration = std::chrono::seconds(15);
+  Duration leader_election_renew_deadline = std::chrono::seconds(10);
+  Duration leader_election_retry_period = std::chrono::seconds(2);
   std::string health_socket = "/run/ekco/ekco.sock";
   std::string log_level = "info";
 };

@@ -66,6 +66,9 @@ TEST(Config, DefaultsAreTheDocumentedProductDefaults) {
   EXPECT_FALSE(c.disable_reboot_service);
   EXPECT_EQ(c.auto_upgrade_schedule, "");
   EXPECT_EQ(c.leader_election_namespace, "kurl");
+  EXPECT_EQ(c.leader_election_lease_duration, std::chrono::seconds(15));
+  EXPECT_EQ(c.leader_election_renew_deadline, std::chrono::seconds(10));
+  EXPECT_EQ(c.leader_election_retry_period, std::chrono::seconds(2));
   EXPECT_EQ(c.health_socket, "/run/ekco/ekco.sock");
   EXPECT_EQ(c.log_level, "info");
 }
@@ -234,6 +237,14 @@ TEST(Config, OtherValueRulesAreChecked) {
               ElementsAre(HasSubstr("auto_upgrade_url: want an http:// or https:// URL")));
   EXPECT_THAT(problemsOf("certificates_dir: etc/pki\n"),
               ElementsAre(HasSubstr("certificates_dir: want an absolute path")));
+  EXPECT_THAT(problemsOf("leader_election_renew_deadline: 20s\n"),
+              ElementsAre(HasSubstr("leader_election_lease_duration: must be longer than "
+                                    "leader_election_renew_deadline (20s)")));
+  EXPECT_THAT(problemsOf("leader_election_retry_period: 10s\n"),
+              ElementsAre(HasSubstr("leader_election_renew_deadline: must be longer than "
+                                    "leader_election_retry_period (10s)")));
+  EXPECT_THAT(problemsOf("leader_election_retry_period: 0s\n"),
+              ElementsAre(HasSubstr("leader_election_retry_period: must be greater than 0")));
   EXPECT_THAT(problemsOf("leader_election_namespace: Kurl_NS\n"),
               ElementsAre(HasSubstr("leader_election_namespace: want a namespace name")));
   EXPECT_THAT(problemsOf("minio_namespace: \"\"\n"), ElementsAre());

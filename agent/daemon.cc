@@ -1,0 +1,599 @@
+#include "agent/daemon.h"
+
+#include <systemd/sd-daemon.h>
+
+#include <algorithm>
+#include <cctype>
+#include <thread>
+
+#include "agent/health_server.h"
+#include "agent/host_checks.h"
+#include "agent/leader_election.h"
+#include "agent/manager.h"
+#include "agent/metrics.h"
+#include "base/log.h"
+#include "hostfs/local_host_fs.h"
+#include "kube/curl_transport.h"
+#include "kube/informer.h"
+#include "kube/records.h"
+#include "kube/rest_client.h"
+#include "kube/timestamp.h"
+#include "base/version_info.h"
+
+namespace ekco::agent {
+
+using base::Error;
+using base::ErrorCode;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+namespace {
+
+bool isNodeName(const std::string& name) {
+  // An RFC 1123 subdomain, as Node names are.
+  if (name.empty() || name.size() > 253) return false;
+  std::size_t label = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '.') {
+      if (label == 0 || name[i - 1] == '-') return false;
+      label = 0;
+      continue;
+    }
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && !(c == '-' && label > 0)) return false;
+    if (++label > 63) return false;
+  }
+  return name.back() != '-' && name.back() != '.';
+}
+
+json timeJson(const std::optional<base::WallTime>& t) {
+  return t ? json(kube::formatRfc3339(*t)) : json(nullptr);
+}
+
+// Runs an informer on its own thread; stop() stops and joins it.
+template <typename Record>
+struct RunningInformer {
+  std::unique_ptr<kube::Informer<Record>> informer;
+  std::thread thread;
+
+  void start() {
+    thread = std::thread([this] { informer->run(); });
+  }
+  void stop() {
+    if (informer) informer->stop();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+// Logs an informer's or the elector's failures once per distinct message per minute, so an
+// API outage is one line, not one per retry.
+class ErrorLog {
+ public:
+  explicit ErrorLog(const base::Clock& clock) : clock_(clock) {}
+  void report(std::string_view what, const std::string& message) {
+    std::lock_guard lock(mu_);
+    const auto now = clock_.monoNow();
+    auto& last = last_[std::string(what)];
+    if (last.message == message && now - last.at < std::chrono::minutes(1)) return;
+    last = {message, now};
+    base::logWarn("api call failed", {{"source", what}, {"error", message}});
+  }
+
+ private:
+  struct Last {
+    std::string message;
+    base::MonoTime at{};
+  };
+  const base::Clock& clock_;
+  std::mutex mu_;
+  std::map<std::string, Last> last_;
+};
+
+}  // namespace
+
+base::Result<std::string> resolveNodeName(const std::string& flag, const std::string& env_value,
+                                          const std::string& hostname) {
+  std::string name = !flag.empty() ? flag : !env_value.empty() ? env_value : hostname;
+  const char* from = !flag.empty() ? "--node-name" : !env_value.empty() ? "NODE_NAME" : "the host name";
+  std::string lowered = name;
+  std::transform(lowered.begin(), lowered.end(), lowered.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // kubelet lower-cases the host name it registers; a flag or env value must already be exact.
+  if (flag.empty() && env_value.empty()) name = lowered;
+  if (!isNodeName(name)) {
+    return Error("node name from " + std::string(from) + ": \"" + name +
+                     "\" is not a valid Node name (RFC 1123 subdomain)",
+                 ErrorCode::kInvalidArgument);
+  }
+  return name;
+}
+
+std::string healthSocketPath(const std::string& host_root, const std::string& configured) {
+  if (host_root.empty() || host_root == "/") return configured;
+  std::string root = host_root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root + configured;
+}
+
+class Agent::Impl {
+ public:
+  Impl(AgentOptions options, const base::Clock& clock)
+      : options_(std::move(options)), clock_(clock), errors_(clock) {}
+
+  base::Status init();
+  int run();
+  void requestStop();
+  json status() const;
+
+ private:
+  base::Status registerMetrics();
+  void onLeaderChange(bool leading);
+  void superviseLeaderCaches();
+  Health healthz() const;
+  Health readyz() const;
+  std::string metricsText() const;
+  void notifySystemd(bool first_ready, bool watchdog);
+
+  AgentOptions options_;
+  const base::Clock& clock_;
+  ErrorLog errors_;
+
+  std::unique_ptr<hostfs::LocalHostFs> process_fs_;
+  std::unique_ptr<hostfs::LocalHostFs> host_fs_;
+  kube::Connection connection_;
+  std::unique_ptr<kube::CurlTransport> transport_;
+  std::unique_ptr<kube::RestClient> client_;
+  std::unique_ptr<kube::RestClient> lease_client_;
+
+  std::unique_ptr<Manager> manager_;
+  std::unique_ptr<LeaderElector> elector_;
+  std::shared_ptr<HostChecks> host_checks_;
+  RunningInformer<kube::NodeRecord> own_node_;
+  RunningInformer<kube::PodRecord> own_pods_;
+  mutable std::mutex leader_caches_mu_;
+  RunningInformer<kube::NodeRecord> all_nodes_;  // while leading
+
+  MetricsRegistry metrics_;
+  const Gauge* leader_gauge_ = nullptr;
+  const Gauge* api_gauge_ = nullptr;
+  const Gauge* cache_objects_ = nullptr;
+  const Gauge* cache_synced_ = nullptr;
+  const Counter* reconciles_ = nullptr;
+  const Counter* reconcile_errors_ = nullptr;
+  const Histogram* reconcile_seconds_ = nullptr;
+  const Counter* actions_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_requested_ = false;
+  bool leading_ = false;        // as the elector last said
+  bool leader_changed_ = false;  // the supervisor has a leadership change to act on
+  bool api_reachable_ = false;
+  bool ready_sent_ = false;
+  std::string last_status_;  // the last STATUS= sent to systemd
+};
+
+base::Status Agent::Impl::registerMetrics() {
+  auto leader = metrics_.gauge("ekco_leader", "1 while this agent holds the ekco-leader Lease");
+  auto api = metrics_.gauge("ekco_api_reachable", "1 while the Kubernetes API answers");
+  auto objects = metrics_.gauge("ekco_cache_objects", "Objects in each informer cache", {"cache"});
+  auto synced = metrics_.gauge("ekco_cache_synced", "1 once the cache has listed", {"cache"});
+  auto runs = metrics_.counter("ekco_reconcile_total", "Reconciles run, by controller and result",
+                               {"controller", "result"});
+  auto errs = metrics_.counter("ekco_reconcile_errors_total", "Failed reconciles, by controller",
+                               {"controller"});
+  auto seconds_h = metrics_.histogram("ekco_reconcile_duration_seconds",
+                                      "Time each reconcile took", {"controller"},
+                                      kReconcileDurationBuckets);
+  auto actions = metrics_.counter("ekco_actions_total", "Changes ekco made, by kind", {"kind"});
+  for (const Error* e : {leader ? nullptr : &leader.error(), api ? nullptr : &api.error(),
+                         objects ? nullptr : &objects.error(), synced ? nullptr : &synced.error(),
+                         runs ? nullptr : &runs.error(), errs ? nullptr : &errs.error(),
+                         seconds_h ? nullptr : &seconds_h.error(),
+                         actions ? nullptr : &actions.error()}) {
+    if (e != nullptr) return *e;
+  }
+  leader_gauge_ = *leader;
+  api_gauge_ = *api;
+  cache_objects_ = *objects;
+  cache_synced_ = *synced;
+  reconciles_ = *runs;
+  reconcile_errors_ = *errs;
+  reconcile_seconds_ = *seconds_h;
+  actions_ = *actions;
+  return base::ok();
+}
+
+base::Status Agent::Impl::init() {
+  EKCO_TRY(registerMetrics());
+  auto process_fs = hostfs::LocalHostFs::open("/", clock_);
+  if (!process_fs) return std::move(process_fs).error();
+  process_fs_ = std::move(*process_fs);
+  auto host_fs = hostfs::LocalHostFs::open(options_.host_root, clock_);
+  if (!host_fs) return std::move(host_fs).error().wrap("--host-root " + options_.host_root);
+  host_fs_ = std::move(*host_fs);
+  if (options_.socket_path.empty()) {
+    options_.socket_path = healthSocketPath(options_.host_root, options_.config.health_socket);
+  }
+
+  auto connection = kube::loadConnection({.process_fs = *process_fs_,
+                                          .host_fs = *host_fs_,
+                                          .env = options_.env,
+                                          .explicit_kubeconfig = options_.kubeconfig,
+                                          .working_dir = options_.working_dir});
+  if (!connection) return std::move(connection).error();
+  connection_ = std::move(*connection);
+  auto transport = kube::CurlTransport::create(connection_, process_fs_.get(), clock_,
+                                               {.connect_timeout = seconds(5)});
+  if (!transport) return std::move(transport).error();
+  transport_ = std::move(*transport);
+  client_ = std::make_unique<kube::RestClient>(
+      *transport_, clock_,
+      kube::RestClientOptions{.request_timeout = seconds(30), .reporting_instance = options_.node_name});
+
+  const Config& c = options_.config;
+  const auto ms = [](base::Duration d) { return std::chrono::duration_cast<milliseconds>(d); };
+  // The elector steps again every retry period, so its calls are not retried inside the client,
+  // and each must answer well within the renew deadline.
+  const auto lease_timeout =
+      std::clamp(ms(c.leader_election_renew_deadline) / 2, milliseconds(1000), milliseconds(5000));
+  lease_client_ = std::make_unique<kube::RestClient>(
+      *transport_, clock_,
+      kube::RestClientOptions{.request_timeout = lease_timeout,
+                              .retry = {.max_attempts = 1},
+                              .reporting_instance = options_.node_name});
+
+  manager_ = std::make_unique<Manager>(
+      clock_, ManagerOptions{.on_reconciled = [this](const ControllerStatus& s, bool ok) {
+        reconciles_->inc({s.name, ok ? "success" : "error"});
+        reconcile_seconds_->observe(
+            {s.name}, std::chrono::duration<double>(s.last_duration).count());
+        if (!ok) {
+          reconcile_errors_->inc({s.name});
+          base::logWarn("reconcile failed",
+                        {{"controller", s.name},
+                         {"error", s.last_error},
+                         {"consecutive", s.consecutive_errors}});
+        } else {
+          base::logDebug("reconciled", {{"controller", s.name}, {"result", s.last_result}});
+        }
+      }});
+
+  auto elector = LeaderElector::create(
+      *lease_client_, clock_,
+      {.ns = c.leader_election_namespace,
+       .name = "ekco-leader",
+       .identity = options_.node_name,
+       .lease_duration = ms(c.leader_election_lease_duration),
+       .renew_deadline = ms(c.leader_election_renew_deadline),
+       .retry_period = ms(c.leader_election_retry_period)},
+      {.on_started_leading = [this] { onLeaderChange(true); },
+       .on_stopped_leading = [this] { onLeaderChange(false); },
+       .on_new_leader =
+           [this](const std::string& holder) {
+             base::logInfo("leader observed", {{"leader", holder.empty() ? "-" : holder},
+                                               {"lease", options_.config.leader_election_namespace +
+                                                             "/ekco-leader"}});
+           }});
+  if (!elector) return std::move(elector).error();
+  elector_ = std::move(*elector);
+
+  // Node caches: this node, and the pods scheduled to it.
+  auto wake_node = [this] { manager_->wakeAll(Scope::kNode); };
+  own_node_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
+      *client_, clock_, kube::resources::kNodes, "",
+      kube::InformerOptions{.field_selector = "metadata.name=" + options_.node_name},
+      kube::projectNode,
+      kube::InformerHandlers<kube::NodeRecord>{
+          .on_add = [wake_node](const kube::NodeRecord&) { wake_node(); },
+          .on_update = [wake_node](const kube::NodeRecord&, const kube::NodeRecord&) { wake_node(); },
+          .on_delete = [wake_node](const kube::NodeRecord&) { wake_node(); },
+          .on_error = [this](const Error& e) { errors_.report("node cache", e.message()); }});
+  own_pods_.informer = std::make_unique<kube::Informer<kube::PodRecord>>(
+      *client_, clock_, kube::resources::kPods, "",
+      kube::InformerOptions{.field_selector = "spec.nodeName=" + options_.node_name},
+      kube::projectPod,
+      kube::InformerHandlers<kube::PodRecord>{
+          .on_add = [wake_node](const kube::PodRecord&) { wake_node(); },
+          .on_update = [wake_node](const kube::PodRecord&, const kube::PodRecord&) { wake_node(); },
+          .on_delete = [wake_node](const kube::PodRecord&) { wake_node(); },
+          .on_error = [this](const Error& e) { errors_.report("pod cache", e.message()); }});
+
+  host_checks_ = std::make_shared<HostChecks>(
+      options_.node_name, *host_fs_, clock_,
+      [this] {
+        ObservedNode observed;
+        observed.synced = own_node_.informer->synced();
+        observed.node = own_node_.informer->get("", options_.node_name);
+        return observed;
+      },
+      HostChecksOptions{.certificates_dir = c.certificates_dir,
+                        .certificate_warning =
+                            std::chrono::duration_cast<seconds>(c.rotate_certs_ttl),
+                        .interval = ms(c.reconcile_interval)});
+  EKCO_TRY(manager_->add(Scope::kNode, host_checks_));
+  return base::ok();
+}
+
+void Agent::Impl::onLeaderChange(bool leading) {
+  // The elector's thread: record and hand over to the supervisor, which starts or stops the
+  // leader caches (that may block) and the manager.
+  manager_->setLeader(leading);
+  leader_gauge_->set(leading ? 1 : 0);
+  actions_->inc({leading ? "lease_acquired" : "lease_lost"});
+  base::logInfo(leading ? "became leader" : "stopped leading",
+                {{"node", options_.node_name},
+                 {"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
+  std::lock_guard lock(mu_);
+  leading_ = leading;
+  leader_changed_ = true;
+  cv_.notify_all();
+}
+
+void Agent::Impl::superviseLeaderCaches() {
+  bool leading = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!leader_changed_) return;
+    leader_changed_ = false;
+    leading = leading_;
+  }
+  std::lock_guard lock(leader_caches_mu_);
+  if (leading && !all_nodes_.informer) {
+    all_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
+        *client_, clock_, kube::resources::kNodes, "", kube::InformerOptions{}, kube::projectNode,
+        kube::InformerHandlers<kube::NodeRecord>{
+            .on_add = [this](const kube::NodeRecord&) { manager_->wakeAll(Scope::kLeader); },
+            .on_update = [this](const kube::NodeRecord&,
+                                const kube::NodeRecord&) { manager_->wakeAll(Scope::kLeader); },
+            .on_delete = [this](const kube::NodeRecord&) { manager_->wakeAll(Scope::kLeader); },
+            .on_error = [this](const Error& e) { errors_.report("cluster node cache", e.message()); }});
+    all_nodes_.start();
+    // As client-go's elector does: an Event on the Lease says who leads.
+    auto recorded = client_->recordEvent(
+        {.involved_resource = kube::resources::kLeases,
+         .involved_namespace = options_.config.leader_election_namespace,
+         .involved_name = "ekco-leader",
+         .reason = "LeaderElection",
+         .message = options_.node_name + " became leader"});
+    if (!recorded) errors_.report("event", recorded.error().message());
+  } else if (!leading && all_nodes_.informer) {
+    all_nodes_.stop();
+    all_nodes_.informer.reset();
+  }
+}
+
+Health Agent::Impl::healthz() const {
+  // A reconcile may legitimately run up to reconcile_timeout; a loop that has not turned for
+  // 30 s while idle is stuck.
+  const auto max_reconcile = std::chrono::duration_cast<milliseconds>(
+      options_.config.reconcile_timeout + std::chrono::minutes(1));
+  if (!manager_->alive(seconds(30), max_reconcile)) {
+    return {.ok = false, .reason = "the controller manager loop is not running"};
+  }
+  return {.ok = true};
+}
+
+Health Agent::Impl::readyz() const {
+  if (!own_node_.informer->synced()) {
+    return {.ok = false, .reason = "the node cache has not synced: " +
+                                   own_node_.informer->stats().last_error};
+  }
+  if (!own_pods_.informer->synced()) {
+    return {.ok = false, .reason = "the pod cache has not synced: " +
+                                   own_pods_.informer->stats().last_error};
+  }
+  const auto node_stats = own_node_.informer->stats();
+  if (!node_stats.connected) {
+    return {.ok = false, .reason = "the Kubernetes API is unreachable: " + node_stats.last_error};
+  }
+  return {.ok = true};
+}
+
+json Agent::Impl::status() const {
+  json out;
+  out["node"] = options_.node_name;
+  out["version"] = std::string(EKCO_VERSION) + " (" + EKCO_GIT_SHA + ")";
+  const auto lease = elector_->status();
+  out["leader"] = lease.holder;
+  out["is_leader"] = lease.is_leader;
+  out["lease"] = {{"name", options_.config.leader_election_namespace + "/ekco-leader"},
+                  {"holder", lease.holder},
+                  {"renew_time", timeJson(lease.renew_time)},
+                  {"acquire_time", timeJson(lease.acquire_time)},
+                  {"transitions", lease.transitions},
+                  {"fresh", lease.is_fresh},
+                  {"last_error", lease.last_error}};
+  const Health ready = readyz();
+  out["ready"] = ready.ok;
+  out["ready_reason"] = ready.reason;
+  out["api_reachable"] = own_node_.informer->stats().connected;
+  out["dry_run"] = options_.dry_run;
+  json caches = json::array();
+  auto cache = [&](const std::string& name, const kube::InformerStats& s) {
+    caches.push_back({{"name", name},
+                      {"synced", s.synced},
+                      {"objects", s.objects},
+                      {"resource_version", s.resource_version},
+                      {"last_sync", timeJson(s.last_sync)},
+                      {"last_error", s.last_error}});
+  };
+  cache("node", own_node_.informer->stats());
+  cache("pods", own_pods_.informer->stats());
+  {
+    std::lock_guard lock(leader_caches_mu_);
+    if (all_nodes_.informer) cache("cluster-nodes", all_nodes_.informer->stats());
+  }
+  out["caches"] = caches;
+  json controllers = json::array();
+  for (const auto& s : manager_->status()) {
+    controllers.push_back({{"name", s.name},
+                           {"scope", std::string(scopeName(s.scope))},
+                           {"active", s.active},
+                           {"last_run", timeJson(s.last_run)},
+                           {"last_result", s.last_result},
+                           {"last_error", s.last_error},
+                           {"next_run", timeJson(s.next_run)},
+                           {"last_plan", s.last_plan},
+                           {"runs", s.runs},
+                           {"errors", s.errors}});
+  }
+  out["controllers"] = controllers;
+  json checks = json::array();
+  for (const auto& c : host_checks_->results()) {
+    checks.push_back({{"name", c.name}, {"ok", c.ok}, {"message", c.message}});
+  }
+  out["host_checks"] = checks;
+  return out;
+}
+
+std::string Agent::Impl::metricsText() const {
+  auto export_cache = [&](const std::string& name, const kube::InformerStats& s) {
+    cache_objects_->set({name}, static_cast<double>(s.objects));
+    cache_synced_->set({name}, s.synced ? 1 : 0);
+  };
+  export_cache("node", own_node_.informer->stats());
+  export_cache("pods", own_pods_.informer->stats());
+  {
+    std::lock_guard lock(leader_caches_mu_);
+    if (all_nodes_.informer) {
+      export_cache("cluster-nodes", all_nodes_.informer->stats());
+    } else {
+      cache_objects_->remove({"cluster-nodes"});
+      cache_synced_->remove({"cluster-nodes"});
+    }
+  }
+  api_gauge_->set(own_node_.informer->stats().connected ? 1 : 0);
+  return metrics_.render();
+}
+
+void Agent::Impl::notifySystemd(bool first_ready, bool watchdog) {
+  const auto lease = elector_->status();
+  std::string state = "node " + options_.node_name + ", " +
+                      (lease.is_leader ? std::string("leader")
+                                       : "leader " + (lease.holder.empty() ? "-" : lease.holder));
+  const Health ready = readyz();
+  state += ready.ok ? ", ready" : ", not ready: " + ready.reason;
+  std::replace(state.begin(), state.end(), '\n', ' ');
+  std::string message;
+  if (first_ready) message += "READY=1\n";
+  if (state != last_status_) {
+    message += "STATUS=" + state + "\n";
+    last_status_ = state;
+  }
+  if (watchdog && healthz().ok) message += "WATCHDOG=1\n";
+  if (!message.empty()) sd_notify(0, message.c_str());
+}
+
+int Agent::Impl::run() {
+  auto server = HealthServer::start(
+      {.socket_path = options_.socket_path,
+       .handlers = {.healthz = [this] { return healthz(); },
+                    .readyz = [this] { return readyz(); },
+                    .status = [this] { return status(); },
+                    .metrics = [this] { return metricsText(); }}});
+  if (!server) {
+    base::logError("cannot open the health socket", {{"error", server.error().message()}});
+    return 1;
+  }
+  base::logInfo("agent started",
+                {{"node", options_.node_name},
+                 {"version", EKCO_VERSION},
+                 {"host_root", options_.host_root},
+                 {"config", options_.config_source},
+                 {"api", connection_.server},
+                 {"credentials", connection_.source},
+                 {"socket", options_.socket_path},
+                 {"dry_run", options_.dry_run}});
+
+  own_node_.start();
+  own_pods_.start();
+  std::thread manager_thread([this] { manager_->run(); });
+  std::thread elector_thread([this] { elector_->run(); });
+
+  std::uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
+  // Readiness and leadership changes show within half a second; the watchdog is pinged at
+  // least twice per WatchdogSec.
+  const milliseconds tick = watchdog ? std::clamp(milliseconds(watchdog_usec / 2000),
+                                                   milliseconds(100), milliseconds(500))
+                                     : milliseconds(500);
+  bool was_reachable = false;
+  bool first_check = true;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, tick, [&] { return stop_requested_ || leader_changed_; });
+      if (stop_requested_) break;
+    }
+    superviseLeaderCaches();
+    const Health ready = readyz();
+    const bool reachable = own_node_.informer->stats().connected;
+    if (reachable != was_reachable && (!first_check || !reachable)) {
+      if (reachable) {
+        base::logInfo("api reachable", {{"api", connection_.server}});
+      } else if (own_node_.informer->stats().failures > 0) {
+        base::logWarn("api unreachable", {{"api", connection_.server},
+                                          {"error", own_node_.informer->stats().last_error}});
+      }
+    }
+    if (reachable || own_node_.informer->stats().failures > 0) {
+      was_reachable = reachable;
+      first_check = false;
+    }
+    bool first_ready = false;
+    if (ready.ok && !ready_sent_) {
+      ready_sent_ = true;
+      first_ready = true;
+      base::logInfo("agent ready", {{"node", options_.node_name}});
+    }
+    notifySystemd(first_ready, watchdog);
+  }
+
+  base::logInfo("agent stopping", {{"node", options_.node_name}});
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping");
+  manager_->stop();
+  elector_->stop();
+  manager_thread.join();
+  elector_thread.join();
+  // Hand over at once instead of after the lease duration.
+  const bool was_leader = elector_->isLeader();
+  if (auto released = elector_->release(); !released) {
+    base::logWarn("lease release failed", {{"error", released.error().message()}});
+  } else if (was_leader) {
+    actions_->inc({"lease_released"});
+    base::logInfo("lease released", {{"lease", options_.config.leader_election_namespace +
+                                                   "/ekco-leader"}});
+  }
+  {
+    std::lock_guard lock(leader_caches_mu_);
+    all_nodes_.stop();
+  }
+  own_node_.stop();
+  own_pods_.stop();
+  (*server)->stop();
+  base::logInfo("agent stopped", {{"node", options_.node_name}});
+  return 0;
+}
+
+void Agent::Impl::requestStop() {
+  std::lock_guard lock(mu_);
+  stop_requested_ = true;
+  cv_.notify_all();
+}
+
+base::Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options, const base::Clock& clock) {
+  auto impl = std::make_unique<Impl>(std::move(options), clock);
+  EKCO_TRY(impl->init());
+  return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() = default;
+int Agent::run() { return impl_->run(); }
+void Agent::requestStop() { impl_->requestStop(); }
+json Agent::status() const { return impl_->status(); }
+
+}  // namespace ekco::agent

@@ -1,0 +1,111 @@
+// The agent's health socket: HTTP/1.1 on a unix socket (default /run/ekco/ekco.sock), read by
+// `ekco status`, the DaemonSet's exec probes and people with curl --unix-socket.
+//
+//   GET /healthz  200 "ok\n" while the manager loop is alive, else 503 "<reason>\n" (liveness)
+//   GET /readyz   200 "ok\n" once caches are synced and the API answers, else 503 "<reason>\n"
+//   GET /status   200, application/json: the agent's status document (see README.md)
+//   GET /metrics  200, text/plain; version=0.0.4: the Prometheus registry
+// Any other path is 404; any other method (HEAD included) is 405 with "Allow: GET". A handler
+// that was not supplied makes its path 404; a handler that throws answers 500.
+//
+// The answers come from callbacks the agent supplies; they run on the connection's thread,
+// concurrently with each other, so they must be thread-safe.
+//
+// Access control is the file system's: the socket is 0660 (root's, since the agent runs as root)
+// in a directory that start() creates 0750. Only root and the socket's group can connect.
+//
+// A thread serves each connection (requests are tiny and rare). At most max_connections are
+// served at once; further connections wait in the listen backlog until one ends. A connection
+// must send each request and take its answer within request_timeout, else it is closed, so a
+// silent client holds a thread (and a slot) for request_timeout at most.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+
+namespace ekco::agent {
+
+inline constexpr std::string_view kDefaultHealthSocket = "/run/ekco/ekco.sock";
+
+// The answer of /healthz and /readyz: 200 "ok\n" when ok, else 503 "<reason>\n".
+struct Health {
+  bool ok = false;
+  std::string reason{};
+};
+
+struct HealthHandlers {
+  std::function<Health()> healthz{};
+  std::function<Health()> readyz{};
+  std::function<nlohmann::json()> status{};
+  std::function<std::string()> metrics{};
+};
+
+struct HealthServerOptions {
+  std::string socket_path = std::string(kDefaultHealthSocket);
+  HealthHandlers handlers{};
+  // Time a connection has to send one request and read the answer (then again for each
+  // further request on a kept-alive connection).
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};
+  std::size_t max_connections = 32;
+};
+
+class HealthServer {
+ public:
+  // Listens on options.socket_path and serves until stop():
+  //  (1) the parent directory is created with mode 0750 when missing (its own missing parents
+  //      with the umask's default). An existing directory's mode is left alone: it may be shared
+  //      (/run) or set up by the administrator on purpose.
+  //  (2) whatever is at the path is checked without following symlinks: a socket nobody
+  //      listens on (the agent died) is stale and removed; a socket that accepts a connection is
+  //      another agent's, and start() fails with kAlreadyExists "another ekco agent is listening
+  //      on PATH"; anything else (file, directory, symlink) fails with kAlreadyExists and is
+  //      never deleted.
+  //  (3) the socket is bound under a dot-prefixed temporary name in the same directory, chmod
+  //      0660, and renamed into place, so the path never shows a socket with wider permissions.
+  // A path longer than a sockaddr_un allows (107 bytes) is kInvalidArgument.
+  [[nodiscard]] static base::Result<std::unique_ptr<HealthServer>> start(
+      HealthServerOptions options);
+
+  // Calls stop().
+  ~HealthServer();
+  HealthServer(const HealthServer&) = delete;
+  HealthServer& operator=(const HealthServer&) = delete;
+
+  // Closes the listener and every connection, joins the threads and removes the socket file
+  // (only if it is still the one start() bound: a newer agent's socket is left alone).
+  // Idempotent; safe to call from any thread but a handler.
+  void stop();
+
+  const std::string& socketPath() const;
+
+  class Impl;
+
+ private:
+  explicit HealthServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// One HTTP/1.1 exchange with a health socket (the client side of `ekco status` and the tests).
+struct HealthReply {
+  int status = 0;
+  std::string content_type{};
+  std::string body{};
+};
+
+// Sends `method target` (no body) to the unix socket at socket_path and reads the whole answer,
+// all within `timeout`. Any HTTP status is a reply. Errors: the socket cannot be reached —
+// missing (kNotFound), refused (kUnavailable), not allowed (kPermissionDenied), other
+// (kIo) — or no complete answer within the timeout (kTimeout).
+[[nodiscard]] base::Result<HealthReply> queryHealthSocket(const std::string& socket_path,
+                                                          std::string_view target,
+                                                          std::chrono::milliseconds timeout,
+                                                          std::string_view method = "GET");
+
+}  // namespace ekco::agent

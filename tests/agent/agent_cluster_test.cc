@@ -1,0 +1,233 @@
+// Three real `ekco agent` processes against ekco-kubesim (in-process, HTTPS): they elect
+// exactly one leader, agree on it in every /status, hand over after `kill -9` within the lease
+// duration plus a retry period, and after SIGTERM (the Lease is released) within ~3 s.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "agent/health_server.h"
+#include "tests/kubesim/server.h"
+
+extern char** environ;
+
+namespace ekco::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+json node(const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}}}},
+          {"spec", json::object()},
+          {"status",
+           {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
+            {"addresses", {{{"type", "InternalIP"}, {"address", "10.0.0.1"}}}}}}};
+}
+
+template <typename F>
+bool eventually(F pred, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return pred();
+}
+
+// Lease timings of the test config: a dead leader is replaced within lease + retry.
+constexpr milliseconds kLease{3000};
+constexpr milliseconds kRetry{500};
+
+class AgentClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "ekco-agents-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    auto server = kubesim::Server::start(
+        {.out_dir = (dir_ / "sim").string(), .objects = {node("node-a"), node("node-b"), node("node-c")}});
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+    std::ofstream(dir_ / "config.yaml") << "leader_election_lease_duration: 3s\n"
+                                           "leader_election_renew_deadline: 2s\n"
+                                           "leader_election_retry_period: 500ms\n";
+  }
+  void TearDown() override {
+    for (auto& [name, pid] : pids_) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  std::string socket(const std::string& name) const { return (dir_ / (name + ".sock")).string(); }
+
+  void startAgent(const std::string& name) {
+    const fs::path root = dir_ / ("root-" + name);
+    fs::create_directories(root / "etc/kubernetes");
+    std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
+    const std::string log = (dir_ / (name + ".log")).string();
+    std::vector<std::string> args = {EKCO_BIN,       "agent",
+                                     "--config",     (dir_ / "config.yaml").string(),
+                                     "--kubeconfig", server_->kubeconfigPath(),
+                                     "--node-name",  name,
+                                     "--host-root",  root.string(),
+                                     "--socket",     socket(name)};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    ASSERT_EQ(::posix_spawn(&pid, EKCO_BIN, &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    pids_[name] = pid;
+  }
+
+  std::optional<json> status(const std::string& name) {
+    auto reply = queryHealthSocket(socket(name), "/status", milliseconds(2000));
+    if (!reply || reply->status != 200) return std::nullopt;
+    auto parsed = json::parse(reply->body, nullptr, false);
+    if (parsed.is_discarded()) return std::nullopt;
+    return parsed;
+  }
+  bool ready(const std::string& name) {
+    auto reply = queryHealthSocket(socket(name), "/readyz", milliseconds(2000));
+    return reply && reply->status == 200;
+  }
+  // The names of the running agents whose /status says is_leader.
+  std::vector<std::string> leaders() {
+    std::vector<std::string> out;
+    for (const auto& [name, pid] : pids_) {
+      auto s = status(name);
+      if (s && s->value("is_leader", false)) out.push_back(name);
+    }
+    return out;
+  }
+  std::string leaseHolder() {
+    auto lease = server_->get("leases.coordination.k8s.io", "kurl", "ekco-leader");
+    if (!lease) return "";
+    return (*lease)["spec"].value("holderIdentity", "");
+  }
+  std::string logOf(const std::string& name) {
+    std::ifstream in(dir_ / (name + ".log"));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // Ends an agent: returns its exit status (-1: killed by a signal).
+  int reap(const std::string& name) {
+    int status = 0;
+    ::waitpid(pids_.at(name), &status, 0);
+    pids_.erase(name);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<kubesim::Server> server_;
+  std::map<std::string, pid_t> pids_;
+};
+
+TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigterm) {
+  for (const char* n : {"node-a", "node-b", "node-c"}) startAgent(n);
+  for (const char* n : {"node-a", "node-b", "node-c"}) {
+    ASSERT_TRUE(eventually([&] { return ready(n); }, seconds(20))) << n << ":\n" << logOf(n);
+  }
+  ASSERT_TRUE(eventually([&] { return leaders().size() == 1; }, seconds(10)));
+  const std::string first = leaders().front();
+  EXPECT_EQ(leaseHolder(), first);
+  // Every agent's /status names the same leader.
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& [name, pid] : pids_) {
+          auto s = status(name);
+          if (!s || s->value("leader", "") != first) return false;
+        }
+        return true;
+      },
+      seconds(5)));
+  {
+    auto s = status(first);
+    ASSERT_TRUE(s);
+    EXPECT_EQ((*s)["node"], first);
+    EXPECT_EQ((*s)["lease"]["holder"], first);
+    EXPECT_TRUE((*s)["ready"].get<bool>());
+    EXPECT_EQ((*s)["caches"].size(), 3U);  // node, pods and (leader) cluster-nodes
+    EXPECT_FALSE((*s)["controllers"].empty());
+    EXPECT_FALSE((*s)["host_checks"].empty());
+  }
+
+  // kill -9: nobody releases the Lease; another agent takes it once it expires.
+  auto killed = Clock::now();
+  ::kill(pids_.at(first), SIGKILL);
+  EXPECT_EQ(reap(first), -1);
+  std::string second;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto l = leaders();
+        if (l.size() != 1) return false;
+        second = l.front();
+        return true;
+      },
+      seconds(15)));
+  const auto kill_failover = Clock::now() - killed;
+  EXPECT_NE(second, first);
+  EXPECT_EQ(leaseHolder(), second);
+  // Lease duration + up to 2.2 retry periods (acquirers' jitter) + polling slack.
+  EXPECT_LT(kill_failover, kLease + 3 * kRetry + milliseconds(1500));
+
+  // SIGTERM: the leader releases the Lease on its way out; the last agent takes over at its
+  // next retry, far sooner than the lease duration.
+  auto termed = Clock::now();
+  ::kill(pids_.at(second), SIGTERM);
+  const std::string third = pids_.begin()->first == second ? std::next(pids_.begin())->first
+                                                           : pids_.begin()->first;
+  ASSERT_TRUE(eventually([&] { return status(third) && status(third)->value("is_leader", false); },
+                         seconds(10)));
+  const auto term_failover = Clock::now() - termed;
+  EXPECT_EQ(reap(second), 0) << logOf(second);
+  EXPECT_LT(term_failover, seconds(3));
+  EXPECT_THAT(logOf(second), ::testing::HasSubstr("lease released"));
+  EXPECT_FALSE(fs::exists(socket(second))) << "the socket outlived a clean stop";
+  std::cerr << "failover after kill -9: "
+            << std::chrono::duration_cast<milliseconds>(kill_failover).count()
+            << " ms; after SIGTERM: "
+            << std::chrono::duration_cast<milliseconds>(term_failover).count() << " ms\n";
+}
+
+TEST_F(AgentClusterTest, AnAgentWithoutAReachableApiStaysUpNotReadyAndStopsCleanly) {
+  // The API server goes away before the agent starts: it must not crash, /healthz stays 200,
+  // /readyz says why, and SIGTERM still ends it with 0.
+  server_->stop();
+  startAgent("node-a");
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto r = queryHealthSocket(socket("node-a"), "/healthz", milliseconds(2000));
+        return r && r->status == 200;
+      },
+      seconds(10)))
+      << logOf("node-a");
+  auto ready_reply = queryHealthSocket(socket("node-a"), "/readyz", milliseconds(2000));
+  ASSERT_TRUE(ready_reply);
+  EXPECT_EQ(ready_reply->status, 503);
+  EXPECT_THAT(ready_reply->body, ::testing::HasSubstr("has not synced"));
+  ::kill(pids_.at("node-a"), SIGTERM);
+  EXPECT_EQ(reap("node-a"), 0) << logOf("node-a");
+}
+
+}  // namespace
+}  // namespace ekco::agent
