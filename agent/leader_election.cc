@@ -263,8 +263,15 @@ void LeaderElector::run() {
       wait = std::chrono::duration_cast<milliseconds>(
           std::chrono::duration<double, std::milli>(wait) * (1.0 + jitter(random_)));
     }
-    if (cv_.wait_for(lock, wait, [this] { return stopped_; })) return;
+    if (cv_.wait_for(lock, wait, [this] { return stopped_ || nudged_; }) && stopped_) return;
+    nudged_ = false;
   }
+}
+
+void LeaderElector::nudge() {
+  std::lock_guard lock(mu_);
+  nudged_ = true;
+  cv_.notify_all();
 }
 
 void LeaderElector::stop() {

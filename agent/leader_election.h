@@ -134,6 +134,11 @@ class LeaderElector {
   // timeout) returns. Errors are not returned; see status(). Returns at once after stop().
   void run();
 
+  // Makes run() step now instead of at the end of its wait. The agent calls it when its watch
+  // of the Lease sees it released or deleted, so a clean hand-over takes one API round trip
+  // rather than up to 2.2 retry periods. Only timing changes: the step decides as always.
+  void nudge();
+
   // Idempotent and final: run() returns and does not start again. Does not release the Lease:
   // call release() after run() has returned.
   void stop();
@@ -186,6 +191,7 @@ class LeaderElector {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopped_ = false;
+  bool nudged_ = false;
   bool leader_ = false;
   base::MonoTime last_success_{};  // when our last successful write was sent
   // The last observed record: parsed, as stored (the base of the next update), and when it last

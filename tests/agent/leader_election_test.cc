@@ -753,6 +753,24 @@ TEST_F(LeaderElectionTest, StopWaitsNoRetryPeriod) {
   EXPECT_LT(std::chrono::steady_clock::now() - before, seconds(1));
 }
 
+TEST_F(LeaderElectionTest, NudgeStepsAtOnceInsteadOfAfterTheRetryPeriod) {
+  auto a = elector(store_, clock_, "node-a", nullptr,
+                   {.lease_duration = seconds(600),
+                    .renew_deadline = seconds(500),
+                    .retry_period = seconds(300)});
+  std::thread t([&] { a->run(); });
+  while (store_.calls() == 0) std::this_thread::sleep_for(milliseconds(1));
+  const int before = store_.calls();
+  a->nudge();
+  const auto deadline = std::chrono::steady_clock::now() + seconds(5);
+  while (store_.calls() == before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_GT(store_.calls(), before) << "a nudge did not make run() step";
+  a->stop();
+  t.join();
+}
+
 // Three agents against ekco-kubesim over HTTPS, each with its own RestClient, on real time.
 class LeaderElectionSimTest : public ::testing::Test {
  protected:
