@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "agent/health_server.h"
@@ -47,6 +49,15 @@ bool isNodeName(const std::string& name) {
     if (++label > 63) return false;
   }
   return name.back() != '-' && name.back() != '.';
+}
+
+// Not Ready, or tainted by the node lifecycle controller as unreachable or not ready: the nodes
+// whose pods the leader watches (clearing and purging decide on them).
+bool nodeUnhealthy(const kube::NodeRecord& node) {
+  const kube::ConditionRecord* ready = node.condition("Ready");
+  if (ready == nullptr || ready->status != "True") return true;
+  return node.taint("node.kubernetes.io/unreachable") != nullptr ||
+         node.taint("node.kubernetes.io/not-ready") != nullptr;
 }
 
 json timeJson(const std::optional<base::WallTime>& t) {
@@ -132,6 +143,7 @@ class Agent::Impl {
   base::Status registerMetrics();
   void onLeaderChange(bool leading);
   void superviseLeaderCaches();
+  void superviseUnhealthyNodePods();
   Health healthz() const;
   Health readyz() const;
   std::string metricsText() const;
@@ -157,6 +169,9 @@ class Agent::Impl {
   RunningInformer<std::string> lease_holder_;
   mutable std::mutex leader_caches_mu_;
   RunningInformer<kube::NodeRecord> all_nodes_;  // while leading
+  // While leading: the pods of each unhealthy node, one narrow informer per node.
+  std::map<std::string, std::unique_ptr<RunningInformer<kube::PodRecord>>> unhealthy_pods_;
+  mutable std::set<std::string> exported_leader_caches_;  // cache labels last sent to /metrics
 
   MetricsRegistry metrics_;
   const Gauge* leader_gauge_ = nullptr;
@@ -173,7 +188,7 @@ class Agent::Impl {
   bool stop_requested_ = false;
   bool leading_ = false;        // as the elector last said
   bool leader_changed_ = false;  // the supervisor has a leadership change to act on
-  bool api_reachable_ = false;
+  bool api_down_ = false;  // "api unreachable" was logged and recovery not yet
   bool ready_sent_ = false;
   std::string last_status_;  // the last STATUS= sent to systemd
 };
@@ -293,7 +308,15 @@ base::Status Agent::Impl::init() {
           .on_add = [wake_node](const kube::NodeRecord&) { wake_node(); },
           .on_update = [wake_node](const kube::NodeRecord&, const kube::NodeRecord&) { wake_node(); },
           .on_delete = [wake_node](const kube::NodeRecord&) { wake_node(); },
-          .on_error = [this](const Error& e) { errors_.report("node cache", e.message()); }});
+          .on_error =
+              [this](const Error& e) {
+                errors_.report("node cache", e.message());
+                if (e.code() == ErrorCode::kParse) return;  // bad data, not an outage
+                std::lock_guard lock(mu_);
+                if (api_down_) return;
+                api_down_ = true;
+                base::logWarn("api unreachable", {{"api", connection_.server}, {"error", e.message()}});
+              }});
   own_pods_.informer = std::make_unique<kube::Informer<kube::PodRecord>>(
       *client_, clock_, kube::resources::kPods, "",
       kube::InformerOptions{.field_selector = "spec.nodeName=" + options_.node_name},
@@ -384,6 +407,42 @@ void Agent::Impl::superviseLeaderCaches() {
   } else if (!leading && all_nodes_.informer) {
     all_nodes_.stop();
     all_nodes_.informer.reset();
+    for (auto& [name, running] : unhealthy_pods_) running->stop();
+    unhealthy_pods_.clear();
+  }
+}
+
+void Agent::Impl::superviseUnhealthyNodePods() {
+  std::lock_guard lock(leader_caches_mu_);
+  if (!all_nodes_.informer || !all_nodes_.informer->synced()) return;
+  std::set<std::string> unhealthy;
+  all_nodes_.informer->forEach([&](const kube::NodeRecord& n) {
+    if (nodeUnhealthy(n)) unhealthy.insert(n.name.str());
+  });
+  for (auto it = unhealthy_pods_.begin(); it != unhealthy_pods_.end();) {
+    if (unhealthy.count(it->first) == 0) {
+      it->second->stop();
+      it = unhealthy_pods_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const std::string& name : unhealthy) {
+    if (unhealthy_pods_.count(name) != 0) continue;
+    auto running = std::make_unique<RunningInformer<kube::PodRecord>>();
+    auto wake = [this] { manager_->wakeAll(Scope::kLeader); };
+    running->informer = std::make_unique<kube::Informer<kube::PodRecord>>(
+        *client_, clock_, kube::resources::kPods, "",
+        kube::InformerOptions{.field_selector = "spec.nodeName=" + name}, kube::projectPod,
+        kube::InformerHandlers<kube::PodRecord>{
+            .on_add = [wake](const kube::PodRecord&) { wake(); },
+            .on_update = [wake](const kube::PodRecord&, const kube::PodRecord&) { wake(); },
+            .on_delete = [wake](const kube::PodRecord&) { wake(); },
+            .on_error = [this, name](const Error& e) {
+              errors_.report("pods on " + name, e.message());
+            }});
+    running->start();
+    unhealthy_pods_.emplace(name, std::move(running));
   }
 }
 
@@ -447,6 +506,9 @@ json Agent::Impl::status() const {
   {
     std::lock_guard lock(leader_caches_mu_);
     if (all_nodes_.informer) cache("cluster-nodes", all_nodes_.informer->stats());
+    for (const auto& [name, running] : unhealthy_pods_) {
+      cache("pods on " + name, running->informer->stats());
+    }
   }
   out["caches"] = caches;
   json controllers = json::array();
@@ -479,13 +541,23 @@ std::string Agent::Impl::metricsText() const {
   export_cache("node", own_node_.informer->stats());
   export_cache("pods", own_pods_.informer->stats());
   {
+    // The leader's caches come and go: series of caches that are gone are removed.
     std::lock_guard lock(leader_caches_mu_);
+    std::set<std::string> current;
     if (all_nodes_.informer) {
       export_cache("cluster-nodes", all_nodes_.informer->stats());
-    } else {
-      cache_objects_->remove({"cluster-nodes"});
-      cache_synced_->remove({"cluster-nodes"});
+      current.insert("cluster-nodes");
     }
+    for (const auto& [name, running] : unhealthy_pods_) {
+      export_cache("pods on " + name, running->informer->stats());
+      current.insert("pods on " + name);
+    }
+    for (const std::string& name : exported_leader_caches_) {
+      if (current.count(name) != 0) continue;
+      cache_objects_->remove({name});
+      cache_synced_->remove({name});
+    }
+    exported_leader_caches_ = std::move(current);
   }
   api_gauge_->set(own_node_.informer->stats().connected ? 1 : 0);
   return metrics_.render();
@@ -543,8 +615,6 @@ int Agent::Impl::run() {
   const milliseconds tick = watchdog ? std::clamp(milliseconds(watchdog_usec / 2000),
                                                    milliseconds(100), milliseconds(500))
                                      : milliseconds(500);
-  bool was_reachable = false;
-  bool first_check = true;
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -552,20 +622,14 @@ int Agent::Impl::run() {
       if (stop_requested_) break;
     }
     superviseLeaderCaches();
+    superviseUnhealthyNodePods();
     const Health ready = readyz();
-    const bool reachable = own_node_.informer->stats().connected;
-    if (reachable != was_reachable && (!first_check || !reachable)) {
-      if (reachable) {
-        base::logInfo("api reachable", {{"api", connection_.server}});
-      } else if (own_node_.informer->stats().failures > 0) {
-        base::logWarn("api unreachable", {{"api", connection_.server},
-                                          {"error", own_node_.informer->stats().last_error}});
-      }
+    bool recovered = false;
+    if (own_node_.informer->stats().connected) {
+      std::lock_guard lock(mu_);
+      recovered = std::exchange(api_down_, false);
     }
-    if (reachable || own_node_.informer->stats().failures > 0) {
-      was_reachable = reachable;
-      first_check = false;
-    }
+    if (recovered) base::logInfo("api reachable", {{"api", connection_.server}});
     bool first_ready = false;
     if (ready.ok && !ready_sent_) {
       ready_sent_ = true;
@@ -593,6 +657,8 @@ int Agent::Impl::run() {
   {
     std::lock_guard lock(leader_caches_mu_);
     all_nodes_.stop();
+    for (auto& [name, running] : unhealthy_pods_) running->stop();
+    unhealthy_pods_.clear();
   }
   own_node_.stop();
   own_pods_.stop();

@@ -23,6 +23,7 @@ void globalInit() {
 struct Exchange {
   HttpResponse response;
   const ChunkHandler* on_chunk = nullptr;
+  const std::function<void(int)>* on_headers = nullptr;
   bool stopped_by_handler = false;
 };
 
@@ -31,6 +32,12 @@ size_t onHeader(char* data, size_t size, size_t count, void* user) {
   const size_t n = size * count;
   std::string_view line(data, n);
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.empty()) {
+    // The end of a header block. A 1xx block is followed by the real one.
+    const int status = ex->response.status;
+    if (status >= 200 && ex->on_headers != nullptr && *ex->on_headers) (*ex->on_headers)(status);
+    return n;
+  }
   if (line.rfind("HTTP/", 0) == 0) {
     // A new status line (after 100 Continue or a redirect): start over.
     ex->response.headers.clear();
@@ -325,6 +332,7 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
 
   Exchange exchange;
   exchange.on_chunk = &on_chunk;
+  exchange.on_headers = &request.on_headers;
   char errbuf[CURL_ERROR_SIZE] = {0};
   configure(easy.get(), connection_, url, connect_to.get(), request, headers.get(), &exchange,
             errbuf, options_.connect_timeout, options_.user_agent);

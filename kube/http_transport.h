@@ -27,6 +27,10 @@ struct HttpRequest {
   std::string body{};
   // Total time for the whole exchange (connect, send, receive). Always finite.
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  // Streams only: called once the response's status and headers have arrived (before any
+  // body), with the status. A watch learns from it that the server answered, even when no
+  // event follows for minutes.
+  std::function<void(int status)> on_headers{};
 };
 
 struct HttpResponse {

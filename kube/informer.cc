@@ -197,6 +197,10 @@ base::Status InformerBase::watchOnce(std::uint64_t& events_seen) {
   options.allow_watch_bookmarks = true;
   options.label_selector = options_.label_selector;
   options.field_selector = options_.field_selector;
+  options.on_open = [this] {
+    std::lock_guard lock(mu_);
+    stats_.connected = true;
+  };
 
   std::optional<Error> rejected;
   auto status = client_.watch(

@@ -70,7 +70,8 @@ struct InformerOptions {
 
 struct InformerStats {
   bool synced = false;     // a list has completed; the cache is usable
-  bool connected = false;  // the last list or watch attempt succeeded
+  // The last list succeeded or the last watch was accepted (and has not failed since).
+  bool connected = false;
   std::string resource_version{};
   std::size_t objects = 0;
   std::uint64_t lists = 0;        // completed lists (the first and every re-list)

@@ -270,6 +270,11 @@ base::Status RestClient::watch(const Resource& resource, std::string_view ns,
                       .target = std::move(target),
                       .timeout = std::chrono::seconds(timeout_seconds + 30)};
   request.headers.emplace_back("Accept", "application/json");
+  if (options.on_open) {
+    request.on_headers = [&options](int status) {
+      if (status >= 200 && status <= 299) options.on_open();
+    };
+  }
 
   WatchDecoder decoder(op);
   std::optional<Error> decode_error;

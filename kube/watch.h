@@ -29,6 +29,9 @@ struct WatchOptions {
   std::int64_t timeout_seconds = 290;
   std::string label_selector{};
   std::string field_selector{};
+  // Called once the server has accepted the watch (a 2xx status and headers), before any
+  // event: the API is reachable even if nothing changes for minutes.
+  std::function<void()> on_open{};
 };
 
 // Returns false to end the watch (not an error).

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
@@ -28,14 +30,22 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-json node(const std::string& name) {
+json node(const std::string& name, const std::string& ready = "True") {
   return {{"apiVersion", "v1"},
           {"kind", "Node"},
           {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}}}},
           {"spec", json::object()},
           {"status",
-           {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
+           {{"conditions", {{{"type", "Ready"}, {"status", ready}}}},
             {"addresses", {{{"type", "InternalIP"}, {"address", "10.0.0.1"}}}}}}};
+}
+
+json pod(const std::string& name, const std::string& node_name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec", {{"nodeName", node_name}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}},
+          {"status", {{"phase", "Running"}}}};
 }
 
 template <typename F>
@@ -77,7 +87,7 @@ class AgentClusterTest : public ::testing::Test {
 
   std::string socket(const std::string& name) const { return (dir_ / (name + ".sock")).string(); }
 
-  void startAgent(const std::string& name) {
+  void startAgent(const std::string& name, std::vector<std::string> extra_env = {}) {
     const fs::path root = dir_ / ("root-" + name);
     fs::create_directories(root / "etc/kubernetes");
     std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
@@ -94,8 +104,12 @@ class AgentClusterTest : public ::testing::Test {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<char*> envp;
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    for (auto& e : extra_env) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_t pid = -1;
-    ASSERT_EQ(::posix_spawn(&pid, EKCO_BIN, &actions, nullptr, argv.data(), environ), 0);
+    ASSERT_EQ(::posix_spawn(&pid, EKCO_BIN, &actions, nullptr, argv.data(), envp.data()), 0);
     posix_spawn_file_actions_destroy(&actions);
     pids_[name] = pid;
   }
@@ -229,6 +243,111 @@ TEST_F(AgentClusterTest, AnAgentWithoutAReachableApiStaysUpNotReadyAndStopsClean
   EXPECT_THAT(ready_reply->body, ::testing::HasSubstr("has not synced"));
   ::kill(pids_.at("node-a"), SIGTERM);
   EXPECT_EQ(reap("node-a"), 0) << logOf("node-a");
+}
+
+// The cache named `name` in the agent's /status, or null.
+json cacheNamed(const json& status, const std::string& name) {
+  for (const auto& c : status.value("caches", json::array())) {
+    if (c.value("name", "") == name) return c;
+  }
+  return nullptr;
+}
+
+TEST_F(AgentClusterTest, TheLeaderWatchesThePodsOfUnhealthyNodesOnly) {
+  ASSERT_TRUE(server_->put(node("node-b", "Unknown")));
+  for (const char* p : {"b1", "b2"}) ASSERT_TRUE(server_->put(pod(p, "node-b")));
+  ASSERT_TRUE(server_->put(pod("c1", "node-c")));
+  startAgent("node-a");
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = status("node-a");
+        if (!s) return false;
+        json c = cacheNamed(*s, "pods on node-b");
+        return c.is_object() && c["synced"].get<bool>() && c["objects"] == 2;
+      },
+      seconds(20)))
+      << logOf("node-a");
+  EXPECT_TRUE(cacheNamed(*status("node-a"), "pods on node-c").is_null());
+  auto metrics = queryHealthSocket(socket("node-a"), "/metrics", milliseconds(2000));
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body, ::testing::HasSubstr("ekco_cache_objects{cache=\"pods on node-b\"} 2"));
+  EXPECT_THAT(metrics->body, ::testing::HasSubstr("ekco_leader 1"));
+
+  // node-b recovers: its pod cache goes away.
+  ASSERT_TRUE(server_->put(node("node-b", "True")));
+  ASSERT_TRUE(eventually([&] { return cacheNamed(*status("node-a"), "pods on node-b").is_null(); },
+                         seconds(10)));
+
+  // `ekco status` reads the same socket: ready, exit 0, and the table names the node.
+  const std::string out = (dir_ / "status.out").string();
+  const std::string cmd = std::string(EKCO_BIN) + " status --socket " + socket("node-a") + " > " + out;
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(out);
+  const std::string table((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_THAT(table, ::testing::HasSubstr("node-a"));
+  EXPECT_THAT(table, ::testing::HasSubstr("host-checks"));
+}
+
+TEST_F(AgentClusterTest, AnApiOutageMakesTheAgentNotReadyAndItRecovers) {
+  startAgent("node-a");
+  ASSERT_TRUE(eventually([&] { return ready("node-a"); }, seconds(20))) << logOf("node-a");
+  // Every request fails and open watches are cut: the caches lose the API.
+  server_->setFaults({.rate_500 = 1.0, .drop_watch_after = milliseconds(50)});
+  ASSERT_TRUE(eventually([&] { return !ready("node-a"); }, seconds(15)));
+  auto reply = queryHealthSocket(socket("node-a"), "/readyz", milliseconds(2000));
+  ASSERT_TRUE(reply);
+  EXPECT_THAT(reply->body, ::testing::HasSubstr("the Kubernetes API is unreachable"));
+  auto alive = queryHealthSocket(socket("node-a"), "/healthz", milliseconds(2000));
+  ASSERT_TRUE(alive);
+  EXPECT_EQ(alive->status, 200);
+  server_->setFaults({});
+  ASSERT_TRUE(eventually([&] { return ready("node-a"); }, seconds(30))) << logOf("node-a");
+  // Logged once each way (the supervisor notices the recovery within half a second).
+  ASSERT_TRUE(eventually(
+      [&] { return logOf("node-a").find("msg=\"api reachable\"") != std::string::npos; },
+      seconds(5)))
+      << logOf("node-a");
+  const std::string log = logOf("node-a");
+  EXPECT_THAT(log, ::testing::HasSubstr("msg=\"api unreachable\""));
+  EXPECT_EQ(log.find("msg=\"api unreachable\""), log.rfind("msg=\"api unreachable\""));
+}
+
+TEST_F(AgentClusterTest, UnderSystemdItSignalsReadyStatusWatchdogAndStopping) {
+  // A notify socket as systemd provides one ($NOTIFY_SOCKET, datagrams).
+  const std::string path = (dir_ / "notify.sock").string();
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{0, 100000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  startAgent("node-a", {"NOTIFY_SOCKET=" + path, "WATCHDOG_USEC=400000"});
+  std::string received;
+  auto drain = [&] {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      received.append(buf, static_cast<std::size_t>(n)).append("\n");
+    }
+  };
+  ASSERT_TRUE(eventually(
+      [&] {
+        drain();
+        return received.find("READY=1") != std::string::npos &&
+               std::count(received.begin(), received.end(), 'W') >= 3;  // WATCHDOG=1 pings
+      },
+      seconds(20)))
+      << received << logOf("node-a");
+  EXPECT_THAT(received, ::testing::HasSubstr("STATUS=node node-a, leader, ready"));
+  EXPECT_THAT(received, ::testing::HasSubstr("WATCHDOG=1"));
+  ::kill(pids_.at("node-a"), SIGTERM);
+  EXPECT_EQ(reap("node-a"), 0);
+  drain();
+  EXPECT_THAT(received, ::testing::HasSubstr("STOPPING=1"));
+  ::close(fd);
 }
 
 }  // namespace
