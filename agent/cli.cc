@@ -20,6 +20,7 @@
 #include "agent/status_cmd.h"
 #include "base/log.h"
 #include "base/version_info.h"
+#include "haproxy/render.h"
 
 namespace ekco::agent {
 namespace {
@@ -138,6 +139,43 @@ int configFromKurl(const std::string& file, const CliEnv& env) {
   return kExitOk;
 }
 
+// `ekco render haproxy|manifest`: the internal load balancer's files, printed (nothing is
+// written). A bad value is usage: exit 2 with one line.
+struct RenderArgs {
+  std::string endpoints{};
+  std::string bind = haproxy::HaproxyConfigOptions{}.bind;
+  bool bind_ipv6_loopback = false;
+  std::string image = Config{}.internal_load_balancer_haproxy_image;
+};
+
+int renderHaproxy(const RenderArgs& args, const CliEnv& env) {
+  auto endpoints = haproxy::parseEndpointList(args.endpoints);
+  if (!endpoints) {
+    *env.err << "error: --endpoints: " << endpoints.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto config = haproxy::renderHaproxyConfig({.endpoints = std::move(*endpoints),
+                                              .bind = args.bind,
+                                              .bind_ipv6_loopback = args.bind_ipv6_loopback,
+                                              .image = args.image});
+  if (!config) {
+    *env.err << "error: " << config.error().message() << "\n";
+    return kExitUsage;
+  }
+  *env.out << *config;
+  return kExitOk;
+}
+
+int renderManifest(const RenderArgs& args, const CliEnv& env) {
+  auto manifest = haproxy::renderStaticPodManifest({.image = args.image});
+  if (!manifest) {
+    *env.err << "error: " << manifest.error().message() << "\n";
+    return kExitUsage;
+  }
+  *env.out << *manifest;
+  return kExitOk;
+}
+
 }  // namespace
 
 std::string versionText() {
@@ -220,6 +258,29 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
                   "Decide and log plans, change nothing in the cluster or on the host");
   addConfigFlags(agent, agent_flags);
 
+  RenderArgs render_args;
+  auto* render =
+      app.add_subcommand("render", "Print files ekco writes on the host (writes nothing)");
+  render->require_subcommand(1);
+  auto* render_haproxy = render->add_subcommand(
+      "haproxy", "Print the internal load balancer's haproxy.cfg for the given kube-apiservers");
+  render_haproxy
+      ->add_option("--endpoints", render_args.endpoints,
+                   "kube-apiservers, comma-separated: HOST[:PORT] or [IPv6]:PORT (port 6443 by "
+                   "default); HOST is an IP address or a DNS name")
+      ->required();
+  render_haproxy->add_option("--bind", render_args.bind,
+                             "Listen address, IP:PORT (default 127.0.0.1:6444)");
+  render_haproxy->add_flag("--bind-ipv6-loopback", render_args.bind_ipv6_loopback,
+                           "Also listen on [::1] at the same port");
+  render_haproxy->add_option("--image", render_args.image,
+                             "HAProxy image the config is for: its tag enables directives of "
+                             "newer versions (default haproxy:lts-alpine)");
+  auto* render_manifest = render->add_subcommand(
+      "manifest", "Print the HAProxy static pod (/etc/kubernetes/manifests/haproxy.yaml)");
+  render_manifest->add_option("--image", render_args.image,
+                              "HAProxy image (default haproxy:lts-alpine)");
+
   std::vector<const char*> argv;
   argv.reserve(args.size());
   for (const std::string& a : args) argv.push_back(a.c_str());
@@ -258,6 +319,8 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
   if (show->parsed()) return configShow(show_file, show, show_flags, log_level_flag, env);
   if (from_kurl->parsed()) return configFromKurl(kurl_file, env);
   if (status->parsed()) return runStatus(status_options, *env.out, *env.err, base::SystemClock());
+  if (render_haproxy->parsed()) return renderHaproxy(render_args, env);
+  if (render_manifest->parsed()) return renderManifest(render_args, env);
   if (agent->parsed()) {
     return agentCommand(agent_config, agent, agent_flags, log_level_flag, agent_args, env);
   }

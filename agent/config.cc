@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/log.h"
+#include "haproxy/image.h"
 #include "units/calendar.h"
 
 namespace ekco::agent {
@@ -504,6 +505,9 @@ Config ConfigLoader::finish() {
   // EKCO: a zero reconcile_timeout means 15 minutes.
   if (c.reconcile_timeout.count() == 0) c.reconcile_timeout = std::chrono::minutes(15);
 
+  if (auto r = haproxy::validateImage(c.internal_load_balancer_haproxy_image); !r) {
+    problem("internal_load_balancer_haproxy_image", r.error().message());
+  }
   for (const std::string& entry : c.pod_image_overrides) {
     if (auto r = parseImageOverride(entry); !r) problem("pod_image_overrides", r.error().message());
   }

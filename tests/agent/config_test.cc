@@ -245,6 +245,8 @@ TEST(Config, OtherValueRulesAreChecked) {
                                     "leader_election_retry_period (10s)")));
   EXPECT_THAT(problemsOf("leader_election_retry_period: 0s\n"),
               ElementsAre(HasSubstr("leader_election_retry_period: must be greater than 0")));
+  EXPECT_THAT(problemsOf("internal_load_balancer_haproxy_image: \"haproxy lts\"\n"),
+              ElementsAre(HasSubstr("internal_load_balancer_haproxy_image: ")));
   EXPECT_THAT(problemsOf("leader_election_namespace: Kurl_NS\n"),
               ElementsAre(HasSubstr("leader_election_namespace: want a namespace name")));
   EXPECT_THAT(problemsOf("minio_namespace: \"\"\n"), ElementsAre());
