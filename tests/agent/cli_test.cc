@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/process.h"
+#include "tests/agent/cli_support.h"
 
 namespace ekco::agent {
 namespace {
@@ -22,23 +23,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliRun cli(std::vector<std::string> args, std::vector<std::string> environment = {}) {
-  args.insert(args.begin(), "ekco");
-  std::ostringstream out;
-  std::ostringstream err;
-  CliEnv env{.environment = std::move(environment),
-             .out = &out,
-             .err = &err,
-             .default_config_path = "/nonexistent/ekco/config.yaml"};
-  int code = runCli(args, env);
-  return {code, out.str(), err.str()};
-}
+using testing::cli;
+using testing::CliRun;
 
 class TempFile {
  public:

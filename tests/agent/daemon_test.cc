@@ -13,6 +13,7 @@
 #include "agent/host_checks.h"
 #include "kube/timestamp.h"
 #include "tests/kubesim/pki.h"
+#include "tests/agent/cli_support.h"
 
 namespace ekco::agent {
 namespace {
@@ -96,21 +97,10 @@ TEST(HostChecksTest, TheApiserverCertificateIsCheckedForExpiry) {
                                  "not a PEM certificate"));
 }
 
-struct Run {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
-
-Run runAgentCli(std::vector<std::string> args, std::vector<std::string> environment = {}) {
-  std::ostringstream out;
-  std::ostringstream err;
-  args.insert(args.begin(), {"ekco", "agent"});
-  const int code = runCli(args, {.environment = std::move(environment),
-                                 .out = &out,
-                                 .err = &err,
-                                 .default_config_path = "/nonexistent/ekco/config.yaml"});
-  return {code, out.str(), err.str()};
+testing::CliRun runAgentCli(std::vector<std::string> args,
+                            std::vector<std::string> environment = {}) {
+  args.insert(args.begin(), "agent");
+  return testing::cli(std::move(args), std::move(environment));
 }
 
 TEST(AgentCommand, ABadConfigIsAUsageErrorBeforeAnythingStarts) {

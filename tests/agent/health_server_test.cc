@@ -22,6 +22,7 @@
 
 #include "base/clock.h"
 #include "base/unique_fd.h"
+#include "tests/agent/cli_support.h"
 
 namespace ekco::agent {
 namespace {
@@ -30,23 +31,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using namespace std::chrono_literals;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/ekco-health-XXXXXX";
-    const char* made = ::mkdtemp(tmpl);
-    EXPECT_NE(made, nullptr);
-    path_ = made != nullptr ? made : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 HealthHandlers cannedHandlers() {
   HealthHandlers h;

@@ -10,6 +10,7 @@
 
 #include "agent/cli.h"
 #include "haproxy/render.h"
+#include "tests/agent/cli_support.h"
 
 namespace ekco::agent {
 namespace {
@@ -17,23 +18,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct CliRun {
-  int code = 0;
-  std::string out{};
-  std::string err{};
-};
-
-CliRun cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "ekco");
-  std::ostringstream out;
-  std::ostringstream err;
-  CliEnv env{.environment = {},
-             .out = &out,
-             .err = &err,
-             .default_config_path = "/nonexistent/ekco/config.yaml"};
-  int code = runCli(args, env);
-  return {code, out.str(), err.str()};
-}
+using testing::cli;
+using testing::CliRun;
 
 std::size_t lineCount(const std::string& text) {
   return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/unique_fd.h"
 #include "kube/timestamp.h"
+#include "tests/agent/cli_support.h"
 
 namespace ekco::agent {
 namespace {
@@ -24,23 +25,7 @@ using ::testing::Not;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/ekco-status-XXXXXX";
-    const char* made = ::mkdtemp(tmpl);
-    EXPECT_NE(made, nullptr);
-    path_ = made != nullptr ? made : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 base::WallTime at(std::string_view rfc3339) { return *kube::parseRfc3339(rfc3339); }
 
@@ -158,23 +143,8 @@ TEST(StatusTable, SocketPathUnderAHostRoot) {
             "/h/var/run/x.sock");
 }
 
-struct CliRun {
-  int code = 0;
-  std::string out{};
-  std::string err{};
-};
-
-CliRun cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "ekco");
-  std::ostringstream out;
-  std::ostringstream err;
-  CliEnv env{.environment = {},
-             .out = &out,
-             .err = &err,
-             .default_config_path = "/nonexistent/ekco/config.yaml"};
-  int code = runCli(args, env);
-  return {code, out.str(), err.str()};
-}
+using testing::cli;
+using testing::CliRun;
 
 // A live agent's socket with canned answers; times in the document are relative to the real
 // clock so the table's ages are predictable.

@@ -881,6 +881,11 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
     auto next_bookmark = start;
     while (!stopping_ &&
            !(faults.drop_watch_after_events > 0 && sent >= faults.drop_watch_after_events)) {
+      {
+        // Faults set while the stream is open apply to it too (an outage cuts open watches).
+        std::lock_guard lock(mu_);
+        faults = faults_;
+      }
       std::uint64_t scanned = last;
       auto events = store_.eventsAfter(last, r.key(), &scanned);
       if (!events) {

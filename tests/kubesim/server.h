@@ -47,7 +47,7 @@ struct Faults {
   double rate_429 = 0;                            // share of requests answered 429 (Retry-After: 1)
   double rate_500 = 0;                            // share of requests answered 500
   int drop_watch_after_events = 0;                // end every watch stream after this many events
-  std::chrono::milliseconds drop_watch_after{0};  // ... or after this long
+  std::chrono::milliseconds drop_watch_after{0};  // ... or after this long (open streams too)
 };
 
 struct ServerOptions {
