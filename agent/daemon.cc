@@ -64,6 +64,16 @@ json timeJson(const std::optional<base::WallTime>& t) {
   return t ? json(kube::formatRfc3339(*t)) : json(nullptr);
 }
 
+// Handlers that call `wake` on any add, update or delete, and `on_error` on failures.
+template <typename Record>
+kube::InformerHandlers<Record> wakeOnChange(std::function<void()> wake,
+                                            std::function<void(const Error&)> on_error) {
+  return {.on_add = [wake](const Record&) { wake(); },
+          .on_update = [wake](const Record&, const Record&) { wake(); },
+          .on_delete = [wake](const Record&) { wake(); },
+          .on_error = std::move(on_error)};
+}
+
 // Runs an informer on its own thread; stop() stops and joins it.
 template <typename Record>
 struct RunningInformer {
@@ -147,7 +157,7 @@ class Agent::Impl {
   Health healthz() const;
   Health readyz() const;
   std::string metricsText() const;
-  void notifySystemd(bool first_ready, bool watchdog);
+  void notifySystemd(const Health& ready, bool first_ready, bool watchdog);
 
   AgentOptions options_;
   const base::Clock& clock_;
@@ -304,11 +314,8 @@ base::Status Agent::Impl::init() {
       *client_, clock_, kube::resources::kNodes, "",
       kube::InformerOptions{.field_selector = "metadata.name=" + options_.node_name},
       kube::projectNode,
-      kube::InformerHandlers<kube::NodeRecord>{
-          .on_add = [wake_node](const kube::NodeRecord&) { wake_node(); },
-          .on_update = [wake_node](const kube::NodeRecord&, const kube::NodeRecord&) { wake_node(); },
-          .on_delete = [wake_node](const kube::NodeRecord&) { wake_node(); },
-          .on_error =
+      wakeOnChange<kube::NodeRecord>(
+          wake_node,
               [this](const Error& e) {
                 errors_.report("node cache", e.message());
                 if (e.code() == ErrorCode::kParse) return;  // bad data, not an outage
@@ -316,16 +323,13 @@ base::Status Agent::Impl::init() {
                 if (api_down_) return;
                 api_down_ = true;
                 base::logWarn("api unreachable", {{"api", connection_.server}, {"error", e.message()}});
-              }});
+              }));
   own_pods_.informer = std::make_unique<kube::Informer<kube::PodRecord>>(
       *client_, clock_, kube::resources::kPods, "",
       kube::InformerOptions{.field_selector = "spec.nodeName=" + options_.node_name},
       kube::projectPod,
-      kube::InformerHandlers<kube::PodRecord>{
-          .on_add = [wake_node](const kube::PodRecord&) { wake_node(); },
-          .on_update = [wake_node](const kube::PodRecord&, const kube::PodRecord&) { wake_node(); },
-          .on_delete = [wake_node](const kube::PodRecord&) { wake_node(); },
-          .on_error = [this](const Error& e) { errors_.report("pod cache", e.message()); }});
+      wakeOnChange<kube::PodRecord>(
+          wake_node, [this](const Error& e) { errors_.report("pod cache", e.message()); }));
 
   // A released (holder "") or deleted Lease makes the elector step now: a clean hand-over then
   // takes one round trip, not up to 2.2 retry periods. Renewals change only renewTime, so the
@@ -389,12 +393,9 @@ void Agent::Impl::superviseLeaderCaches() {
   if (leading && !all_nodes_.informer) {
     all_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
         *client_, clock_, kube::resources::kNodes, "", kube::InformerOptions{}, kube::projectNode,
-        kube::InformerHandlers<kube::NodeRecord>{
-            .on_add = [this](const kube::NodeRecord&) { manager_->wakeAll(Scope::kLeader); },
-            .on_update = [this](const kube::NodeRecord&,
-                                const kube::NodeRecord&) { manager_->wakeAll(Scope::kLeader); },
-            .on_delete = [this](const kube::NodeRecord&) { manager_->wakeAll(Scope::kLeader); },
-            .on_error = [this](const Error& e) { errors_.report("cluster node cache", e.message()); }});
+        wakeOnChange<kube::NodeRecord>(
+            [this] { manager_->wakeAll(Scope::kLeader); },
+            [this](const Error& e) { errors_.report("cluster node cache", e.message()); }));
     all_nodes_.start();
     // As client-go's elector does: an Event on the Lease says who leads.
     auto recorded = client_->recordEvent(
@@ -430,17 +431,12 @@ void Agent::Impl::superviseUnhealthyNodePods() {
   for (const std::string& name : unhealthy) {
     if (unhealthy_pods_.count(name) != 0) continue;
     auto running = std::make_unique<RunningInformer<kube::PodRecord>>();
-    auto wake = [this] { manager_->wakeAll(Scope::kLeader); };
     running->informer = std::make_unique<kube::Informer<kube::PodRecord>>(
         *client_, clock_, kube::resources::kPods, "",
         kube::InformerOptions{.field_selector = "spec.nodeName=" + name}, kube::projectPod,
-        kube::InformerHandlers<kube::PodRecord>{
-            .on_add = [wake](const kube::PodRecord&) { wake(); },
-            .on_update = [wake](const kube::PodRecord&, const kube::PodRecord&) { wake(); },
-            .on_delete = [wake](const kube::PodRecord&) { wake(); },
-            .on_error = [this, name](const Error& e) {
-              errors_.report("pods on " + name, e.message());
-            }});
+        wakeOnChange<kube::PodRecord>(
+            [this] { manager_->wakeAll(Scope::kLeader); },
+            [this, name](const Error& e) { errors_.report("pods on " + name, e.message()); }));
     running->start();
     unhealthy_pods_.emplace(name, std::move(running));
   }
@@ -563,12 +559,11 @@ std::string Agent::Impl::metricsText() const {
   return metrics_.render();
 }
 
-void Agent::Impl::notifySystemd(bool first_ready, bool watchdog) {
+void Agent::Impl::notifySystemd(const Health& ready, bool first_ready, bool watchdog) {
   const auto lease = elector_->status();
   std::string state = "node " + options_.node_name + ", " +
                       (lease.is_leader ? std::string("leader")
                                        : "leader " + (lease.holder.empty() ? "-" : lease.holder));
-  const Health ready = readyz();
   state += ready.ok ? ", ready" : ", not ready: " + ready.reason;
   std::replace(state.begin(), state.end(), '\n', ' ');
   std::string message;
@@ -636,7 +631,7 @@ int Agent::Impl::run() {
       first_ready = true;
       base::logInfo("agent ready", {{"node", options_.node_name}});
     }
-    notifySystemd(first_ready, watchdog);
+    notifySystemd(ready, first_ready, watchdog);
   }
 
   base::logInfo("agent stopping", {{"node", options_.node_name}});
