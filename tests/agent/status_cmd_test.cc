@@ -156,6 +156,10 @@ class StatusCommand : public ::testing::Test {
     status_ = sampleStatus();
     status_["controllers"][0]["last_run"] = kube::formatRfc3339Micro(now - 3s - 200ms);
     status_["controllers"][0]["next_run"] = kube::formatRfc3339Micro(now + 57s + 700ms);
+    // Every time in the document follows the real clock, or the columns' widths would depend on
+    // the day the test runs.
+    status_["controllers"][1]["last_run"] = kube::formatRfc3339Micro(now - 2min - 5s - 200ms);
+    status_["lease"]["renew_time"] = kube::formatRfc3339Micro(now - 200ms);
     HealthHandlers h;
     h.healthz = [] { return Health{.ok = true}; };
     h.readyz = [ready] {
