@@ -167,7 +167,7 @@ int renderHaproxy(const RenderArgs& args, const CliEnv& env) {
 }
 
 int renderManifest(const RenderArgs& args, const CliEnv& env) {
-  auto manifest = haproxy::renderStaticPodManifest({.image = args.image});
+  auto manifest = haproxy::renderStaticPodManifest({.image = args.image, .bind = args.bind});
   if (!manifest) {
     *env.err << "error: " << manifest.error().message() << "\n";
     return kExitUsage;
@@ -280,6 +280,9 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
       "manifest", "Print the HAProxy static pod (/etc/kubernetes/manifests/haproxy.yaml)");
   render_manifest->add_option("--image", render_args.image,
                               "HAProxy image (default haproxy:lts-alpine)");
+  render_manifest->add_option("--bind", render_args.bind,
+                              "HAProxy's listen address, IP:PORT: the liveness probe's host and "
+                              "port (default 127.0.0.1:6444)");
 
   std::vector<const char*> argv;
   argv.reserve(args.size());

@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "haproxy/image.h"
+#include "haproxy/render.h"
 #include "units/calendar.h"
 
 namespace ekco::agent {
@@ -95,6 +96,8 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(enable_internal_load_balancer, kBool,
                "Run the HAProxy static pod on port 6444 on every node"),
       EKCO_KEY(internal_load_balancer_haproxy_image, kString, "Image of the HAProxy static pod"),
+      EKCO_KEY(internal_load_balancer_bind, kString,
+               "HAProxy listen address IP:PORT (loopback by default; plus [::1] when IPv6 is up)"),
       EKCO_KEY(pod_image_overrides, kStringList,
                "Pod image overrides, each \"original=overridden\""),
       EKCO_KEY(auto_approve_kubelet_csrs, kBool, "Approve kubelet serving certificate CSRs"),
@@ -131,7 +134,7 @@ const std::vector<KeyDef>& keyDefs() {
               "Ignored: the Rook version is detected from the operator image", true},
              {}},
       KeyDef{{"internal_load_balancer_port", ValueKind::kInt,
-              "Ignored: EKCO never used it; the HAProxy port is 6444", true},
+              "Ignored: EKCO never used it; set the port in internal_load_balancer_bind", true},
              {}},
       KeyDef{{"contour_cert_namespace", ValueKind::kString,
               "Deprecated spelling of contour_namespace", false, "contour_namespace"},
@@ -507,6 +510,9 @@ Config ConfigLoader::finish() {
 
   if (auto r = haproxy::validateImage(c.internal_load_balancer_haproxy_image); !r) {
     problem("internal_load_balancer_haproxy_image", r.error().message());
+  }
+  if (auto r = haproxy::parseBindAddress(c.internal_load_balancer_bind); !r) {
+    problem("internal_load_balancer_bind", r.error().message());
   }
   for (const std::string& entry : c.pod_image_overrides) {
     if (auto r = parseImageOverride(entry); !r) problem("pod_image_overrides", r.error().message());

@@ -73,6 +73,9 @@ struct Config {
   // --- Internal load balancer ---
   bool enable_internal_load_balancer = false;
   std::string internal_load_balancer_haproxy_image = "haproxy:lts-alpine";
+  // Where HAProxy listens. The default 127.0.0.1:6444 also gets [::1]:6444 when the node has
+  // IPv6 loopback (EKCO listened on every interface).
+  std::string internal_load_balancer_bind = "127.0.0.1:6444";
 
   // --- Admission, CSRs, MinIO, kotsadm, storage migration ---
   std::vector<std::string> pod_image_overrides;  // "original=overridden"

@@ -10,6 +10,7 @@
 
 #include "agent/health_server.h"
 #include "agent/host_checks.h"
+#include "agent/internal_lb.h"
 #include "agent/leader_election.h"
 #include "agent/manager.h"
 #include "agent/metrics.h"
@@ -158,6 +159,12 @@ class Agent::Impl {
   Health readyz() const;
   std::string metricsText() const;
   void notifySystemd(const Health& ready, bool first_ready, bool watchdog);
+  void initInternalLb();
+  ObservedApiservers observeApiservers() const;
+  // f(name, RunningInformer&) for each internal load balancer cache (none when disabled);
+  // Self is Impl or const Impl.
+  template <typename Self, typename F>
+  static void forEachLbCache(Self& self, F&& f);
 
   AgentOptions options_;
   const base::Clock& clock_;
@@ -173,6 +180,17 @@ class Agent::Impl {
   std::unique_ptr<Manager> manager_;
   std::unique_ptr<LeaderElector> elector_;
   std::shared_ptr<HostChecks> host_checks_;
+  // The internal load balancer (enable_internal_load_balancer): the apiserver sources and the
+  // node controller that keeps haproxy.cfg and the static pod.
+  using EndpointList = std::vector<haproxy::Endpoint>;
+  RunningInformer<EndpointList> lb_slices_;
+  RunningInformer<EndpointList> lb_endpoints_;
+  RunningInformer<kube::NodeRecord> lb_control_plane_nodes_;
+  RunningInformer<kube::NodeRecord> lb_master_nodes_;
+  std::atomic<bool> lb_slices_absent_{false};     // the API has no discovery.k8s.io/v1
+  std::atomic<bool> lb_endpoints_absent_{false};
+  std::unique_ptr<HaproxyReloader> lb_reloader_;
+  std::shared_ptr<InternalLoadBalancer> internal_lb_;
   RunningInformer<kube::NodeRecord> own_node_;
   RunningInformer<kube::PodRecord> own_pods_;
   // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
@@ -363,7 +381,88 @@ base::Status Agent::Impl::init() {
                             std::chrono::duration_cast<seconds>(c.rotate_certs_ttl),
                         .interval = ms(c.reconcile_interval)});
   EKCO_TRY(manager_->add(Scope::kNode, host_checks_));
+  if (c.enable_internal_load_balancer) {
+    initInternalLb();
+    EKCO_TRY(manager_->add(Scope::kNode, internal_lb_));
+  }
   return base::ok();
+}
+
+void Agent::Impl::initInternalLb() {
+  const Config& c = options_.config;
+  auto wake = [this] { manager_->wake("internal-lb"); };
+  // A 404 on the resource means this cluster does not serve it (Kubernetes before 1.21 for
+  // EndpointSlices): the source counts as listed and empty, and is not an API outage.
+  auto on_error = [this](std::string what, std::atomic<bool>* absent) {
+    return [this, what = std::move(what), absent](const Error& e) {
+      if (absent != nullptr && e.code() == ErrorCode::kNotFound) {
+        if (!absent->exchange(true)) manager_->wake("internal-lb");
+        return;
+      }
+      errors_.report(what, e.message());
+    };
+  };
+  lb_slices_.informer = std::make_unique<kube::Informer<EndpointList>>(
+      *client_, clock_, kube::resources::kEndpointSlices, "default",
+      kube::InformerOptions{.label_selector = "kubernetes.io/service-name=kubernetes"},
+      endpointsOfSlice,
+      wakeOnChange<EndpointList>(wake, on_error("apiserver endpointslices", &lb_slices_absent_)));
+  lb_endpoints_.informer = std::make_unique<kube::Informer<EndpointList>>(
+      *client_, clock_, kube::resources::kEndpoints, "default",
+      kube::InformerOptions{.field_selector = "metadata.name=kubernetes"}, endpointsOfEndpoints,
+      wakeOnChange<EndpointList>(wake, on_error("apiserver endpoints", &lb_endpoints_absent_)));
+  // Label selectors cannot say "a or b": one narrow informer per role label.
+  lb_control_plane_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
+      *client_, clock_, kube::resources::kNodes, "",
+      kube::InformerOptions{.label_selector = "node-role.kubernetes.io/control-plane"},
+      kube::projectNode,
+      wakeOnChange<kube::NodeRecord>(wake, on_error("control-plane nodes", nullptr)));
+  lb_master_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
+      *client_, clock_, kube::resources::kNodes, "",
+      kube::InformerOptions{.label_selector = "node-role.kubernetes.io/master"}, kube::projectNode,
+      wakeOnChange<kube::NodeRecord>(wake, on_error("master nodes", nullptr)));
+
+  lb_reloader_ = makeProcReloader(host_fs_->realPath(kHaproxyConfigPath), clock_);
+  // The default loopback bind also listens on [::1] when this network namespace has it (a
+  // client resolving "localhost" may try ::1 first); binding [::1] without IPv6 would stop
+  // HAProxy from starting.
+  const bool ipv6_loopback =
+      c.internal_load_balancer_bind.rfind("127.0.0.1:", 0) == 0 && hasIpv6Loopback(*process_fs_);
+  internal_lb_ = std::make_shared<InternalLoadBalancer>(
+      *host_fs_, [this] { return observeApiservers(); }, *lb_reloader_, clock_,
+      InternalLbOptions{.image = c.internal_load_balancer_haproxy_image,
+                        .bind = c.internal_load_balancer_bind,
+                        .bind_ipv6_loopback = ipv6_loopback,
+                        .dry_run = options_.dry_run});
+}
+
+ObservedApiservers Agent::Impl::observeApiservers() const {
+  ObservedApiservers observed;
+  auto gather = [](const kube::Informer<EndpointList>& informer, bool absent) {
+    ApiserverSource source{.settled = absent || informer.synced()};
+    if (absent) return source;
+    informer.forEach([&](const EndpointList& list) {
+      source.endpoints.insert(source.endpoints.end(), list.begin(), list.end());
+    });
+    return source;
+  };
+  observed.slices = gather(*lb_slices_.informer, lb_slices_absent_.load());
+  observed.endpoints = gather(*lb_endpoints_.informer, lb_endpoints_absent_.load());
+  observed.nodes.settled =
+      lb_control_plane_nodes_.informer->synced() && lb_master_nodes_.informer->synced();
+  std::vector<kube::NodeRecord> nodes = lb_control_plane_nodes_.informer->list();
+  for (auto& n : lb_master_nodes_.informer->list()) nodes.push_back(std::move(n));
+  observed.nodes.endpoints = endpointsOfNodes(nodes);
+  return observed;
+}
+
+template <typename Self, typename F>
+void Agent::Impl::forEachLbCache(Self& self, F&& f) {
+  if (!self.internal_lb_) return;
+  f("apiserver-endpointslices", self.lb_slices_);
+  f("apiserver-endpoints", self.lb_endpoints_);
+  f("control-plane-nodes", self.lb_control_plane_nodes_);
+  f("master-nodes", self.lb_master_nodes_);
 }
 
 void Agent::Impl::onLeaderChange(bool leading) {
@@ -499,6 +598,8 @@ json Agent::Impl::status() const {
   };
   cache("node", own_node_.informer->stats());
   cache("pods", own_pods_.informer->stats());
+  forEachLbCache(
+      *this, [&](const char* name, const auto& running) { cache(name, running.informer->stats()); });
   {
     std::lock_guard lock(leader_caches_mu_);
     if (all_nodes_.informer) cache("cluster-nodes", all_nodes_.informer->stats());
@@ -526,6 +627,7 @@ json Agent::Impl::status() const {
     checks.push_back({{"name", c.name}, {"ok", c.ok}, {"message", c.message}});
   }
   out["host_checks"] = checks;
+  out["internal_load_balancer"] = internal_lb_ ? internal_lb_->status() : json(nullptr);
   return out;
 }
 
@@ -536,6 +638,8 @@ std::string Agent::Impl::metricsText() const {
   };
   export_cache("node", own_node_.informer->stats());
   export_cache("pods", own_pods_.informer->stats());
+  forEachLbCache(
+      *this, [&](const char* name, const auto& running) { export_cache(name, running.informer->stats()); });
   {
     // The leader's caches come and go: series of caches that are gone are removed.
     std::lock_guard lock(leader_caches_mu_);
@@ -600,6 +704,7 @@ int Agent::Impl::run() {
   own_node_.start();
   own_pods_.start();
   lease_holder_.start();
+  forEachLbCache(*this, [](const char*, auto& running) { running.start(); });
   std::thread manager_thread([this] { manager_->run(); });
   std::thread elector_thread([this] { elector_->run(); });
 
@@ -658,6 +763,7 @@ int Agent::Impl::run() {
   own_node_.stop();
   own_pods_.stop();
   lease_holder_.stop();
+  forEachLbCache(*this, [](const char*, auto& running) { running.stop(); });
   (*server)->stop();
   base::logInfo("agent stopped", {{"node", options_.node_name}});
   return 0;

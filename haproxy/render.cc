@@ -157,6 +157,16 @@ base::Result<Parsed> parseHostPort(std::string_view text, std::string_view what)
   return parsed;
 }
 
+base::Result<Parsed> parseBind(std::string_view text) {
+  auto bind = parseHostPort(text, "bind address");
+  if (!bind) return std::move(bind).error();
+  if (bind->host.kind == HostKind::kName || !bind->has_port) {
+    return invalid(fmt::format("invalid bind address {}: want IPv4:PORT or [IPv6]:PORT",
+                               quoteValue(text)));
+  }
+  return bind;
+}
+
 std::string hostPort(const Host& host, std::uint16_t port) {
   if (host.kind == HostKind::kIpv6) return fmt::format("[{}]:{}", host.text, port);
   return fmt::format("{}:{}", host.text, port);
@@ -251,12 +261,8 @@ base::Result<std::string> renderHaproxyConfig(const HaproxyConfigOptions& option
                             }),
                 servers.end());
 
-  auto bind = parseHostPort(options.bind, "bind address");
+  auto bind = parseBind(options.bind);
   if (!bind) return std::move(bind).error();
-  if (bind->host.kind == HostKind::kName || !bind->has_port) {
-    return invalid(fmt::format("invalid bind address {}: want IPv4:PORT or [IPv6]:PORT",
-                               quoteValue(options.bind)));
-  }
   EKCO_TRY(validateImage(options.image));
   auto version = haproxyVersionOfImage(options.image);
   bool zero_copy_directive = version && *version >= kZeroCopyForwardingVersion;
@@ -327,9 +333,53 @@ base::Result<std::string> renderHaproxyConfig(const HaproxyConfigOptions& option
   return out;
 }
 
+std::vector<Endpoint> parseConfigServers(std::string_view config) {
+  std::vector<Endpoint> servers;
+  while (!config.empty()) {
+    const std::size_t eol = config.find('\n');
+    std::string_view line = config.substr(0, eol);
+    config = eol == std::string_view::npos ? std::string_view{} : config.substr(eol + 1);
+    std::vector<std::string_view> words;
+    while (!line.empty()) {
+      const std::size_t start = line.find_first_not_of(" \t");
+      if (start == std::string_view::npos) break;
+      line.remove_prefix(start);
+      const std::size_t end = line.find_first_of(" \t");
+      words.push_back(line.substr(0, end));
+      line = end == std::string_view::npos ? std::string_view{} : line.substr(end);
+    }
+    if (words.size() < 3 || words[0] != "server") continue;
+    if (auto endpoint = parseEndpoint(words[2])) servers.push_back(std::move(*endpoint));
+  }
+  return servers;
+}
+
+base::Result<BindAddress> parseBindAddress(std::string_view text) {
+  auto bind = parseBind(text);
+  if (!bind) return std::move(bind).error();
+  return BindAddress{.host = bind->host.text,
+                     .port = bind->port,
+                     .ipv6 = bind->host.kind == HostKind::kIpv6};
+}
+
+std::string formatBindAddress(const BindAddress& bind) {
+  return bind.ipv6 ? fmt::format("[{}]:{}", bind.host, bind.port)
+                   : fmt::format("{}:{}", bind.host, bind.port);
+}
+
+std::string localAddressOf(const BindAddress& bind) {
+  if (bind.host == "0.0.0.0") return "127.0.0.1";
+  if (bind.host == "::") return "::1";
+  return bind.host;
+}
+
 base::Result<std::string> renderStaticPodManifest(const ManifestOptions& options) {
   EKCO_TRY(validateImage(options.image));
-  if (options.port == 0) return invalid("invalid static pod port 0: want 1..65535");
+  auto bind = parseBindAddress(options.bind);
+  if (!bind) return std::move(bind).error();
+  // The probe goes to the address haproxy listens on: with the default loopback-only bind,
+  // EKCO's `host: localhost` could resolve to ::1, where nothing listens.
+  const std::string probe_host = localAddressOf(*bind);
   // The image has passed validateImage, so it has no character that needs escaping inside the
   // double quotes; every other value is a constant or a number.
   return fmt::format(
@@ -353,22 +403,22 @@ spec:
     livenessProbe:
       failureThreshold: 8
       httpGet:
-        host: localhost
+        host: "{probe_host}"
         path: /healthz
         port: {port}
         scheme: HTTPS
     volumeMounts:
-    - mountPath: /usr/local/etc/haproxy/haproxy.cfg
+    - mountPath: /usr/local/etc/haproxy
       name: haproxyconf
       readOnly: true
   volumes:
   - hostPath:
-      path: /etc/haproxy/haproxy.cfg
-      type: FileOrCreate
+      path: /etc/haproxy
+      type: DirectoryOrCreate
     name: haproxyconf
 )",
       fmt::arg("fileversion", kManifestFileVersion), fmt::arg("image", options.image),
-      fmt::arg("port", options.port));
+      fmt::arg("port", bind->port), fmt::arg("probe_host", probe_host));
 }
 
 }  // namespace ekco::haproxy

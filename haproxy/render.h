@@ -48,6 +48,26 @@ struct Endpoint {
 // "10.0.0.1:6443", "[fd00::1]:6443", "cp-1.example.com:6443".
 std::string formatEndpoint(const Endpoint& endpoint);
 
+// The frontend's listen address: an IPv4 or IPv6 address (not a name) with a port.
+struct BindAddress {
+  std::string host{};  // canonical, without brackets
+  std::uint16_t port = kDefaultListenPort;
+  bool ipv6 = false;
+
+  friend bool operator==(const BindAddress&, const BindAddress&) = default;
+};
+
+// "127.0.0.1:6444", "[::1]:6444", "0.0.0.0:6444". kInvalidArgument, naming the value, for a
+// name, a missing port or anything else.
+[[nodiscard]] base::Result<BindAddress> parseBindAddress(std::string_view text);
+
+// "127.0.0.1:6444", "[::1]:6444".
+std::string formatBindAddress(const BindAddress& bind);
+
+// The address a local client (the liveness probe) reaches a listener on `bind` at: the bind
+// address itself, or loopback for a wildcard (0.0.0.0 -> 127.0.0.1, :: -> ::1).
+std::string localAddressOf(const BindAddress& bind);
+
 struct HaproxyConfigOptions {
   // The kube-apiservers. Order and duplicates do not matter: servers are rendered sorted (IPv4
   // addresses by value, then IPv6 addresses by value, then names; then port) and de-duplicated.
@@ -73,10 +93,15 @@ struct HaproxyConfigOptions {
 // (lts-alpine, latest, a digest) gets only directives HAProxy 2.6 accepts.
 [[nodiscard]] base::Result<std::string> renderHaproxyConfig(const HaproxyConfigOptions& options);
 
+// The servers of a haproxy.cfg (ekco's or EKCO's): the address of every `server NAME ADDR ...`
+// line, in file order, as formatEndpoint writes them. Lines that do not parse are skipped: this
+// reads back what was last written, for /status.
+std::vector<Endpoint> parseConfigServers(std::string_view config);
+
 struct ManifestOptions {
   std::string image = std::string(kDefaultImage);
-  // The port haproxy listens on (the liveness probe's port).
-  std::uint16_t port = kDefaultListenPort;
+  // Where haproxy listens (as HaproxyConfigOptions::bind): the liveness probe's host and port.
+  std::string bind = "127.0.0.1:6444";
 };
 
 // The value of the manifest's `kurl.sh/haproxy-fileversion` annotation. EKCO rewrites a manifest
@@ -85,8 +110,11 @@ struct ManifestOptions {
 // file.
 inline constexpr std::string_view kManifestFileVersion = "0";
 
-// Renders the static pod that runs HAProxy with /etc/haproxy/haproxy.cfg. Errors
-// (kInvalidArgument): an invalid image (validateImage) or port 0.
+// Renders the static pod that runs HAProxy with /etc/haproxy/haproxy.cfg. The pod mounts the
+// directory /etc/haproxy (not the file, as EKCO did): ekco replaces haproxy.cfg atomically
+// (write a temp file, rename), and a single-file bind mount would keep showing the old inode, so
+// a reload would load the old config. Errors (kInvalidArgument): an invalid image
+// (validateImage) or bind address.
 [[nodiscard]] base::Result<std::string> renderStaticPodManifest(const ManifestOptions& options);
 
 }  // namespace ekco::haproxy

@@ -17,9 +17,8 @@
 #include <thread>
 
 #include "agent/health_server.h"
+#include "tests/agent/process_support.h"
 #include "tests/kubesim/server.h"
-
-extern char** environ;
 
 namespace ekco::agent {
 namespace {
@@ -48,15 +47,7 @@ json pod(const std::string& name, const std::string& node_name) {
           {"status", {{"phase", "Running"}}}};
 }
 
-template <typename F>
-bool eventually(F pred, milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return pred();
-}
+using testing::eventually;
 
 // Lease timings of the test config: a dead leader is replaced within lease + retry.
 constexpr milliseconds kLease{3000};
@@ -77,10 +68,7 @@ class AgentClusterTest : public ::testing::Test {
                                            "leader_election_retry_period: 500ms\n";
   }
   void TearDown() override {
-    for (auto& [name, pid] : pids_) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
+    for (auto& [name, pid] : pids_) testing::killAndReap(pid);
     server_.reset();
     fs::remove_all(dir_);
   }
@@ -98,19 +86,8 @@ class AgentClusterTest : public ::testing::Test {
                                      "--node-name",  name,
                                      "--host-root",  root.string(),
                                      "--socket",     socket(name)};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> envp;
-    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
-    for (auto& e : extra_env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    pid_t pid = -1;
-    ASSERT_EQ(::posix_spawn(&pid, EKCO_BIN, &actions, nullptr, argv.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
+    const pid_t pid = testing::spawnLogged(std::move(args), log, std::move(extra_env));
+    ASSERT_GT(pid, 0);
     pids_[name] = pid;
   }
 
@@ -140,8 +117,7 @@ class AgentClusterTest : public ::testing::Test {
     return (*lease)["spec"].value("holderIdentity", "");
   }
   std::string logOf(const std::string& name) {
-    std::ifstream in(dir_ / (name + ".log"));
-    return std::string(std::istreambuf_iterator<char>(in), {});
+    return testing::readWholeFile((dir_ / (name + ".log")).string());
   }
   // Ends an agent: returns its exit status (-1: killed by a signal).
   int reap(const std::string& name) {

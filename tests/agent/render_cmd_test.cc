@@ -112,11 +112,28 @@ TEST(RenderCommand, ManifestPrintsTheStaticPod) {
   EXPECT_EQ(c["livenessProbe"]["httpGet"]["port"].as<int>(), 6444);
   EXPECT_EQ(c["livenessProbe"]["httpGet"]["scheme"].as<std::string>(), "HTTPS");
   EXPECT_EQ(c["livenessProbe"]["failureThreshold"].as<int>(), 8);
-  EXPECT_EQ(c["volumeMounts"][0]["mountPath"].as<std::string>(),
-            "/usr/local/etc/haproxy/haproxy.cfg");
-  EXPECT_EQ(pod["spec"]["volumes"][0]["hostPath"]["path"].as<std::string>(),
-            "/etc/haproxy/haproxy.cfg");
-  EXPECT_EQ(pod["spec"]["volumes"][0]["hostPath"]["type"].as<std::string>(), "FileOrCreate");
+  EXPECT_EQ(c["livenessProbe"]["httpGet"]["host"].as<std::string>(), "127.0.0.1");
+  // The directory, not the file: ekco replaces haproxy.cfg by rename, which a file bind mount
+  // would not show to the running pod.
+  EXPECT_EQ(c["volumeMounts"][0]["mountPath"].as<std::string>(), "/usr/local/etc/haproxy");
+  EXPECT_EQ(pod["spec"]["volumes"][0]["hostPath"]["path"].as<std::string>(), "/etc/haproxy");
+  EXPECT_EQ(pod["spec"]["volumes"][0]["hostPath"]["type"].as<std::string>(), "DirectoryOrCreate");
+}
+
+TEST(RenderCommand, ManifestProbesTheBindAddress) {
+  CliRun r = cli({"render", "manifest", "--bind", "0.0.0.0:7444"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  YAML::Node probe = YAML::Load(r.out)["spec"]["containers"][0]["livenessProbe"]["httpGet"];
+  EXPECT_EQ(probe["host"].as<std::string>(), "127.0.0.1");
+  EXPECT_EQ(probe["port"].as<int>(), 7444);
+  CliRun v6 = cli({"render", "manifest", "--bind", "[::1]:6444"});
+  ASSERT_EQ(v6.code, kExitOk) << v6.err;
+  EXPECT_EQ(YAML::Load(v6.out)["spec"]["containers"][0]["livenessProbe"]["httpGet"]["host"]
+                .as<std::string>(),
+            "::1");
+  CliRun bad = cli({"render", "manifest", "--bind", "localhost:6444"});
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("invalid bind address"));
 }
 
 TEST(RenderCommand, ManifestTakesTheImageAndRefusesABadOne) {

@@ -501,7 +501,7 @@ TEST(RenderStaticPodManifest, DefaultMatchesTheGoldenFile) {
 
 TEST(RenderStaticPodManifest, IsTheHaproxyStaticPod) {
   auto manifest = renderStaticPodManifest(
-      {.image = "registry.example.com:5000/kurl/haproxy:2.9.1-alpine", .port = 7444});
+      {.image = "registry.example.com:5000/kurl/haproxy:2.9.1-alpine", .bind = "127.0.0.1:7444"});
   ASSERT_TRUE(manifest) << manifest.error().message();
   YAML::Node pod = YAML::Load(*manifest);
   EXPECT_EQ(pod["apiVersion"].as<std::string>(), "v1");
@@ -520,21 +520,21 @@ TEST(RenderStaticPodManifest, IsTheHaproxyStaticPod) {
   EXPECT_EQ(c["image"].as<std::string>(), "registry.example.com:5000/kurl/haproxy:2.9.1-alpine");
   YAML::Node probe = c["livenessProbe"];
   EXPECT_EQ(probe["failureThreshold"].as<int>(), 8);
-  EXPECT_EQ(probe["httpGet"]["host"].as<std::string>(), "localhost");
+  EXPECT_EQ(probe["httpGet"]["host"].as<std::string>(), "127.0.0.1");  // what haproxy binds
   EXPECT_EQ(probe["httpGet"]["path"].as<std::string>(), "/healthz");
   EXPECT_EQ(probe["httpGet"]["port"].as<int>(), 7444);
   EXPECT_EQ(probe["httpGet"]["scheme"].as<std::string>(), "HTTPS");
   ASSERT_EQ(c["volumeMounts"].size(), 1u);
   EXPECT_EQ(c["volumeMounts"][0]["name"].as<std::string>(), "haproxyconf");
-  EXPECT_EQ(c["volumeMounts"][0]["mountPath"].as<std::string>(),
-            "/usr/local/etc/haproxy/haproxy.cfg");
+  // The directory: a file bind mount would pin the inode ekco's atomic rename replaces.
+  EXPECT_EQ(c["volumeMounts"][0]["mountPath"].as<std::string>(), "/usr/local/etc/haproxy");
   EXPECT_TRUE(c["volumeMounts"][0]["readOnly"].as<bool>());
   ASSERT_EQ(pod["spec"]["volumes"].size(), 1u);
   YAML::Node v = pod["spec"]["volumes"][0];
   EXPECT_EQ(v["name"].as<std::string>(), "haproxyconf");
-  EXPECT_EQ(v["hostPath"]["path"].as<std::string>(), "/etc/haproxy/haproxy.cfg");
-  EXPECT_EQ(v["hostPath"]["type"].as<std::string>(), "FileOrCreate");
-  // Nothing EKCO's pod did not have but the priority class.
+  EXPECT_EQ(v["hostPath"]["path"].as<std::string>(), "/etc/haproxy");
+  EXPECT_EQ(v["hostPath"]["type"].as<std::string>(), "DirectoryOrCreate");
+  // Nothing EKCO's pod did not have but the priority class (and the probe's host).
   EXPECT_EQ(pod.size(), 4u);
   EXPECT_EQ(pod["metadata"].size(), 4u);
   EXPECT_EQ(pod["spec"].size(), 4u);
@@ -562,9 +562,44 @@ TEST(RenderStaticPodManifest, RefusesAnInvalidImageOrPort) {
     EXPECT_THAT(manifest.error().message(), StartsWith("invalid image \""));
     EXPECT_THAT(manifest.error().message(), Not(HasSubstr("\n")));
   }
-  auto port0 = renderStaticPodManifest({.port = 0});
+  auto port0 = renderStaticPodManifest({.bind = "127.0.0.1:0"});
   ASSERT_FALSE(port0);
-  EXPECT_THAT(port0.error().message(), HasSubstr("port 0"));
+  EXPECT_THAT(port0.error().message(), HasSubstr("invalid bind address \"127.0.0.1:0\""));
+}
+
+TEST(ParseConfigServers, ReadsBackWhatWasRendered) {
+  auto config = renderHaproxyConfig(
+      {.endpoints = {{.host = "10.0.0.2", .port = 6443}, {.host = "fd00::1", .port = 6443},
+                     {.host = "cp-1.example.com", .port = 7443}}});
+  ASSERT_TRUE(config) << config.error().message();
+  EXPECT_EQ(parseConfigServers(*config),
+            (std::vector<Endpoint>{{.host = "10.0.0.2", .port = 6443},
+                                   {.host = "fd00::1", .port = 6443},
+                                   {.host = "cp-1.example.com", .port = 7443}}));
+  // EKCO's lines, tabs, and lines that are not servers.
+  EXPECT_EQ(parseConfigServers("backend x\n\tserver k8s-primary-0 10.0.0.1:6443 weight 1\n"
+                               "    server broken\n    server s not_an_address!\n"
+                               "# server k 10.0.0.9:6443\n"),
+            (std::vector<Endpoint>{{.host = "10.0.0.1", .port = 6443}}));
+  EXPECT_TRUE(parseConfigServers("").empty());
+}
+
+TEST(ParseBindAddress, AddressAndPortOnly) {
+  auto v4 = parseBindAddress("127.0.0.1:6444");
+  ASSERT_TRUE(v4);
+  EXPECT_EQ(*v4, (BindAddress{.host = "127.0.0.1", .port = 6444, .ipv6 = false}));
+  EXPECT_EQ(formatBindAddress(*v4), "127.0.0.1:6444");
+  EXPECT_EQ(localAddressOf(*v4), "127.0.0.1");
+  auto v6 = parseBindAddress("[::]:7000");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(formatBindAddress(*v6), "[::]:7000");
+  EXPECT_EQ(localAddressOf(*v6), "::1");
+  EXPECT_EQ(localAddressOf(*parseBindAddress("0.0.0.0:6444")), "127.0.0.1");
+  for (const char* bad : {"localhost:6444", "127.0.0.1", "127.0.0.1:0", "", "[::1]", "1.2.3.4:6444 x"}) {
+    auto r = parseBindAddress(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_THAT(r.error().message(), StartsWith("invalid bind address")) << bad;
+  }
 }
 
 }  // namespace

@@ -365,9 +365,13 @@ base::Status Server::Impl::start() {
   if (options_.out_dir.empty()) {
     return base::Error("kubesim: out_dir is required", base::ErrorCode::kInvalidArgument);
   }
-  auto pki = generatePki();
-  EKCO_TRY(pki);
-  pki_ = std::move(*pki);
+  if (options_.pki) {
+    pki_ = *options_.pki;
+  } else {
+    auto pki = generatePki();
+    EKCO_TRY(pki);
+    pki_ = std::move(*pki);
+  }
   for (const json& obj : options_.objects) {
     auto put = store_.put(obj);
     if (!put) return std::move(put).error().wrap("kubesim: load object");
@@ -1030,6 +1034,7 @@ std::uint16_t Server::port() const { return impl_->port_; }
 std::string Server::url() const { return "https://127.0.0.1:" + std::to_string(impl_->port_); }
 const std::string& Server::kubeconfigPath() const { return impl_->kubeconfig_path_; }
 const std::string& Server::caPem() const { return impl_->pki_.ca_cert_pem; }
+const Pki& Server::pki() const { return impl_->pki_; }
 const std::string& Server::clientCertPem() const { return impl_->pki_.client_cert_pem; }
 const std::string& Server::clientKeyPem() const { return impl_->pki_.client_key_pem; }
 void Server::stop() { impl_->stop(); }

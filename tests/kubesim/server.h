@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "tests/kubesim/pki.h"
 #include "tests/kubesim/store.h"
 
 namespace ekco::kubesim {
@@ -67,6 +68,9 @@ struct ServerOptions {
   std::size_t history_window = 10000;
   std::vector<ExecReply> exec_script{};
   Faults faults{};
+  // Serve with this PKI instead of a fresh one, so several servers (apiservers behind one load
+  // balancer) present the same CA and serving certificate.
+  std::optional<Pki> pki = std::nullopt;
 };
 
 class Server {
@@ -80,6 +84,7 @@ class Server {
   std::string url() const;  // "https://127.0.0.1:PORT"
   const std::string& kubeconfigPath() const;
   const std::string& caPem() const;
+  const Pki& pki() const;
   const std::string& clientCertPem() const;
   const std::string& clientKeyPem() const;
 
