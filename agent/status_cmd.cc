@@ -169,6 +169,26 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
       status, "host_checks", "host checks", {"HOST CHECK", "OK", "MESSAGE"}, [](const json& h) {
         return std::vector<std::string>{field(h, "name"), field(h, "ok"), field(h, "message")};
       });
+  // Only when enable_internal_load_balancer is on (the agent sends null otherwise).
+  if (const json& lb = member(status, "internal_load_balancer"); lb.is_object()) {
+    std::string backends;
+    if (const json& list = member(lb, "backends"); list.is_array()) {
+      for (const json& b : list) {
+        if (!backends.empty()) backends += ", ";
+        backends += b.is_string() ? cell(b.get<std::string>()) : cell(b.dump());
+      }
+    }
+    std::string source = field(lb, "source");
+    if (member(lb, "written_at").is_string()) source += " (written " + timeField(lb, "written_at", now) + ")";
+    std::string reload = field(lb, "last_reload");
+    if (member(lb, "reloaded_at").is_string()) reload += " (" + timeField(lb, "reloaded_at", now) + ")";
+    out += "\n";
+    out += fmt::format("internal load balancer ({}):\n", field(lb, "bind"));
+    out += fmt::format("  backends:     {}\n", backends.empty() ? std::string(kNone) : backends);
+    out += fmt::format("  from:         {}\n", source);
+    out += fmt::format("  last reload:  {}\n", reload);
+    out += fmt::format("  problem:      {}\n", field(lb, "problem"));
+  }
   return out;
 }
 

@@ -79,6 +79,27 @@ TEST(StatusTable, RendersEveryPartOfTheDocument) {
             "haproxy-config  yes  /etc/haproxy/haproxy.cfg up to date\n");
 }
 
+TEST(StatusTable, ShowsTheInternalLoadBalancerWhenEnabled) {
+  json doc = sampleStatus();
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              Not(HasSubstr("internal load balancer")));
+  doc["internal_load_balancer"] = json::parse(R"json({
+    "config": "/etc/haproxy/haproxy.cfg", "bind": "127.0.0.1:6444",
+    "backends": ["10.0.0.1:6443", "10.0.0.2:6443"], "source": "endpointslices",
+    "written_at": "2026-11-22T09:58:00Z", "last_reload": "reloaded master 812 (new worker 990)",
+    "reloaded_at": "2026-11-22T09:58:00Z", "problem": ""})json");
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              HasSubstr("\ninternal load balancer (127.0.0.1:6444):\n"
+                        "  backends:     10.0.0.1:6443, 10.0.0.2:6443\n"
+                        "  from:         endpointslices (written 2m3s ago)\n"
+                        "  last reload:  reloaded master 812 (new worker 990) (2m3s ago)\n"
+                        "  problem:      -\n"));
+  doc["internal_load_balancer"] = json::parse(R"json({"backends": [], "problem": "no apiserver\nknown"})json");
+  const std::string t = renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  EXPECT_THAT(t, HasSubstr("  backends:     -\n"));
+  EXPECT_THAT(t, HasSubstr("  problem:      no apiserver known\n"));
+}
+
 TEST(StatusTable, ShowsTheReadinessReason) {
   const std::string table =
       renderStatusTable(sampleStatus(), Readiness{.ready = false, .reason = "caches not synced"},
