@@ -323,6 +323,10 @@ struct Output {
   std::string* data = nullptr;
   std::size_t limit = 0;
   bool truncated = false;
+  // ProcessRequest::on_output_line (null or empty: no streaming) and what it is called with.
+  const std::function<void(OutputStream, std::string_view)>* on_line = nullptr;
+  OutputStream stream = OutputStream::kStdout;
+  std::string partial{};  // the current line so far, when streaming
 
   // Reads what is available; closes the descriptor at end of file.
   void drain() {
@@ -334,11 +338,40 @@ struct Output {
         std::size_t keep = std::min(room, static_cast<std::size_t>(n));
         data->append(buf.data(), keep);
         if (keep < static_cast<std::size_t>(n)) truncated = true;
+        feedLines(std::string_view(buf.data(), static_cast<std::size_t>(n)));
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       fd.reset();  // end of file, or an error that more reading will not fix
+      flushLine();
+    }
+  }
+
+  // Passes the unterminated last line, if any (end of file, or the run is over).
+  void flushLine() {
+    if (streaming() && !partial.empty()) {
+      (*on_line)(stream, partial);
+      partial.clear();
+    }
+  }
+
+ private:
+  bool streaming() const { return on_line != nullptr && *on_line; }
+
+  void feedLines(std::string_view chunk) {
+    if (!streaming()) return;
+    while (!chunk.empty()) {
+      const std::size_t nl = chunk.find('\n');
+      const std::size_t take = nl == std::string_view::npos ? chunk.size() : nl;
+      const std::size_t fits = std::min(take, kMaxOutputLine - partial.size());
+      partial.append(chunk.substr(0, fits));
+      chunk.remove_prefix(fits);
+      if (partial.size() == kMaxOutputLine || (fits == take && nl != std::string_view::npos)) {
+        (*on_line)(stream, partial);
+        partial.clear();
+        if (fits == take && nl != std::string_view::npos) chunk.remove_prefix(1);  // the '\n'
+      }
     }
   }
 };
@@ -356,10 +389,14 @@ class Supervisor {
         stdin_(std::move(stdin_fd)),
         out_{.fd = std::move(stdout_fd),
              .data = &result.stdout_data,
-             .limit = request.max_output_bytes},
+             .limit = request.max_output_bytes,
+             .on_line = &request.on_output_line,
+             .stream = OutputStream::kStdout},
         err_{.fd = std::move(stderr_fd),
              .data = &result.stderr_data,
-             .limit = request.max_output_bytes},
+             .limit = request.max_output_bytes,
+             .on_line = &request.on_output_line,
+             .stream = OutputStream::kStderr},
         result_(result) {}
 
   Status run(MonoTime start) {
@@ -367,6 +404,8 @@ class Supervisor {
                                                         : MonoTime::max();
     while (step()) {
     }
+    out_.flushLine();  // pipes still held by something outside the group when reading stopped
+    err_.flushLine();
     result_.output_truncated = out_.truncated || err_.truncated;
     return reap();
   }

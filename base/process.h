@@ -8,8 +8,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
@@ -19,6 +21,8 @@ namespace ekco::base {
 
 // Environment variables by name; ordered, so requests print and compare deterministically.
 using Environment = std::map<std::string, std::string>;
+
+enum class OutputStream { kStdout, kStderr };
 
 struct ProcessRequest {
   // argv[0] is the program: a path containing '/' (absolute, or relative to working_dir), or a
@@ -50,7 +54,18 @@ struct ProcessRequest {
   // Output beyond this many bytes per stream is read and discarded (output_truncated is set), so
   // a runaway child cannot exhaust the agent's memory and is never blocked on a full pipe.
   std::size_t max_output_bytes = std::size_t{64} << 20;
+
+  // Optional: called with each line of output as it is read, while the child runs (to stream a
+  // long-running program's progress to the log). The line has no '\n' (a trailing '\r' is
+  // kept); a last line without '\n' is passed at end of file, and a line longer than
+  // kMaxOutputLine bytes is passed in pieces of that size. It sees all output, including what
+  // max_output_bytes discards from the captured copy. Called on run()'s thread, stdout and
+  // stderr lines in the order they were read; it must not throw. Runners that do not stream
+  // (test fakes) may ignore it.
+  std::function<void(OutputStream stream, std::string_view line)> on_output_line{};
 };
+
+inline constexpr std::size_t kMaxOutputLine = std::size_t{64} << 10;
 
 // How a child ended. A non-zero exit, a signal or a timeout is a ProcessResult, not an Error:
 // the caller decides what counts as failure (failureError() builds the usual message).

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +47,12 @@ struct WriteOptions {
   // Create missing parent directories (with parent_mode, exactly) instead of failing.
   bool create_parents = false;
   std::uint32_t parent_mode = 0755;
+};
+
+// An advisory lock held on an open file; destroying it closes the file, which releases the lock.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
 };
 
 // Every path argument is an absolute host path. A path with a ".." component is refused with
@@ -90,6 +97,19 @@ class HostFs {
   // A missing directory has nothing to sweep (0, not an error).
   virtual base::Result<std::size_t> sweepStaleTemps(std::string_view dir,
                                                     std::chrono::seconds older_than) = 0;
+  // Opens the file, creating it with exactly `mode` when absent (the parent must exist), and
+  // takes an exclusive flock(2) on it without waiting. The lock is held until the returned
+  // object is destroyed. The final component is never followed (a symlink there is an error);
+  // the file is never removed (removing a lock file races with the next locker). Held by
+  // another open file description (another process, or another tryLock in this one):
+  // kUnavailable. The default implementation supports no locks (kUnknown).
+  virtual base::Result<std::unique_ptr<FileLock>> tryLock(std::string_view path,
+                                                          std::uint32_t mode = 0600);
 };
+
+inline base::Result<std::unique_ptr<FileLock>> HostFs::tryLock(std::string_view path,
+                                                               std::uint32_t /*mode*/) {
+  return base::Error("lock " + std::string(path) + ": not supported by this filesystem");
+}
 
 }  // namespace ekco::hostfs

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -627,6 +628,58 @@ Result<std::size_t> LocalHostFs::sweepStaleTemps(std::string_view dir,
   auto removed = sweepDir(fd, isTempName, clock_.wallNow(), older_than);
   if (!removed) return std::move(removed).error().wrap(context);
   return removed;
+}
+
+namespace {
+
+class LocalFileLock final : public FileLock {
+ public:
+  explicit LocalFileLock(UniqueFd fd) : fd_(std::move(fd)) {}
+
+ private:
+  UniqueFd fd_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<FileLock>> LocalHostFs::tryLock(std::string_view path,
+                                                       std::uint32_t mode) {
+  const std::string context = "lock " + std::string(path);
+  Status valid = checkMode(mode, "mode");
+  if (!valid) return std::move(valid).error().wrap(context);
+  auto resolved = walk(root_fd_, path, Final::kNoFollow);
+  if (!resolved) return std::move(resolved).error().wrap(context);
+  if (resolved->name.empty()) return bareErrno(EISDIR).wrap(context);
+  const int dir = resolved->dir.get();
+  const char* name = resolved->name.c_str();
+  // O_NONBLOCK: a FIFO planted here must not hang the open.
+  constexpr int kFlags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+  UniqueFd fd;
+  for (int attempt = 0; attempt < 8 && !fd.valid(); ++attempt) {
+    fd = UniqueFd(::openat(dir, name, kFlags | O_CREAT | O_EXCL, 0600));
+    if (fd.valid()) {
+      if (::fchmod(fd.get(), mode) != 0) return bareErrno(errno).wrap(context);
+      break;
+    }
+    if (errno != EEXIST) return bareErrno(errno).wrap(context);
+    fd = UniqueFd(::openat(dir, name, kFlags));
+    if (!fd.valid() && errno != ENOENT) return bareErrno(errno).wrap(context);
+    // ENOENT: removed between the two opens; create it again.
+  }
+  if (!fd.valid()) return bareErrno(ENOENT).wrap(context);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return bareErrno(errno).wrap(context);
+  if (!S_ISREG(st.st_mode)) {
+    return Error(context + ": not a regular file", ErrorCode::kInvalidArgument);
+  }
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) {
+      return Error(context + ": held by another process", ErrorCode::kUnavailable);
+    }
+    return bareErrno(errno).wrap(context);
+  }
+  return std::unique_ptr<FileLock>(std::make_unique<LocalFileLock>(std::move(fd)));
 }
 
 }  // namespace ekco::hostfs

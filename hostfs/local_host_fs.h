@@ -74,6 +74,8 @@ class LocalHostFs final : public HostFs {
   base::Result<std::vector<std::string>> list(std::string_view dir) const override;
   base::Result<std::size_t> sweepStaleTemps(std::string_view dir,
                                             std::chrono::seconds older_than) override;
+  base::Result<std::unique_ptr<FileLock>> tryLock(std::string_view path,
+                                                  std::uint32_t mode = 0600) override;
 
  private:
   LocalHostFs(std::string root, int root_fd, const base::Clock& clock)

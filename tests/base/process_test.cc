@@ -191,6 +191,45 @@ TEST(BoostProcessRunner, DiscardsOutputBeyondTheLimitWithoutBlockingTheChild) {
   EXPECT_TRUE(r->output_truncated);
 }
 
+TEST(BoostProcessRunner, StreamsOutputLinesWhileTheChildRuns) {
+  // The child waits for a file the callback creates on its first line: it only finishes if the
+  // line is passed while it runs.
+  TempDir dir;
+  const std::string go = (dir.path() / "go").string();
+  std::vector<std::string> out_lines;
+  std::vector<std::string> err_lines;
+  ProcessRequest request{
+      .argv = {"/bin/sh", "-c",
+               "echo first; i=0; while [ ! -e '" + go + "' ] && [ $i -lt 200 ]; do "
+               "sleep 0.05; i=$((i+1)); done; [ -e '" + go + "' ] || exit 7; "
+               "echo err >&2; printf '\\n'; printf 'no newline'"},
+      .timeout = 30s};
+  request.on_output_line = [&](OutputStream stream, std::string_view line) {
+    (stream == OutputStream::kStdout ? out_lines : err_lines).emplace_back(line);
+    if (line == "first") std::ofstream{go} << "go";
+  };
+  auto r = run(request);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(out_lines, (std::vector<std::string>{"first", "", "no newline"}));
+  EXPECT_EQ(err_lines, (std::vector<std::string>{"err"}));
+  EXPECT_EQ(r->stdout_data, "first\n\nno newline");  // still captured
+}
+
+TEST(BoostProcessRunner, StreamsLongLinesInPiecesAndOutputBeyondTheCaptureLimit) {
+  std::vector<std::size_t> sizes;
+  ProcessRequest request{.argv = {"/bin/sh", "-c", "head -c 150000 /dev/zero | tr '\\0' x; echo"},
+                         .max_output_bytes = 1000};
+  request.on_output_line = [&](OutputStream, std::string_view line) {
+    sizes.push_back(line.size());
+  };
+  auto r = run(request);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->stdout_data.size(), 1000u);
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{kMaxOutputLine, kMaxOutputLine,
+                                             150000 - 2 * kMaxOutputLine}));
+}
+
 // --- arguments ---
 
 TEST(BoostProcessRunner, PassesArgumentsLiterallyWithoutAShell) {

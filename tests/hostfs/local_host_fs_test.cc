@@ -733,5 +733,34 @@ TEST_F(LocalHostFsTest, WriteSweepsStaleTempsOfTheSameTargetOnly) {
                           "a.conf"));
 }
 
+// --- locks ---
+
+TEST_F(LocalHostFsTest, TryLockCreatesTheFileWithTheModeAndExcludesASecondLocker) {
+  ASSERT_TRUE(fs_->makeDirs("/var/lib/ekco"));
+  auto first = fs_->tryLock("/var/lib/ekco/upgrade.lock", 0600);
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_EQ(fs_->stat("/var/lib/ekco/upgrade.lock").value().mode, 0600u);
+  // Another open file description conflicts, even in the same process.
+  auto second = fs_->tryLock("/var/lib/ekco/upgrade.lock");
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code(), base::ErrorCode::kUnavailable);
+  EXPECT_EQ(second.error().message(), "lock /var/lib/ekco/upgrade.lock: held by another process");
+  first->reset();  // released with the descriptor; the file stays
+  auto third = fs_->tryLock("/var/lib/ekco/upgrade.lock");
+  ASSERT_TRUE(third) << third.error().message();
+  EXPECT_TRUE(fs::exists(real("/var/lib/ekco/upgrade.lock")));
+}
+
+TEST_F(LocalHostFsTest, TryLockRefusesASymlinkAndAMissingParent) {
+  ASSERT_TRUE(fs_->makeDirs("/etc"));
+  fs::create_symlink("/etc/target", real("/etc/link.lock"));
+  auto link = fs_->tryLock("/etc/link.lock");
+  ASSERT_FALSE(link);
+  EXPECT_FALSE(fs::exists(real("/etc/target")));
+  auto missing = fs_->tryLock("/nope/x.lock");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code(), base::ErrorCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace ekco::hostfs
