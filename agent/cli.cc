@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 #include <boost/version.hpp>
@@ -17,10 +18,15 @@
 #include "agent/agent_cmd.h"
 #include "agent/config.h"
 #include "agent/kurl_installer.h"
+#include "agent/shutdown_cmd.h"
 #include "agent/status_cmd.h"
+#include "agent/upgrade_cmd.h"
 #include "base/log.h"
 #include "base/version_info.h"
 #include "haproxy/render.h"
+#include "hostfs/local_host_fs.h"
+#include "units/render.h"
+#include "agent/host_units.h"
 
 namespace ekco::agent {
 namespace {
@@ -124,6 +130,44 @@ int agentCommand(const std::string& file, const CLI::App* cmd, const FlagValues&
   return runAgentCommand(cfg, source, args, env);
 }
 
+// `ekco shutdown` / `ekco startup`: the config as for `ekco agent`, then the command.
+int rebootCommand(bool shutdown, const std::string& file, const CLI::App* cmd,
+                  const FlagValues& flags, const std::string& log_level_flag,
+                  const ShutdownArgs& args, const CliEnv& env) {
+  ConfigLoader loader;
+  loader.loadFile(file.empty() ? env.default_config_path : file, /*optional=*/file.empty());
+  loader.loadEnvironment(env.environment);
+  applyFlags(cmd, flags, loader);
+  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
+  Config cfg = loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  if (auto level = base::parseLogLevel(cfg.log_level)) {
+    base::LogOptions options;
+    options.level = *level;
+    options.journal = base::stderrIsJournal();
+    base::configureLogging(options);
+  }
+  return shutdown ? runShutdownCommand(cfg, args, env) : runStartupCommand(cfg, args, env);
+}
+
+// `ekco upgrade`: the config (file, then environment) for auto_upgrade_url and log_level.
+int upgradeCommand(const std::string& file, const std::string& log_level_flag,
+                   const UpgradeArgs& args, const CliEnv& env) {
+  ConfigLoader loader;
+  loader.loadFile(file.empty() ? env.default_config_path : file, /*optional=*/file.empty());
+  loader.loadEnvironment(env.environment);
+  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
+  Config cfg = loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  if (auto level = base::parseLogLevel(cfg.log_level)) {
+    base::LogOptions options;
+    options.level = *level;
+    options.journal = base::stderrIsJournal();
+    base::configureLogging(options);
+  }
+  return runUpgradeCommand(cfg, args, env);
+}
+
 int configFromKurl(const std::string& file, const CliEnv& env) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
@@ -163,6 +207,51 @@ int renderHaproxy(const RenderArgs& args, const CliEnv& env) {
     return kExitUsage;
   }
   *env.out << *config;
+  return kExitOk;
+}
+
+// `ekco render units`: the files the agent installs for this config, written under --out in the
+// host's layout (<out>/etc/systemd/system/ekco-reboot.service, <out>/opt/ekco/shutdown.sh, ...).
+struct RenderUnitsArgs {
+  std::string config{};
+  std::string out{};
+  std::string bin = "/usr/bin/ekco";
+};
+
+int renderUnits(const RenderUnitsArgs& args, const CliEnv& env) {
+  ConfigLoader loader;
+  if (!args.config.empty()) {
+    loader.loadFile(args.config);
+  } else {
+    loader.loadFile(env.default_config_path, /*optional=*/true);
+  }
+  loader.loadEnvironment(env.environment);
+  const Config cfg = loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  auto files = units::renderHostUnits(hostUnitsOptions(cfg, args.bin));
+  if (!files) {
+    *env.err << "error: " << files.error().message() << "\n";
+    return kExitUsage;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(args.out, ec);
+  base::SystemClock clock;
+  auto out = hostfs::LocalHostFs::open(args.out, clock);
+  if (!out) {
+    *env.err << "error: --out " << args.out << ": " << out.error().message() << "\n";
+    return kExitFailure;
+  }
+  for (const auto& f : *files) {
+    const auto dir = std::filesystem::path(f.path).parent_path().string();
+    base::Status made = (*out)->makeDirs(dir, 0755);
+    auto written = made ? (*out)->write(f.path, f.content, {.mode = f.mode})
+                        : base::Result<hostfs::Changed>(made.error());
+    if (!written) {
+      *env.err << "error: " << written.error().message() << "\n";
+      return kExitFailure;
+    }
+    *env.out << (*out)->realPath(f.path) << "\n";
+  }
   return kExitOk;
 }
 
@@ -258,6 +347,57 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
                   "Decide and log plans, change nothing in the cluster or on the host");
   addConfigFlags(agent, agent_flags);
 
+  // `ekco shutdown` and `ekco startup` (ekco-reboot.service's ExecStop and ExecStart).
+  struct RebootCli {
+    std::string config{};
+    FlagValues flags{};
+    ShutdownArgs args{};
+    CLI::App* app = nullptr;
+  };
+  RebootCli shutdown_cli;
+  RebootCli startup_cli;
+  for (auto [cli, name, help] :
+       {std::tuple{&shutdown_cli, "shutdown",
+                   "Before a reboot: cordon this node, delete its pods (not in "
+                   "shutdown_excluded_namespaces), wait for PVC/CephFS unmounts (bounded), "
+                   "delete its rook-ceph operator/mds pods"},
+        std::tuple{&startup_cli, "startup",
+                   "After a reboot: wait for the API (bounded), uncordon this node if ekco "
+                   "shutdown cordoned it"}}) {
+    cli->app = app.add_subcommand(name, help);
+    cli->app->add_option("--config", cli->config,
+                         "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+    cli->app->add_option("--kubeconfig", cli->args.kubeconfig,
+                         "kubeconfig (default: KUBECONFIG, then the host's "
+                         "/etc/kubernetes/admin.conf and kubelet.conf)");
+    cli->app->add_option("--node-name", cli->args.node_name,
+                         "This node's name (default: NODE_NAME, then the host name)");
+    cli->app->add_option("--host-root", cli->args.host_root,
+                         "Where the host's / is (default /)");
+    cli->app->add_flag("--dry-run", cli->args.dry_run,
+                       "Log what would be done, change nothing");
+    addConfigFlags(cli->app, cli->flags);
+  }
+
+  std::string upgrade_config;
+  UpgradeArgs upgrade_args;
+  auto* upgrade = app.add_subcommand(
+      "upgrade", "Auto-upgrade (ekco-upgrade.timer): re-run the kURL installer when its "
+                 "X-Kurl-Hash changed (single-node clusters only)");
+  upgrade->add_option("--config", upgrade_config,
+                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  upgrade->add_option("--url", upgrade_args.url,
+                      "Installer URL (default: auto_upgrade_url from the config)");
+  upgrade->add_option("--state-dir", upgrade_args.state_dir,
+                      "Host directory of upgrades.txt and upgrade.lock (default /var/lib/ekco)");
+  upgrade->add_option("--kubeconfig", upgrade_args.kubeconfig,
+                      "kubeconfig, to count the nodes (default: KUBECONFIG, in-cluster, then the "
+                      "host's /etc/kubernetes/admin.conf and kubelet.conf)");
+  upgrade->add_option("--host-root", upgrade_args.host_root,
+                      "Where the host's / is (default /)");
+  upgrade->add_flag("--dry-run", upgrade_args.dry_run,
+                    "Check and report what would be done; write nothing, never run the installer");
+
   RenderArgs render_args;
   auto* render =
       app.add_subcommand("render", "Print files ekco writes on the host (writes nothing)");
@@ -283,6 +423,16 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
   render_manifest->add_option("--bind", render_args.bind,
                               "HAProxy's listen address, IP:PORT: the liveness probe's host and "
                               "port (default 127.0.0.1:6444)");
+  RenderUnitsArgs render_units_args;
+  auto* render_units = render->add_subcommand(
+      "units", "Write the systemd units and /opt/ekco scripts the agent installs, under --out");
+  render_units->add_option("--config", render_units_args.config,
+                           "Config file (default /etc/ekco/config.yaml; absent means defaults)");
+  render_units->add_option("--out", render_units_args.out,
+                           "Directory to write into, in the host's layout (created)")
+      ->required();
+  render_units->add_option("--bin", render_units_args.bin,
+                           "The ekco binary the units run (default /usr/bin/ekco)");
 
   std::vector<const char*> argv;
   argv.reserve(args.size());
@@ -324,6 +474,16 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
   if (status->parsed()) return runStatus(status_options, *env.out, *env.err, base::SystemClock());
   if (render_haproxy->parsed()) return renderHaproxy(render_args, env);
   if (render_manifest->parsed()) return renderManifest(render_args, env);
+  if (render_units->parsed()) return renderUnits(render_units_args, env);
+  for (auto [cli, is_shutdown] : {std::pair{&shutdown_cli, true}, std::pair{&startup_cli, false}}) {
+    if (cli->app->parsed()) {
+      return rebootCommand(is_shutdown, cli->config, cli->app, cli->flags, log_level_flag,
+                           cli->args, env);
+    }
+  }
+  if (upgrade->parsed()) {
+    return upgradeCommand(upgrade_config, log_level_flag, upgrade_args, env);
+  }
   if (agent->parsed()) {
     return agentCommand(agent_config, agent, agent_flags, log_level_flag, agent_args, env);
   }

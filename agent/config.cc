@@ -108,6 +108,12 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(storage_migration_auth_token, kString, "Token guarding the storage migration API"),
       EKCO_KEY(disable_reboot_service, kBool,
                "Do not install ekco-reboot.service (kURL shouldDisableRebootServices)"),
+      EKCO_KEY(shutdown_excluded_namespaces, kStringList,
+               "Namespaces whose pods ekco shutdown does not delete"),
+      EKCO_KEY(shutdown_unmount_timeout, kDuration,
+               "How long ekco shutdown waits for pod PVC and CephFS volumes to unmount"),
+      EKCO_KEY(startup_api_timeout, kDuration,
+               "How long ekco startup waits for the API before giving up (node left cordoned)"),
       EKCO_KEY(auto_upgrade_schedule, kString,
                "systemd calendar event of ekco-upgrade.timer, e.g. \"Sat 17:30\" (empty: off)"),
       EKCO_KEY(auto_upgrade_url, kString, "Installer URL the upgrade checks (http or https)"),
@@ -502,7 +508,9 @@ Config ConfigLoader::finish() {
                         c.min_ceph_pool_replication, c.max_ceph_pool_replication));
   }
   for (auto [key, value] : {std::pair{"reconcile_interval", c.reconcile_interval},
-                            std::pair{"rotate_certs_check_interval", c.rotate_certs_check_interval}}) {
+                            std::pair{"rotate_certs_check_interval", c.rotate_certs_check_interval},
+                            std::pair{"shutdown_unmount_timeout", c.shutdown_unmount_timeout},
+                            std::pair{"startup_api_timeout", c.startup_api_timeout}}) {
     if (value.count() == 0) problem(key, "must be greater than 0");
   }
   // EKCO: a zero reconcile_timeout means 15 minutes.
@@ -553,6 +561,12 @@ Config ConfigLoader::finish() {
     problem("leader_election_namespace",
             fmt::format("want a namespace name (RFC 1123 label), got \"{}\"",
                         c.leader_election_namespace));
+  }
+  for (const std::string& ns : c.shutdown_excluded_namespaces) {
+    if (!isDnsLabel(ns)) {
+      problem("shutdown_excluded_namespaces",
+              fmt::format("want namespace names (RFC 1123 labels), got \"{}\"", ns));
+    }
   }
   // Other namespaces may be left empty when their add-on is absent (kURL renders
   // minio_namespace from an unset variable), but a set one must be a valid name.

@@ -88,6 +88,11 @@ struct Config {
 
   // --- Host-side keys (new in ekco; kURL's host options) ---
   bool disable_reboot_service = false;
+  // `ekco shutdown` / `ekco startup` (ekco-reboot.service).
+  std::vector<std::string> shutdown_excluded_namespaces = {"kube-system", "rook-ceph", "openebs",
+                                                           "longhorn-system"};
+  Duration shutdown_unmount_timeout = std::chrono::minutes(5);
+  Duration startup_api_timeout = std::chrono::minutes(10);
   std::string auto_upgrade_schedule;  // systemd calendar event; empty = off
   std::string auto_upgrade_url;
   std::string leader_election_namespace = "kurl";

@@ -1,4 +1,5 @@
-// HttpTransport over libcurl: the only file in the project that calls libcurl.
+// HttpTransport over libcurl: every Kubernetes API call goes through here (agent/upgrade_cmd.cc
+// uses libcurl on its own for the installer URL, which is not an API server).
 //
 // Connections. Easy handles are pooled (up to max_idle_handles kept); each keeps its live
 // connection between calls (curl_easy_reset keeps connections, the DNS cache and TLS sessions),
