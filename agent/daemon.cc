@@ -10,6 +10,7 @@
 
 #include "agent/health_server.h"
 #include "agent/host_checks.h"
+#include "agent/host_units.h"
 #include "agent/internal_lb.h"
 #include "agent/leader_election.h"
 #include "agent/manager.h"
@@ -191,6 +192,7 @@ class Agent::Impl {
   std::atomic<bool> lb_endpoints_absent_{false};
   std::unique_ptr<HaproxyReloader> lb_reloader_;
   std::shared_ptr<InternalLoadBalancer> internal_lb_;
+  std::shared_ptr<HostUnitsController> host_units_;
   RunningInformer<kube::NodeRecord> own_node_;
   RunningInformer<kube::PodRecord> own_pods_;
   // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
@@ -381,6 +383,13 @@ base::Status Agent::Impl::init() {
                             std::chrono::duration_cast<seconds>(c.rotate_certs_ttl),
                         .interval = ms(c.reconcile_interval)});
   EKCO_TRY(manager_->add(Scope::kNode, host_checks_));
+  // The node's systemd units (ekco-reboot.service, ekco-upgrade.timer), over the host's bus.
+  host_units_ = std::make_shared<HostUnitsController>(
+      *host_fs_,
+      [root = options_.host_root] { return units::connectSystemd(units::systemBusAddress(root)); },
+      HostUnitsControllerOptions{.units = hostUnitsOptions(c, options_.units_bin),
+                                 .dry_run = options_.dry_run});
+  EKCO_TRY(manager_->add(Scope::kNode, host_units_));
   if (c.enable_internal_load_balancer) {
     initInternalLb();
     EKCO_TRY(manager_->add(Scope::kNode, internal_lb_));
@@ -628,6 +637,7 @@ json Agent::Impl::status() const {
   }
   out["host_checks"] = checks;
   out["internal_load_balancer"] = internal_lb_ ? internal_lb_->status() : json(nullptr);
+  out["host_units"] = host_units_->status();
   return out;
 }
 

@@ -37,6 +37,9 @@ struct AgentOptions {
   std::string socket_path{};
   bool dry_run = false;
   kube::Environment env{};  // KUBECONFIG, KUBERNETES_SERVICE_*
+  // The ekco binary on the host that the systemd units run (nothing is installed when the host
+  // has none, e.g. an agent in a pod on a host without the package).
+  std::string units_bin = "/usr/bin/ekco";
   std::string working_dir = "/";
 };
 

@@ -300,7 +300,32 @@ base::Result<ReconcileResult> InternalLoadBalancer::reconcile() {
     }
   }
   const DiscoveredApiservers found = discoverApiservers(observe_());
-  if (found.settled && !found.endpoints.empty()) return apply(found.endpoints, found.source);
+  if (found.settled && !found.endpoints.empty()) {
+    // Changes come in bursts (a new EndpointSlice, then the old one removed): a set is applied
+    // once it has stayed the same for `settle`, so a burst costs one HAProxy reload, not one per
+    // event (measured: two reloads back to back doubled the p95, BENCHMARKS.md).
+    if (options_.settle.count() > 0) {
+      const auto now = clock_.monoNow();
+      if (found.endpoints != settling_) {
+        settling_ = found.endpoints;
+        settling_since_ = now;
+      }
+      const auto waited = now - settling_since_;
+      if (waited < options_.settle) {
+        bool differs = false;
+        {
+          std::lock_guard lock(mu_);
+          differs = backends_ != found.endpoints;
+        }
+        if (differs) {
+          return ReconcileResult{
+              .summary = "settling: " + joinEndpoints(found.endpoints),
+              .requeue_after = std::chrono::ceil<std::chrono::milliseconds>(options_.settle - waited)};
+        }
+      }
+    }
+    return apply(found.endpoints, found.source);
+  }
 
   const std::string why =
       found.settled

@@ -97,6 +97,8 @@ struct InternalLbOptions {
   std::string bind = "127.0.0.1:6444";
   bool bind_ipv6_loopback = false;
   bool dry_run = false;
+  // A new endpoint set is applied once unchanged for this long (0: at once).
+  std::chrono::milliseconds settle{100};
 };
 
 class InternalLoadBalancer : public Controller {
@@ -121,6 +123,10 @@ class InternalLoadBalancer : public Controller {
   HaproxyReloader& reloader_;
   const base::Clock& clock_;
   InternalLbOptions options_;
+
+  // The discovered set being waited on (settle), and since when (reconcile's thread only).
+  std::vector<haproxy::Endpoint> settling_;
+  base::MonoTime settling_since_{};
 
   mutable std::mutex mu_;
   bool loaded_ = false;  // the existing config was read once

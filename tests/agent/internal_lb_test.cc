@@ -232,7 +232,9 @@ class CountingReloader : public HaproxyReloader {
 
 class InternalLbTest : public HostRootTest {
  protected:
-  InternalLoadBalancer& lb(InternalLbOptions options = {}) {
+  // Without the settle delay unless a test asks for it (the clock is manual).
+  InternalLoadBalancer& lb(InternalLbOptions options = {}, bool settle = false) {
+    if (!settle) options.settle = std::chrono::milliseconds(0);
     lb_ = std::make_unique<InternalLoadBalancer>(
         *fs_, [this] { return observed_; }, reloader_, clock_, std::move(options));
     return *lb_;
@@ -276,6 +278,32 @@ TEST_F(InternalLbTest, WritesConfigAndManifestOnceAndReloadsOnlyOnChange) {
   EXPECT_EQ(reloader_.calls, 2);
   EXPECT_THAT(slurp("/etc/haproxy/haproxy.cfg"), Not(HasSubstr("10.0.0.1:6443")));
   EXPECT_EQ(slurp("/etc/kubernetes/manifests/haproxy.yaml"), manifest);
+}
+
+TEST_F(InternalLbTest, ABurstOfChangesIsAppliedOnceItSettles) {
+  auto& c = lb({.settle = std::chrono::milliseconds(100)}, /*settle=*/true);
+  settle(eps({"10.0.0.1"}));
+  auto r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->summary, HasSubstr("settling"));
+  EXPECT_EQ(r->requeue_after, std::chrono::milliseconds(100));
+  EXPECT_FALSE(present("/etc/haproxy/haproxy.cfg"));
+  clock_.advance(std::chrono::milliseconds(60));
+  settle(eps({"10.0.0.1", "10.0.0.2"}));  // the burst goes on: the wait starts again
+  r = c.reconcile();
+  EXPECT_EQ(r->requeue_after, std::chrono::milliseconds(100));
+  clock_.advance(std::chrono::milliseconds(60));
+  settle(eps({"10.0.0.2"}));
+  ASSERT_TRUE(c.reconcile());
+  clock_.advance(std::chrono::milliseconds(100));
+  r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(slurp("/etc/haproxy/haproxy.cfg"), HasSubstr("10.0.0.2:6443"));
+  EXPECT_THAT(slurp("/etc/haproxy/haproxy.cfg"), Not(HasSubstr("10.0.0.1:6443")));
+  EXPECT_EQ(reloader_.calls, 1);  // one reload for the whole burst
+  // Back to the applied set: nothing to wait for.
+  r = c.reconcile();
+  EXPECT_FALSE(r->requeue_after.has_value());
 }
 
 TEST_F(InternalLbTest, NeverAnEmptyBackendKeepsTheLastConfig) {

@@ -6,6 +6,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 #include <yaml-cpp/yaml.h>
 
 #include "agent/cli.h"
@@ -153,6 +156,41 @@ TEST(RenderCommand, HelpListsTheRenderCommands) {
   EXPECT_EQ(r.code, kExitOk);
   EXPECT_THAT(r.out, HasSubstr("haproxy"));
   EXPECT_THAT(r.out, HasSubstr("manifest"));
+}
+
+TEST(RenderCommand, UnitsWritesWhatTheAgentInstalls) {
+  testing::TempDir dir("ekco-render-units");
+  const std::string config = dir.path() + "/config.yaml";
+  std::ofstream(config) << "auto_upgrade_schedule: Sat 17:30\nshutdown_unmount_timeout: 2m\n";
+  const std::string out = dir.path() + "/out";
+  CliRun r = cli({"render", "units", "--config", config, "--out", out, "--bin", "/opt/bin/ekco"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(out + "/etc/systemd/system/ekco-upgrade.timer\n"));
+  std::ifstream timer(out + "/etc/systemd/system/ekco-upgrade.timer");
+  const std::string timer_text{std::istreambuf_iterator<char>(timer), {}};
+  EXPECT_THAT(timer_text, HasSubstr("OnCalendar=Sat *-*-* 17:30:00\n"));
+  std::ifstream reboot(out + "/etc/systemd/system/ekco-reboot.service");
+  const std::string reboot_text{std::istreambuf_iterator<char>(reboot), {}};
+  EXPECT_THAT(reboot_text, HasSubstr("ExecStop=/opt/bin/ekco shutdown\n"));
+  // shutdown bound 2m + 1m for its API calls, + the unit's 60 s margin.
+  EXPECT_THAT(reboot_text, HasSubstr("TimeoutStopSec=240\n"));
+  EXPECT_TRUE(std::filesystem::status(out + "/opt/ekco/shutdown.sh").permissions() ==
+              std::filesystem::perms(0755));
+}
+
+TEST(RenderCommand, UnitsRefusesABadBinOrConfig) {
+  testing::TempDir dir("ekco-render-units");
+  CliRun bin = cli({"render", "units", "--out", dir.path(), "--bin", "ekco"});
+  EXPECT_EQ(bin.code, kExitUsage);
+  EXPECT_THAT(bin.err, HasSubstr("invalid ekco binary path \"ekco\""));
+  const std::string config = dir.path() + "/config.yaml";
+  std::ofstream(config) << "auto_upgrade_schedule: Sat 25:99\n";
+  CliRun bad = cli({"render", "units", "--config", config, "--out", dir.path() + "/o"});
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("auto_upgrade_schedule"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/o/etc"));
+  CliRun no_out = cli({"render", "units"});
+  EXPECT_EQ(no_out.code, kExitUsage);
 }
 
 }  // namespace
