@@ -400,7 +400,7 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
 
   RenderArgs render_args;
   auto* render =
-      app.add_subcommand("render", "Print files ekco writes on the host (writes nothing)");
+      app.add_subcommand("render", "Show the files ekco installs on the host: print them, or write them under --out (units)");
   render->require_subcommand(1);
   auto* render_haproxy = render->add_subcommand(
       "haproxy", "Print the internal load balancer's haproxy.cfg for the given kube-apiservers");

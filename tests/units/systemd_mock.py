@@ -1,6 +1,7 @@
 '''systemd1.Manager mock for tests/units/systemd_manager_test.cc (a local python3-dbusmock template).
 
 Loaded by path: /usr/bin/python3 -m dbusmock --system -t tests/units/systemd_mock.py -l <log>
+  [-p '{"unit_dir": "<root>/etc/systemd/system"}']
 
 Self-contained (does not build on the stock `systemd` template, which has no NoSuchUnit errors,
 no LoadUnit and only "done" jobs). Units exist once added with the Mock method AddMockUnit(s):
@@ -18,7 +19,21 @@ no LoadUnit and only "done" jobs). Units exist once added with the Mock method A
 - Reload(), Subscribe(), Unsubscribe().
 - Units named *.timer also carry org.freedesktop.systemd1.Timer NextElapseUSecRealtime and
   LastTriggerUSec (t, 0 = never); tests set them with Mock.UpdateProperties on the unit object.
+
+Parameter "unit_dir" (a directory, like /etc/systemd/system): unit files are loaded from disk as
+real systemd does, at load and at every Reload (daemon-reload). Each *.service / *.timer file
+there that is not yet a unit becomes one (as AddMockUnit); a unit loaded from a file whose file
+is gone gets LoadState "not-found" (and "loaded" again if the file comes back). With a unit_dir,
+EnableUnitFiles of a name without a file fails (org.freedesktop.DBus.Error.FileNotFound), and a
+timer loaded from a file, once its start job is done, gets NextElapseUSecRealtime from its
+OnCalendar= (forms "[Dow[,Dow...]] *-*-* HH:MM[:SS]", local time; otherwise an hour from now)
+unless a test set one; its stop job sets it back to 0.
 '''
+
+import datetime
+import os
+import re
+import time
 
 import dbus
 from gi.repository import GLib
@@ -33,13 +48,16 @@ TIMER_IFACE = 'org.freedesktop.systemd1.Timer'
 SYSTEM_BUS = True
 
 
-def load(mock, _parameters):
+def load(mock, parameters):
     mock.next_job_id = 1
     mock.units = {}       # name -> object path, units added with AddMockUnit
     mock.not_found = {}   # name -> object path, unknown names LoadUnit was asked for
     mock.enabled = set()
     mock.reloads = 0
+    mock.unit_dir = str(parameters.get('unit_dir', '')) if parameters else ''
+    mock.from_files = set()  # units loaded from unit_dir
     mock.AddProperties(MAIN_IFACE, {'Version': '252-mock'})
+    _load_unit_files(mock)
 
 
 def _unit_path(name):
@@ -76,6 +94,8 @@ def _run_job(mock, name, active, sub, result):
 
     def finish():
         unit.UpdateProperties(UNIT_IFACE, {'ActiveState': active, 'SubState': sub})
+        if result == 'done' and name in mock.from_files and name.endswith('.timer'):
+            _update_next_elapse(mock, name, unit, active == 'active')
         mock.EmitSignal(MAIN_IFACE, 'JobRemoved', 'uoss', [job_id, job_path, name, result])
         return False
 
@@ -131,6 +151,11 @@ def EnableUnitFiles(self, files, _runtime, _force):
     changes = []
     for f in files:
         f = str(f)
+        if self.unit_dir and not os.path.isfile(os.path.join(self.unit_dir, f)):
+            raise dbus.exceptions.DBusException(f'Unit file {f} does not exist.',
+                                                name='org.freedesktop.DBus.Error.FileNotFound')
+    for f in files:
+        f = str(f)
         if f not in self.enabled:
             self.enabled.add(f)
             changes.append(('symlink', f'/etc/systemd/system/multi-user.target.wants/{f}',
@@ -159,6 +184,7 @@ def GetUnitFileState(self, name):
 @dbus.service.method(MAIN_IFACE, in_signature='', out_signature='')
 def Reload(self):
     self.reloads += 1
+    _load_unit_files(self)
 
 
 @dbus.service.method(MAIN_IFACE, in_signature='', out_signature='')
@@ -173,7 +199,10 @@ def Unsubscribe(self):
 
 @dbus.service.method(MOCK_IFACE, in_signature='s', out_signature='')
 def AddMockUnit(self, name):
-    name = str(name)
+    _add_unit(self, str(name))
+
+
+def _add_unit(self, name):
     path = _unit_path(name)
     self.AddObject(path, UNIT_IFACE, {
         'Id': name, 'Names': dbus.Array([name], signature='s'), 'LoadState': 'loaded',
@@ -185,3 +214,66 @@ def AddMockUnit(self, name):
             'NextElapseUSecRealtime': dbus.UInt64(0), 'LastTriggerUSec': dbus.UInt64(0),
         })
     self.units[name] = path
+
+
+def _load_unit_files(mock):
+    '''daemon-reload: new unit files become units; units whose file is gone are "not-found".'''
+    if not mock.unit_dir:
+        return
+    try:
+        names = set(f for f in os.listdir(mock.unit_dir)
+                    if f.endswith(('.service', '.timer'))
+                    and os.path.isfile(os.path.join(mock.unit_dir, f)))
+    except FileNotFoundError:
+        names = set()
+    for name in sorted(names):
+        if name in mock.units:
+            if name in mock.from_files:
+                mockobject.objects[mock.units[name]].UpdateProperties(
+                    UNIT_IFACE, {'LoadState': 'loaded'})
+            continue
+        if name in mock.not_found:
+            # LoadUnit was asked for it before its file existed: now it is a real unit.
+            mock.RemoveObject(mock.not_found.pop(name))
+        _add_unit(mock, name)
+        mock.from_files.add(name)
+    for name in sorted(mock.from_files - names):
+        mockobject.objects[mock.units[name]].UpdateProperties(UNIT_IFACE, {'LoadState': 'not-found'})
+
+
+_DAYS = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun']
+
+
+def _next_elapse_usec(calendar):
+    '''The next time (usec since the epoch) of "[Dow[,Dow...]] *-*-* HH:MM[:SS]", local time.'''
+    m = re.fullmatch(r'(?:([A-Za-z,]+) )?\*-\*-\* (\d{1,2}):(\d{2})(?::(\d{2}))?', calendar.strip())
+    now = datetime.datetime.now().astimezone()
+    if not m:
+        return int((time.time() + 3600) * 1000000)
+    days = [_DAYS.index(d[:3].capitalize()) for d in m.group(1).split(',')] if m.group(1) else \
+        list(range(7))
+    at = datetime.time(int(m.group(2)), int(m.group(3)), int(m.group(4) or 0))
+    for ahead in range(8):
+        day = (now + datetime.timedelta(days=ahead)).date()
+        when = datetime.datetime.combine(day, at).astimezone()
+        if day.weekday() in days and when > now:
+            return int(when.timestamp()) * 1000000
+    return int((time.time() + 3600) * 1000000)
+
+
+def _update_next_elapse(mock, name, unit, active):
+    if not active:
+        unit.UpdateProperties(TIMER_IFACE, {'NextElapseUSecRealtime': dbus.UInt64(0)})
+        return
+    if int(unit.props[TIMER_IFACE]['NextElapseUSecRealtime']) != 0:
+        return  # set by the test
+    calendar = ''
+    try:
+        with open(os.path.join(mock.unit_dir, name), encoding='utf-8') as f:
+            for line in f:
+                if line.startswith('OnCalendar='):
+                    calendar = line.split('=', 1)[1].strip()
+    except OSError:
+        pass
+    unit.UpdateProperties(TIMER_IFACE,
+                          {'NextElapseUSecRealtime': dbus.UInt64(_next_elapse_usec(calendar))})
