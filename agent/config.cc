@@ -47,6 +47,10 @@ const std::vector<KeyDef>& keyDefs() {
                "How long a node must be unreachable before it is dead (cleared, or purged)"),
       EKCO_KEY(clear_dead_nodes, kBool,
                "Force-delete pods stuck terminating on dead nodes"),
+      EKCO_KEY(clear_pod_deletion_grace, kDuration,
+               "Force-delete a pod on a dead node once it has been terminating this long"),
+      EKCO_KEY(storm_guard_percent, kInt,
+               "Clear and purge nothing while more than this % of nodes is unreachable (0-100)"),
       EKCO_KEY(purge_dead_nodes, kBool, "Automatically purge dead nodes"),
       EKCO_KEY(min_ready_master_nodes, kInt,
                "Never purge if fewer ready primaries would remain (at least 1)"),
@@ -495,6 +499,10 @@ Config ConfigLoader::finish() {
   if (c.min_ready_master_nodes < 1) {
     problem("min_ready_master_nodes",
             fmt::format("must be at least 1 (got {})", c.min_ready_master_nodes));
+  }
+  if (c.storm_guard_percent > 100) {
+    problem("storm_guard_percent",
+            fmt::format("must be at most 100 (got {})", c.storm_guard_percent));
   }
   if (c.min_ceph_pool_replication < 1) {
     problem("min_ceph_pool_replication",

@@ -26,6 +26,10 @@ struct Config {
   // --- Dead nodes (clear / purge) ---
   Duration node_unreachable_toleration = std::chrono::minutes(5);
   bool clear_dead_nodes = true;
+  // A pod terminating on a dead node is force-deleted this long after its deletionTimestamp.
+  Duration clear_pod_deletion_grace = std::chrono::seconds(30);
+  // Clear and purge nothing while more than this share of the nodes is unreachable.
+  int64_t storm_guard_percent = 55;
   bool purge_dead_nodes = false;
   int64_t min_ready_master_nodes = 2;
   int64_t min_ready_worker_nodes = 0;

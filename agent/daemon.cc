@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "agent/clear_nodes.h"
 #include "agent/health_server.h"
 #include "agent/host_checks.h"
 #include "agent/host_units.h"
@@ -161,6 +162,7 @@ class Agent::Impl {
   std::string metricsText() const;
   void notifySystemd(const Health& ready, bool first_ready, bool watchdog);
   void initInternalLb();
+  void initClearNodes();
   ObservedApiservers observeApiservers() const;
   // f(name, RunningInformer&) for each internal load balancer cache (none when disabled);
   // Self is Impl or const Impl.
@@ -193,6 +195,8 @@ class Agent::Impl {
   std::unique_ptr<HaproxyReloader> lb_reloader_;
   std::shared_ptr<InternalLoadBalancer> internal_lb_;
   std::shared_ptr<HostUnitsController> host_units_;
+  // Leader: force-deletes pods stuck terminating on dead nodes (clear_dead_nodes).
+  std::shared_ptr<ClearNodesController> clear_nodes_;
   RunningInformer<kube::NodeRecord> own_node_;
   RunningInformer<kube::PodRecord> own_pods_;
   // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
@@ -212,6 +216,7 @@ class Agent::Impl {
   const Counter* reconcile_errors_ = nullptr;
   const Histogram* reconcile_seconds_ = nullptr;
   const Counter* actions_ = nullptr;
+  const Gauge* storm_gauge_ = nullptr;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -251,6 +256,11 @@ base::Status Agent::Impl::registerMetrics() {
   reconcile_errors_ = *errs;
   reconcile_seconds_ = *seconds_h;
   actions_ = *actions;
+  auto storm = metrics_.gauge(
+      "ekco_storm_guard",
+      "1 while the storm guard holds: too many nodes unreachable, nothing is cleared or purged");
+  if (!storm) return storm.error();
+  storm_gauge_ = *storm;
   return base::ok();
 }
 
@@ -394,7 +404,43 @@ base::Status Agent::Impl::init() {
     initInternalLb();
     EKCO_TRY(manager_->add(Scope::kNode, internal_lb_));
   }
+  if (c.clear_dead_nodes) {
+    initClearNodes();
+    EKCO_TRY(manager_->add(Scope::kLeader, clear_nodes_));
+  }
   return base::ok();
+}
+
+void Agent::Impl::initClearNodes() {
+  const Config& c = options_.config;
+  clear_nodes_ = std::make_shared<ClearNodesController>(
+      [this] {
+        ObservedNodes observed;
+        std::lock_guard lock(leader_caches_mu_);
+        if (!all_nodes_.informer) return observed;
+        observed.synced = all_nodes_.informer->synced();
+        observed.nodes = all_nodes_.informer->list();
+        return observed;
+      },
+      [this] {
+        std::vector<kube::PodRecord> pods;
+        std::lock_guard lock(leader_caches_mu_);
+        for (const auto& [name, running] : unhealthy_pods_) {
+          running->informer->forEach([&](const kube::PodRecord& p) { pods.push_back(p); });
+        }
+        return pods;
+      },
+      *client_, clock_,
+      ClearNodesOptions{.rules = {.node_unreachable_toleration = c.node_unreachable_toleration,
+                                  .pod_deletion_grace = c.clear_pod_deletion_grace,
+                                  .storm_guard_percent = c.storm_guard_percent},
+                        .dry_run = options_.dry_run,
+                        .lease_namespace = c.leader_election_namespace,
+                        .lease_name = "ekco-leader"},
+      ClearNodesCallbacks{
+          .is_leader_fresh = [this] { return elector_->isLeaderFresh(); },
+          .on_action = [this](std::string_view kind) { actions_->inc({std::string(kind)}); },
+          .on_storm = [this](bool active) { storm_gauge_->set(active ? 1 : 0); }});
 }
 
 void Agent::Impl::initInternalLb() {
@@ -479,6 +525,7 @@ void Agent::Impl::onLeaderChange(bool leading) {
   // leader caches (that may block) and the manager.
   manager_->setLeader(leading);
   leader_gauge_->set(leading ? 1 : 0);
+  if (!leading) storm_gauge_->set(0);  // a follower guards nothing; the next leader reports
   actions_->inc({leading ? "lease_acquired" : "lease_lost"});
   base::logInfo(leading ? "became leader" : "stopped leading",
                 {{"node", options_.node_name},
@@ -638,6 +685,7 @@ json Agent::Impl::status() const {
   out["host_checks"] = checks;
   out["internal_load_balancer"] = internal_lb_ ? internal_lb_->status() : json(nullptr);
   out["host_units"] = host_units_->status();
+  out["clear_nodes"] = clear_nodes_ ? clear_nodes_->status() : json(nullptr);
   return out;
 }
 
