@@ -8,28 +8,13 @@
 #include <ostream>
 #include <thread>
 
+#include "agent/command_env.h"
 #include "base/clock.h"
 #include "base/log.h"
 
 namespace ekco::agent {
 
 namespace {
-
-std::string envValue(const std::vector<std::string>& environment, std::string_view name) {
-  for (const std::string& entry : environment) {
-    if (entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 &&
-        entry[name.size()] == '=') {
-      return entry.substr(name.size() + 1);
-    }
-  }
-  return {};
-}
-
-std::string hostName() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return {};
-  return buf;
-}
 
 // Restores the signal mask when the command returns (tests run it in-process).
 class SignalMask {
@@ -60,12 +45,8 @@ int runAgentCommand(const Config& config, const std::string& config_source,
   options.host_root = args.host_root.empty() ? "/" : args.host_root;
   options.socket_path = args.socket;
   options.dry_run = args.dry_run;
-  for (const char* name : {"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}) {
-    std::string value = envValue(env.environment, name);
-    if (!value.empty()) options.env[name] = value;
-  }
-  char cwd[4096] = {0};
-  if (::getcwd(cwd, sizeof cwd - 1) != nullptr) options.working_dir = cwd;
+  options.env = kubeEnvironment(env.environment);
+  options.working_dir = workingDir();
 
   // Every thread the agent starts inherits this mask, so only the waiter below sees the signals.
   sigset_t signals;

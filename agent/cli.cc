@@ -19,6 +19,7 @@
 #include "agent/config.h"
 #include "agent/kurl_installer.h"
 #include "agent/shutdown_cmd.h"
+#include "agent/purge_cmd.h"
 #include "agent/status_cmd.h"
 #include "agent/upgrade_cmd.h"
 #include "base/log.h"
@@ -103,69 +104,40 @@ int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& f
   return kExitOk;
 }
 
+// The config of a command: the file (--config, else the default path if it exists), the
+// environment, the command's per-key flags and --log-level; logging configured from it.
+// nullopt after the problems were printed (exit 2).
+std::optional<Config> commandConfig(const std::string& file, const CLI::App* cmd,
+                                    const FlagValues* flags, const std::string& log_level_flag,
+                                    const CliEnv& env) {
+  ConfigLoader loader;
+  loader.loadFile(file.empty() ? env.default_config_path : file, /*optional=*/file.empty());
+  loader.loadEnvironment(env.environment);
+  if (cmd != nullptr && flags != nullptr) applyFlags(cmd, *flags, loader);
+  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
+  Config cfg = loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return std::nullopt;
+  if (auto level = base::parseLogLevel(cfg.log_level)) {
+    base::LogOptions options;
+    options.level = *level;
+    options.journal = base::stderrIsJournal();
+    base::configureLogging(options);
+  }
+  return cfg;
+}
+
 int agentCommand(const std::string& file, const CLI::App* cmd, const FlagValues& flags,
                  const std::string& log_level_flag, const AgentCommandArgs& args,
                  const CliEnv& env) {
-  ConfigLoader loader;
+  auto cfg = commandConfig(file, cmd, &flags, log_level_flag, env);
+  if (!cfg) return kExitUsage;
   std::string source = file;
-  if (!file.empty()) {
-    loader.loadFile(file);
-  } else {
-    loader.loadFile(env.default_config_path, /*optional=*/true);
+  if (file.empty()) {
     std::error_code ec;
     source = std::filesystem::exists(env.default_config_path, ec) ? env.default_config_path
                                                                   : "defaults";
   }
-  loader.loadEnvironment(env.environment);
-  applyFlags(cmd, flags, loader);
-  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
-  Config cfg = loader.finish();
-  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
-  if (auto level = base::parseLogLevel(cfg.log_level)) {
-    base::LogOptions options;
-    options.level = *level;
-    options.journal = base::stderrIsJournal();
-    base::configureLogging(options);
-  }
-  return runAgentCommand(cfg, source, args, env);
-}
-
-// `ekco shutdown` / `ekco startup`: the config as for `ekco agent`, then the command.
-int rebootCommand(bool shutdown, const std::string& file, const CLI::App* cmd,
-                  const FlagValues& flags, const std::string& log_level_flag,
-                  const ShutdownArgs& args, const CliEnv& env) {
-  ConfigLoader loader;
-  loader.loadFile(file.empty() ? env.default_config_path : file, /*optional=*/file.empty());
-  loader.loadEnvironment(env.environment);
-  applyFlags(cmd, flags, loader);
-  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
-  Config cfg = loader.finish();
-  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
-  if (auto level = base::parseLogLevel(cfg.log_level)) {
-    base::LogOptions options;
-    options.level = *level;
-    options.journal = base::stderrIsJournal();
-    base::configureLogging(options);
-  }
-  return shutdown ? runShutdownCommand(cfg, args, env) : runStartupCommand(cfg, args, env);
-}
-
-// `ekco upgrade`: the config (file, then environment) for auto_upgrade_url and log_level.
-int upgradeCommand(const std::string& file, const std::string& log_level_flag,
-                   const UpgradeArgs& args, const CliEnv& env) {
-  ConfigLoader loader;
-  loader.loadFile(file.empty() ? env.default_config_path : file, /*optional=*/file.empty());
-  loader.loadEnvironment(env.environment);
-  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
-  Config cfg = loader.finish();
-  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
-  if (auto level = base::parseLogLevel(cfg.log_level)) {
-    base::LogOptions options;
-    options.level = *level;
-    options.journal = base::stderrIsJournal();
-    base::configureLogging(options);
-  }
-  return runUpgradeCommand(cfg, args, env);
+  return runAgentCommand(*cfg, source, args, env);
 }
 
 int configFromKurl(const std::string& file, const CliEnv& env) {
@@ -283,7 +255,12 @@ std::string versionText() {
   return out;
 }
 
-int runCli(const std::vector<std::string>& args, const CliEnv& env) {
+int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
+  // Installed as /usr/bin/ekco-purge-node (EKCO's manual purge command): `ekco purge-node`.
+  std::vector<std::string> args = original_args;
+  if (!args.empty() && std::filesystem::path(args[0]).filename() == "ekco-purge-node") {
+    args.insert(args.begin() + 1, "purge-node");
+  }
   CLI::App app{"ekco: keeps a kubeadm cluster's nodes healthy (EKCO-compatible host agent)",
                "ekco"};
   app.require_subcommand(1);
@@ -398,9 +375,30 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
   upgrade->add_flag("--dry-run", upgrade_args.dry_run,
                     "Check and report what would be done; write nothing, never run the installer");
 
+  std::string purge_config;
+  FlagValues purge_flags;
+  PurgeNodeArgs purge_args;
+  auto* purge = app.add_subcommand(
+      "purge-node", "Remove a node from the cluster for good: its Rook OSDs, its kubeadm and etcd "
+                    "membership, then the Node (also installed as ekco-purge-node)");
+  purge->add_option("NAME", purge_args.node, "The node to purge")->required();
+  purge->add_option("--config", purge_config,
+                    "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  purge->add_option("--kubeconfig", purge_args.kubeconfig,
+                    "kubeconfig (default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
+  purge->add_option("--host-root", purge_args.host_root,
+                    "Where the host's / is, for certificates_dir (default /)");
+  purge->add_option("--node-name", purge_args.self,
+                    "The node this runs on, never purged (default: NODE_NAME, then the host name)");
+  purge->add_flag("--dry-run", purge_args.dry_run,
+                  "Print the plan (OSDs, etcd member, endpoints) and exit 0 without changes");
+  purge->add_flag("--yes,-y", purge_args.yes, "Do not ask for confirmation on a terminal");
+  addConfigFlags(purge, purge_flags);
+
   RenderArgs render_args;
-  auto* render =
-      app.add_subcommand("render", "Show the files ekco installs on the host: print them, or write them under --out (units)");
+  auto* render = app.add_subcommand(
+      "render",
+      "Show the files ekco installs on the host: print them, or write them under --out (units)");
   render->require_subcommand(1);
   auto* render_haproxy = render->add_subcommand(
       "haproxy", "Print the internal load balancer's haproxy.cfg for the given kube-apiservers");
@@ -477,12 +475,22 @@ int runCli(const std::vector<std::string>& args, const CliEnv& env) {
   if (render_units->parsed()) return renderUnits(render_units_args, env);
   for (auto [cli, is_shutdown] : {std::pair{&shutdown_cli, true}, std::pair{&startup_cli, false}}) {
     if (cli->app->parsed()) {
-      return rebootCommand(is_shutdown, cli->config, cli->app, cli->flags, log_level_flag,
-                           cli->args, env);
+      auto cfg = commandConfig(cli->config, cli->app, &cli->flags, log_level_flag, env);
+      if (!cfg) return kExitUsage;
+      return is_shutdown ? runShutdownCommand(*cfg, cli->args, env)
+                         : runStartupCommand(*cfg, cli->args, env);
     }
   }
   if (upgrade->parsed()) {
-    return upgradeCommand(upgrade_config, log_level_flag, upgrade_args, env);
+    // No per-key flags: the file and the environment (auto_upgrade_url, log_level).
+    auto cfg = commandConfig(upgrade_config, nullptr, nullptr, log_level_flag, env);
+    if (!cfg) return kExitUsage;
+    return runUpgradeCommand(*cfg, upgrade_args, env);
+  }
+  if (purge->parsed()) {
+    auto cfg = commandConfig(purge_config, purge, &purge_flags, log_level_flag, env);
+    if (!cfg) return kExitUsage;
+    return runPurgeNodeCommand(*cfg, purge_args, env);
   }
   if (agent->parsed()) {
     return agentCommand(agent_config, agent, agent_flags, log_level_flag, agent_args, env);

@@ -1,5 +1,7 @@
 #include "agent/shutdown_cmd.h"
 
+#include "agent/command_env.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,22 +33,6 @@ constexpr std::string_view kPodsDir = "/var/lib/kubelet/pods/";
 constexpr std::string_view kCephFsSource = ":6789:/";
 constexpr std::string_view kRookNamespace = "rook-ceph";
 constexpr std::string_view kMirrorAnnotation = "kubernetes.io/config.mirror";
-
-std::string envValue(const std::vector<std::string>& environment, std::string_view name) {
-  for (const std::string& entry : environment) {
-    if (entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 &&
-        entry[name.size()] == '=') {
-      return entry.substr(name.size() + 1);
-    }
-  }
-  return {};
-}
-
-std::string hostName() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return {};
-  return buf;
-}
 
 // /proc/mounts escapes space, tab, newline and backslash as \ooo.
 std::string unescapeMountField(std::string_view s) {
@@ -535,50 +521,15 @@ class Startup {
 };
 
 // The host's filesystems and the API client, as `ekco agent` builds them (agent/daemon.cc).
-struct CommandClient {
-  std::unique_ptr<hostfs::LocalHostFs> process_fs{};
-  std::unique_ptr<hostfs::LocalHostFs> host_fs{};
-  std::unique_ptr<kube::CurlTransport> transport{};
-  std::unique_ptr<kube::RestClient> client{};
-};
-
-base::Result<std::unique_ptr<hostfs::LocalHostFs>> openHostRoot(const std::string& host_root,
-                                                               const base::Clock& clock) {
-  auto host_fs = hostfs::LocalHostFs::open(host_root.empty() ? "/" : host_root, clock);
-  if (!host_fs) return std::move(host_fs).error().wrap("--host-root " + host_root);
-  return std::move(*host_fs);
-}
-
+// Short attempts and one retry: a step's worst case stays ~10 s, so the bounds hold.
 base::Status buildClient(CommandClient& out, const ShutdownArgs& args, const std::string& node,
                          const CliEnv& env, const base::Clock& clock) {
-  auto process_fs = hostfs::LocalHostFs::open("/", clock);
-  if (!process_fs) return std::move(process_fs).error();
-  out.process_fs = std::move(*process_fs);
-  kube::Environment kenv;
-  for (const char* name : {"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}) {
-    std::string value = envValue(env.environment, name);
-    if (!value.empty()) kenv[name] = value;
-  }
-  std::string working_dir = "/";
-  char cwd[4096] = {0};
-  if (::getcwd(cwd, sizeof cwd - 1) != nullptr) working_dir = cwd;
-  auto connection = kube::loadConnection({.process_fs = *out.process_fs,
-                                          .host_fs = *out.host_fs,
-                                          .env = kenv,
-                                          .explicit_kubeconfig = args.kubeconfig,
-                                          .working_dir = working_dir});
-  if (!connection) return std::move(connection).error();
-  auto transport = kube::CurlTransport::create(std::move(*connection), out.process_fs.get(), clock,
-                                               {.connect_timeout = std::chrono::seconds(5)});
-  if (!transport) return std::move(transport).error();
-  out.transport = std::move(*transport);
-  // Short attempts and one retry: a step's worst case stays ~10 s, so the bounds hold.
-  kube::RestClientOptions options;
-  options.request_timeout = std::chrono::seconds(5);
-  options.retry.max_attempts = 2;
-  options.reporting_instance = node;
-  out.client = std::make_unique<kube::RestClient>(*out.transport, clock, std::move(options));
-  return base::ok();
+  kube::RestClientOptions rest;
+  rest.request_timeout = std::chrono::seconds(5);
+  rest.retry.max_attempts = 2;
+  rest.reporting_instance = node;
+  return buildCommandClient(out, {.kubeconfig = args.kubeconfig, .rest = std::move(rest)},
+                            env.environment, clock);
 }
 
 int printFailures(std::string_view command, const RebootStepReport& report, const CliEnv& env) {

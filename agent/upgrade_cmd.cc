@@ -1,5 +1,7 @@
 #include "agent/upgrade_cmd.h"
 
+#include "agent/command_env.h"
+
 #include <curl/curl.h>
 #include <unistd.h>
 
@@ -484,16 +486,6 @@ Result<UpgradeOutcome> runUpgrade(const UpgradeOptions& options, const UpgradeDe
 
 namespace {
 
-std::string envValue(const std::vector<std::string>& environment, std::string_view name) {
-  for (const std::string& entry : environment) {
-    if (entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 &&
-        entry[name.size()] == '=') {
-      return entry.substr(name.size() + 1);
-    }
-  }
-  return {};
-}
-
 bool isHttpUrl(std::string_view url) {
   const auto starts = [&](std::string_view p) {
     return url.size() > p.size() &&
@@ -538,36 +530,24 @@ int runUpgradeCommand(const Config& config, const UpgradeArgs& args, const CliEn
     *env.err << "error: " << e.message() << "\n";
     return kExitFailure;
   };
-  auto process_fs = hostfs::LocalHostFs::open("/", clock);
-  if (!process_fs) return fail(process_fs.error());
-  auto host_fs = hostfs::LocalHostFs::open(host_root, clock);
-  if (!host_fs) return fail(host_fs.error().wrap("--host-root " + host_root));
-
   // The API is only asked when an upgrade is due, but the kubeconfig is read up front.
-  kube::Environment kube_env;
-  for (const char* name : {"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}) {
-    std::string value = envValue(env.environment, name);
-    if (!value.empty()) kube_env[name] = value;
+  CommandClient c;
+  if (auto built = buildCommandClient(
+          c,
+          {.host_root = host_root,
+           .kubeconfig = args.kubeconfig,
+           .connect_timeout = std::chrono::seconds(10),
+           .rest = kube::RestClientOptions{.request_timeout = std::chrono::seconds(30)}},
+          env.environment, clock);
+      !built) {
+    return fail(built.error());
   }
-  char cwd[4096] = {0};
-  std::string working_dir = ::getcwd(cwd, sizeof cwd - 1) != nullptr ? cwd : "/";
-  auto connection = kube::loadConnection({.process_fs = **process_fs,
-                                          .host_fs = **host_fs,
-                                          .env = kube_env,
-                                          .explicit_kubeconfig = args.kubeconfig,
-                                          .working_dir = working_dir});
-  if (!connection) return fail(connection.error());
-  auto transport = kube::CurlTransport::create(std::move(*connection), process_fs->get(), clock,
-                                               {.connect_timeout = std::chrono::seconds(10)});
-  if (!transport) return fail(transport.error());
-  kube::RestClient client(**transport, clock,
-                          kube::RestClientOptions{.request_timeout = std::chrono::seconds(30)});
   auto http = makeCurlHttpFetcher(HttpFetchOptions{});
   base::BoostProcessRunner runner(clock);
 
-  auto outcome = runUpgrade(options, UpgradeDeps{.fs = **host_fs,
+  auto outcome = runUpgrade(options, UpgradeDeps{.fs = *c.host_fs,
                                                  .http = *http,
-                                                 .kube = client,
+                                                 .kube = *c.client,
                                                  .runner = runner,
                                                  .clock = clock});
   if (!outcome) return fail(outcome.error());
