@@ -4,40 +4,27 @@
 // One bus and one mock per suite: the bus socket sits at <root>/run/dbus/system_bus_socket of a
 // temporary directory laid out as a host root whose name needs D-Bus address escaping, so every
 // test also goes through systemBusAddress(root). Tests use unit names of their own, and read the
-// calls from the mock's log from where their test started.
+// calls from the mock's log from where their test started. The bus and the mock are
+// tests/fakes/systemd_bus.h.
 #include "units/systemd_manager.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <systemd/sd-bus.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "base/clock.h"
-#include "base/process.h"
 #include "base/result.h"
-
-extern char** environ;
+#include "tests/fakes/systemd_bus.h"
 
 namespace ekco::units {
 namespace {
@@ -47,83 +34,30 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-constexpr const char* kSystemd = "org.freedesktop.systemd1";
-constexpr const char* kManagerPath = "/org/freedesktop/systemd1";
-constexpr const char* kMockIface = "org.freedesktop.DBus.Mock";
-
-std::string readWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void writeFile(const std::string& path, const std::string& content) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
-}
-
-// Minimal XML escaping for the <listen> element (the address itself is already %-escaped).
-std::string xmlEscape(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    if (c == '&') {
-      out += "&amp;";
-    } else if (c == '<') {
-      out += "&lt;";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::chrono::milliseconds since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                start);
-}
-
-struct BusUnref {
-  void operator()(sd_bus* bus) const { sd_bus_flush_close_unref(bus); }
-};
-
-// The test's own connection, to drive the mock (org.freedesktop.DBus.Mock) and check the bus.
-std::unique_ptr<sd_bus, BusUnref> openBus(const std::string& address, std::string& why) {
-  sd_bus* raw = nullptr;
-  int r = sd_bus_new(&raw);
-  std::unique_ptr<sd_bus, BusUnref> bus(raw);
-  if (r >= 0) r = sd_bus_set_address(raw, address.c_str());
-  if (r >= 0) r = sd_bus_set_bus_client(raw, 1);
-  if (r >= 0) r = sd_bus_start(raw);
-  if (r < 0) {
-    why = std::string("open test bus connection: ") + std::strerror(-r);
-    return nullptr;
-  }
-  return bus;
-}
-
-// Whether a method call succeeded; `why` gets the D-Bus error otherwise.
-bool callOk(int r, sd_bus_error& error, std::string& why) {
-  if (r >= 0) return true;
-  why = error.message != nullptr ? error.message : std::strerror(-r);
-  return false;
 }
 
 class SystemdManagerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     setup_error_ = new std::string();
-    *setup_error_ = startBusAndMock();
+    // A name with a space, a comma and '=' (all %-escaped in D-Bus addresses).
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "ekco units,sd=bus-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      *setup_error_ = "mkdtemp failed";
+      return;
+    }
+    root_ = tmpl;
+    bus_ = new fakes::SystemdBus();
+    *setup_error_ = bus_->start({.root = root_});
   }
 
   static void TearDownTestSuite() {
-    bus_.reset();
-    if (mock_pid_ > 0) {
-      ::kill(mock_pid_, SIGTERM);
-      reap(mock_pid_, 5s);
-      mock_pid_ = -1;
-    }
-    if (daemon_pid_ > 0) {
-      ::kill(daemon_pid_, SIGTERM);  // not our child (--fork): nothing to reap
-      daemon_pid_ = -1;
-    }
+    delete bus_;  // ends the mock and the bus
+    bus_ = nullptr;
     if (!root_.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(root_, ec);
@@ -135,176 +69,24 @@ class SystemdManagerTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_TRUE(setup_error_->empty()) << *setup_error_;
-    log_offset_ = readWholeFile(log_path_).size();
+    log_offset_ = bus_->logSize();
     auto manager = connectSystemd(systemBusAddress(root_));
     ASSERT_TRUE(manager) << manager.error().message();
     manager_ = std::move(*manager);
   }
 
-  // SIGTERM was sent; waits up to `grace`, then SIGKILL.
-  static void reap(pid_t pid, std::chrono::milliseconds grace) {
-    const auto start = std::chrono::steady_clock::now();
-    while (since(start) < grace) {
-      if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
-      std::this_thread::sleep_for(20ms);
-    }
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-
-  // Starts dbus-daemon and the mock; returns what went wrong, or "".
-  static std::string startBusAndMock() {
-    // A name with a space, a comma and '=' (all %-escaped in D-Bus addresses).
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "ekco units,sd=bus-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) return "mkdtemp failed";
-    root_ = tmpl;
-    std::filesystem::create_directories(root_ + "/run/dbus");
-    address_ = systemBusAddress(root_);
-    log_path_ = root_ + "/mock.log";
-
-    const std::string conf = root_ + "/bus.conf";
-    writeFile(conf, R"(<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>)" + xmlEscape(address_) + R"(</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/> <allow own="*"/>
-    <allow send_type="method_call"/> <allow send_type="signal"/>
-    <allow send_type="method_return"/> <allow send_type="error"/>
-    <allow receive_type="method_call"/> <allow receive_type="signal"/>
-    <allow receive_type="method_return"/> <allow receive_type="error"/>
-  </policy>
-</busconfig>
-)");
-
-    // dbus-daemon --fork prints the address and the daemon's pid, then its first process exits.
-    base::SystemClock clock;
-    base::BoostProcessRunner runner(clock);
-    auto daemon = runner.run(base::ProcessRequest{
-        .argv = {"dbus-daemon", "--config-file=" + conf, "--print-address=1", "--print-pid=1",
-                 "--fork"},
-        .timeout = 20s});
-    if (!daemon) return daemon.error().message();
-    if (!daemon->success()) return base::failureError({.argv = {"dbus-daemon"}}, *daemon).message();
-    std::istringstream out(daemon->stdout_data);
-    std::string printed_address;
-    out >> printed_address >> daemon_pid_;
-    if (daemon_pid_ <= 0) return "dbus-daemon printed no pid: " + daemon->stdout_data;
-    printed_address_ = printed_address;
-
-    // The mock, as our child, output to mock.out.
-    const std::string mock_out = root_ + "/mock.out";
-    std::vector<std::string> args = {"/usr/bin/python3", "-m", "dbusmock", "--system", "-t",
-                                     std::string(EKCO_SOURCE_DIR) + "/tests/units/systemd_mock.py",
-                                     "-l", log_path_};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::string bus_env = "DBUS_SYSTEM_BUS_ADDRESS=" + address_;
-    std::vector<char*> envp;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::string_view(*e).starts_with("DBUS_SYSTEM_BUS_ADDRESS=")) continue;
-      envp.push_back(*e);
-    }
-    envp.push_back(bus_env.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, mock_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = ::posix_spawn(&mock_pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      mock_pid_ = -1;
-      return std::string("start dbusmock: ") + std::strerror(rc);
-    }
-
-    // Wait (up to 10 s) until the mock owns org.freedesktop.systemd1.
-    std::string why;
-    bus_ = openBus(address_, why);
-    if (!bus_) return why;
-    const auto start = std::chrono::steady_clock::now();
-    for (;;) {
-      sd_bus_error error = SD_BUS_ERROR_NULL;
-      sd_bus_message* reply = nullptr;
-      int r = sd_bus_call_method(bus_.get(), "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                 "org.freedesktop.DBus", "NameHasOwner", &error, &reply, "s",
-                                 kSystemd);
-      int has_owner = 0;
-      if (r >= 0) r = sd_bus_message_read(reply, "b", &has_owner);
-      sd_bus_message_unref(reply);
-      sd_bus_error_free(&error);
-      if (r < 0) return std::string("NameHasOwner: ") + std::strerror(-r);
-      if (has_owner != 0) return "";
-      if (::waitpid(mock_pid_, nullptr, WNOHANG) == mock_pid_) {
-        mock_pid_ = -1;
-        return "dbusmock exited: " + readWholeFile(mock_out);
-      }
-      if (since(start) > 10s) return "dbusmock did not take the name in 10 s: " + readWholeFile(mock_out);
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-
-  // Mock method: AddMockUnit(name).
-  static void addMockUnit(const std::string& name) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    std::string why;
-    const int r = sd_bus_call_method(bus_.get(), kSystemd, kManagerPath, kMockIface, "AddMockUnit",
-                                     &error, nullptr, "s", name.c_str());
-    EXPECT_TRUE(callOk(r, error, why)) << "AddMockUnit " << name << ": " << why;
-    sd_bus_error_free(&error);
-  }
-
-  // Sets the Timer properties of a mock *.timer unit (Mock.UpdateProperties on its object).
+  static void addMockUnit(const std::string& name) { bus_->addMockUnit(name); }
   static void setTimer(const std::string& name, std::uint64_t next, std::uint64_t last) {
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message* reply = nullptr;
-    std::string why;
-    int r = sd_bus_call_method(bus_.get(), kSystemd, kManagerPath,
-                               "org.freedesktop.systemd1.Manager", "GetUnit", &error, &reply, "s",
-                               name.c_str());
-    const char* path = nullptr;
-    if (r >= 0) r = sd_bus_message_read(reply, "o", &path);
-    if (callOk(r, error, why)) {
-      sd_bus_error_free(&error);
-      r = sd_bus_call_method(bus_.get(), kSystemd, path, kMockIface, "UpdateProperties", &error,
-                             nullptr, "sa{sv}", "org.freedesktop.systemd1.Timer", 2,
-                             "NextElapseUSecRealtime", "t", next, "LastTriggerUSec", "t", last);
-      EXPECT_TRUE(callOk(r, error, why)) << "UpdateProperties " << name << ": " << why;
-    } else {
-      ADD_FAILURE() << "GetUnit " << name << ": " << why;
-    }
-    sd_bus_message_unref(reply);
-    sd_bus_error_free(&error);
+    bus_->setTimer(name, next, last);
   }
-
-  // The mock's log since this test started: calls of `method`, as `method "arg" ...` (the mock
-  // writes a line before it runs the method, so a call that returned is there).
+  // The mock's calls of `method` since this test started.
   std::vector<std::string> calls(const std::string& method) const {
-    std::vector<std::string> out;
-    std::istringstream in(readWholeFile(log_path_).substr(log_offset_));
-    std::string line;
-    while (std::getline(in, line)) {
-      const auto space = line.find(' ');
-      if (space == std::string::npos) continue;
-      const std::string call = line.substr(space + 1);
-      if (call == method || call.starts_with(method + " ")) out.push_back(call);
-    }
-    return out;
+    return bus_->calls(method, log_offset_);
   }
 
   static inline std::string* setup_error_ = nullptr;
   static inline std::string root_{};
-  static inline std::string address_{};
-  static inline std::string printed_address_{};
-  static inline std::string log_path_{};
-  static inline pid_t daemon_pid_ = -1;
-  static inline pid_t mock_pid_ = -1;
-  static inline std::unique_ptr<sd_bus, BusUnref> bus_{};
+  static inline fakes::SystemdBus* bus_ = nullptr;
 
   std::size_t log_offset_ = 0;
   std::unique_ptr<SystemdManager> manager_{};
@@ -343,8 +125,9 @@ TEST_F(SystemdManagerTest, BusListensAtTheEscapedHostRootAddress) {
   struct stat st{};
   ASSERT_EQ(::stat((root_ + "/run/dbus/system_bus_socket").c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
-  EXPECT_EQ(printed_address_.substr(0, printed_address_.find(",guid=")), address_);
-  EXPECT_THAT(address_, HasSubstr("ekco%20units%2csd%3dbus-"));
+  const std::string& printed = bus_->printedAddress();
+  EXPECT_EQ(printed.substr(0, printed.find(",guid=")), bus_->address());
+  EXPECT_THAT(bus_->address(), HasSubstr("ekco%20units%2csd%3dbus-"));
 }
 
 TEST_F(SystemdManagerTest, Reload) {

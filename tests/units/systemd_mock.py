@@ -202,18 +202,18 @@ def AddMockUnit(self, name):
     _add_unit(self, str(name))
 
 
-def _add_unit(self, name):
+def _add_unit(mock, name):
     path = _unit_path(name)
-    self.AddObject(path, UNIT_IFACE, {
+    mock.AddObject(path, UNIT_IFACE, {
         'Id': name, 'Names': dbus.Array([name], signature='s'), 'LoadState': 'loaded',
         'ActiveState': 'inactive', 'SubState': 'dead',
-        'UnitFileState': 'enabled' if name in self.enabled else 'disabled',
+        'UnitFileState': 'enabled' if name in mock.enabled else 'disabled',
     }, [])
     if name.endswith('.timer'):
         mockobject.objects[path].AddProperties(TIMER_IFACE, {
             'NextElapseUSecRealtime': dbus.UInt64(0), 'LastTriggerUSec': dbus.UInt64(0),
         })
-    self.units[name] = path
+    mock.units[name] = path
 
 
 def _load_unit_files(mock):
@@ -228,9 +228,7 @@ def _load_unit_files(mock):
         names = set()
     for name in sorted(names):
         if name in mock.units:
-            if name in mock.from_files:
-                mockobject.objects[mock.units[name]].UpdateProperties(
-                    UNIT_IFACE, {'LoadState': 'loaded'})
+            _set_load_state(mock, name, 'loaded')
             continue
         if name in mock.not_found:
             # LoadUnit was asked for it before its file existed: now it is a real unit.
@@ -238,7 +236,13 @@ def _load_unit_files(mock):
         _add_unit(mock, name)
         mock.from_files.add(name)
     for name in sorted(mock.from_files - names):
-        mockobject.objects[mock.units[name]].UpdateProperties(UNIT_IFACE, {'LoadState': 'not-found'})
+        _set_load_state(mock, name, 'not-found')
+
+
+def _set_load_state(mock, name, state):
+    unit = mockobject.objects[mock.units[name]]
+    if name in mock.from_files and unit.props[UNIT_IFACE]['LoadState'] != state:
+        unit.UpdateProperties(UNIT_IFACE, {'LoadState': state})
 
 
 _DAYS = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun']
