@@ -12,6 +12,8 @@
 #include "agent/health_server.h"
 #include "agent/host_checks.h"
 #include "agent/host_units.h"
+#include "agent/purge_dead_nodes.h"
+#include "kube/exec.h"
 #include "agent/internal_lb.h"
 #include "agent/leader_election.h"
 #include "agent/manager.h"
@@ -163,6 +165,7 @@ class Agent::Impl {
   void notifySystemd(const Health& ready, bool first_ready, bool watchdog);
   void initInternalLb();
   void initClearNodes();
+  void initPurgeDeadNodes();
   ObservedApiservers observeApiservers() const;
   // f(name, RunningInformer&) for each internal load balancer cache (none when disabled);
   // Self is Impl or const Impl.
@@ -197,6 +200,9 @@ class Agent::Impl {
   std::shared_ptr<HostUnitsController> host_units_;
   // Leader: force-deletes pods stuck terminating on dead nodes (clear_dead_nodes).
   std::shared_ptr<ClearNodesController> clear_nodes_;
+  // Leader: purges dead nodes (purge_dead_nodes); exec runs ceph in the Rook tools pod.
+  std::unique_ptr<kube::WebSocketExecutor> exec_;
+  std::shared_ptr<PurgeDeadNodesController> purge_dead_nodes_;
   RunningInformer<kube::NodeRecord> own_node_;
   RunningInformer<kube::PodRecord> own_pods_;
   // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
@@ -408,7 +414,50 @@ base::Status Agent::Impl::init() {
     initClearNodes();
     EKCO_TRY(manager_->add(Scope::kLeader, clear_nodes_));
   }
+  if (c.purge_dead_nodes) {
+    initPurgeDeadNodes();
+    EKCO_TRY(manager_->add(Scope::kLeader, purge_dead_nodes_));
+  }
   return base::ok();
+}
+
+void Agent::Impl::initPurgeDeadNodes() {
+  const Config& c = options_.config;
+  exec_ = std::make_unique<kube::WebSocketExecutor>(connection_);
+  purge_dead_nodes_ = std::make_shared<PurgeDeadNodesController>(
+      [this] {
+        ObservedNodes observed;
+        std::lock_guard lock(leader_caches_mu_);
+        if (!all_nodes_.informer) return observed;
+        observed.synced = all_nodes_.informer->synced();
+        observed.nodes = all_nodes_.informer->list();
+        return observed;
+      },
+      [this](const std::string& node, PurgeOptions options) {
+        options.event = [this, node](const std::string& reason, const std::string& message) {
+          auto recorded = client_->recordEvent({.involved_resource = kube::resources::kNodes,
+                                                .involved_name = node,
+                                                .reason = reason,
+                                                .message = message});
+          if (!recorded) errors_.report("event", recorded.error().message());
+        };
+        actions_->inc({"node_purge"});
+        return purgeNode({.client = *client_, .exec = *exec_, .fs = *host_fs_, .clock = clock_},
+                         node, options);
+      },
+      clock_,
+      PurgeDeadNodesOptions{
+          .self = options_.node_name,
+          .node_unreachable_toleration = c.node_unreachable_toleration,
+          .min_ready_master_nodes = c.min_ready_master_nodes,
+          .min_ready_worker_nodes = c.min_ready_worker_nodes,
+          .storm_guard_percent = c.storm_guard_percent,
+          .purge = {.certificates_dir = c.certificates_dir,
+                    .maintain_rook_storage_nodes = c.maintain_rook_storage_nodes,
+                    .dry_run = options_.dry_run,
+                    .allow_healthy_etcd_member = false,
+                    .may_continue = [this] { return elector_->isLeaderFresh(); },
+                    .event = {}}});
 }
 
 void Agent::Impl::initClearNodes() {
@@ -686,6 +735,7 @@ json Agent::Impl::status() const {
   out["internal_load_balancer"] = internal_lb_ ? internal_lb_->status() : json(nullptr);
   out["host_units"] = host_units_->status();
   out["clear_nodes"] = clear_nodes_ ? clear_nodes_->status() : json(nullptr);
+  out["purge_dead_nodes"] = purge_dead_nodes_ ? purge_dead_nodes_->status() : json(nullptr);
   return out;
 }
 

@@ -1,0 +1,122 @@
+#include "agent/purge_dead_nodes.h"
+
+#include "base/log.h"
+#include "kube/timestamp.h"
+
+namespace ekco::agent {
+
+using nlohmann::json;
+
+PurgeDeadNodesController::PurgeDeadNodesController(std::function<ObservedNodes()> observe,
+                                                   PurgeFn purge, const base::Clock& clock,
+                                                   PurgeDeadNodesOptions options)
+    : observe_(std::move(observe)),
+      purge_(std::move(purge)),
+      clock_(clock),
+      options_(std::move(options)) {}
+
+PurgeGuardInput PurgeDeadNodesController::guardInput(const ObservedNodes& observed,
+                                                     const std::string& target) const {
+  return {.nodes = observed.nodes,
+          .target = target,
+          .self = options_.self,
+          .automatic = true,
+          .min_ready_master_nodes = options_.min_ready_master_nodes,
+          .min_ready_worker_nodes = options_.min_ready_worker_nodes,
+          .now = clock_.wallNow(),
+          .node_unreachable_toleration = options_.node_unreachable_toleration,
+          .storm_guard_percent = options_.storm_guard_percent};
+}
+
+base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
+  ReconcileResult result;
+  const ObservedNodes observed = observe_();
+  if (!observed.synced) {
+    result.summary = "waiting for the node cache";
+    result.requeue_after = std::chrono::milliseconds(250);
+    return result;
+  }
+  const auto now = clock_.wallNow();
+  std::map<std::string, std::string> held;
+  std::optional<std::string> chosen;
+  std::optional<base::WallTime> next_dead;
+  for (const auto& node : observed.nodes) {
+    const auto dead_at = deadAt(node, options_.node_unreachable_toleration);
+    if (!dead_at) continue;
+    if (*dead_at > now) {
+      if (!next_dead || *dead_at < *next_dead) next_dead = *dead_at;
+      continue;
+    }
+    const std::string name = node.name.str();
+    if (auto refused = purgeRefusal(guardInput(observed, name))) {
+      held[name] = *refused;
+      continue;
+    }
+    if (options_.purge.dry_run && planned_.count(name) != 0) {
+      held[name] = "dry run: plan already logged";
+      continue;
+    }
+    if (!chosen) chosen = name;
+  }
+  if (next_dead) {
+    result.requeue_after = std::chrono::ceil<std::chrono::milliseconds>(*next_dead - now);
+  }
+  {
+    std::lock_guard lock(mu_);
+    held_ = held;
+  }
+  if (!chosen) {
+    result.summary = held.empty() ? "no dead node to purge"
+                                  : std::to_string(held.size()) + " dead node(s) held back";
+    return result;
+  }
+
+  // The guards again, on a fresh look, right before acting.
+  const ObservedNodes again = observe_();
+  if (auto refused = purgeRefusal(guardInput(again, *chosen))) {
+    result.summary = "not purging " + *chosen + ": " + *refused;
+    result.requeue_after = std::chrono::milliseconds(0);
+    return result;
+  }
+  base::logInfo(options_.purge.dry_run ? "dry run: would purge dead node" : "purging dead node",
+                {{"node", *chosen}});
+  auto report = purge_(*chosen, options_.purge);
+  json entry = {{"node", *chosen},
+                {"at", kube::formatRfc3339(clock_.wallNow())},
+                {"dry_run", options_.purge.dry_run}};
+  if (!report) {
+    entry["error"] = report.error().message();
+    std::lock_guard lock(mu_);
+    history_.push_back(std::move(entry));
+    if (history_.size() > 20) history_.erase(history_.begin());
+    return report.error().wrap("purge " + *chosen);
+  }
+  entry["actions"] = report->actions;
+  entry["warnings"] = report->warnings;
+  {
+    std::lock_guard lock(mu_);
+    history_.push_back(entry);
+    if (history_.size() > 20) history_.erase(history_.begin());
+  }
+  if (options_.purge.dry_run) {
+    planned_.insert(*chosen);
+    std::string plan;
+    for (const auto& a : report->actions) plan += a + "\n";
+    result.plan = plan;
+    result.summary = "dry run: would purge " + *chosen;
+  } else {
+    result.summary = "purged " + *chosen;
+  }
+  // Another dead node may be waiting: look again at once.
+  result.requeue_after = std::chrono::milliseconds(0);
+  return result;
+}
+
+json PurgeDeadNodesController::status() const {
+  std::lock_guard lock(mu_);
+  json held = json::object();
+  for (const auto& [node, why] : held_) held[node] = why;
+  return {{"held", held}, {"history", history_}};
+}
+
+}  // namespace ekco::agent
