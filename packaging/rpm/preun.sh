@@ -1,0 +1,6 @@
+# ekco: before erase ($1 = 0) stop and disable the agent; nothing on upgrade.
+if [ "$1" -eq 0 ] && [ -d /run/systemd/system ]; then
+  systemctl stop ekco-agent.service >/dev/null 2>&1 || true
+  systemctl disable ekco-agent.service >/dev/null 2>&1 || true
+fi
+exit 0
