@@ -434,6 +434,16 @@ void Agent::Impl::initPurgeDeadNodes() {
         return observed;
       },
       [this](const std::string& node, PurgeOptions options) {
+        // Clear before purge (EKCO's order): both controllers wake at the same threshold and run
+        // one at a time on the leader worker, in an order that depends on sub-millisecond timing.
+        // Were the purge first, the Node would be gone before clear-nodes (which only looks at
+        // existing nodes) force-deleted its stuck pods, and they would stay. Same worker thread:
+        // never concurrent with the manager's own run of clear-nodes.
+        if (clear_nodes_) {
+          if (auto cleared = clear_nodes_->reconcile(); !cleared) {
+            errors_.report("clear before purge", cleared.error().message());
+          }
+        }
         options.event = [this, node](const std::string& reason, const std::string& message) {
           auto recorded = client_->recordEvent({.involved_resource = kube::resources::kNodes,
                                                 .involved_name = node,
