@@ -77,8 +77,18 @@ class Purge {
       if (!record) return std::move(record).error().wrap("node " + name_);
       node = std::move(*record);
       uid_ = node->uid;
-      if (!options_.dry_run) EKCO_TRY(mark("started"));
     }
+
+    // Pre-flight: a control-plane node's etcd member must be removable before anything else is
+    // touched, or the purge would stop at step 3 with steps 1 and 2 done.
+    if (!node || node->control_plane) {
+      auto known = removeFromKubeadmConfig(deps_.client, name_, /*dry_run=*/true);
+      if (!known) return std::move(known).error();
+      std::string address = known->removed_address;
+      if (address.empty() && node) address = std::string(node->address("InternalIP"));
+      if (!address.empty()) EKCO_TRY(removeEtcdMember(address, known->remaining_addresses, true));
+    }
+    if (node && !options_.dry_run) EKCO_TRY(mark("started"));
 
     // 1. Rook. As in EKCO a failure is a warning: the OSD Deployment stays and says what to clean.
     if (options_.maintain_rook_storage_nodes) {
@@ -184,7 +194,10 @@ class Purge {
     return known;
   }
 
-  base::Status removeEtcdMember(const std::string& address, std::vector<std::string> remaining) {
+  // `check_only`: decide, act on nothing (the pre-flight before step 1, so a purge whose etcd
+  // step would be refused does not start with the Rook and kubeadm steps).
+  base::Status removeEtcdMember(const std::string& address, std::vector<std::string> remaining,
+                                bool check_only = false) {
     auto others = otherMemberAddresses(std::move(remaining));
     if (!others) return std::move(others).error();
     if (others->empty()) {
@@ -205,7 +218,7 @@ class Purge {
     }
     etcd::RemovalPlan plan = etcd::planMemberRemoval(*members, address, healthy);
     if (!plan.member) {
-      report_.actions.push_back("etcd: " + plan.reason);
+      if (!check_only) report_.actions.push_back("etcd: " + plan.reason);
       return base::ok();
     }
     const bool quorum_holds = plan.voting_members > 0 && plan.healthy_remaining >= plan.quorum;
@@ -214,9 +227,13 @@ class Purge {
       return Error("etcd member of " + name_ + " not removed: " + plan.reason,
                    ErrorCode::kUnavailable);
     }
+    if (check_only) return base::ok();
     const std::string what = "etcd member " + etcd::describeMember(*plan.member);
     if (options_.dry_run) {
-      report_.actions.push_back("would remove " + what + " (" + plan.reason + ")");
+      std::string through;
+      for (const auto& e : certs->endpoints) through += (through.empty() ? "" : ", ") + e;
+      report_.actions.push_back("would remove " + what + " through " + through + " (" +
+                                plan.reason + ")");
       return base::ok();
     }
     auto removed = client->removeMember(plan.member->id);

@@ -274,10 +274,11 @@ TEST_F(PurgeTest, AHealthyMemberIsNeverRemovedAutomatically) {
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message(), HasSubstr("etcd member of cp-3 not removed"));
   EXPECT_TRUE(etcd_.removed.empty());
-  // The Node stays (the purge can be resumed), with the progress recorded on it.
+  // Refused before anything was touched: kubeadm-config and the Node as they were.
+  EXPECT_EQ(clusterStatus(), kClusterStatus);
   auto node = server_->get("nodes", "", "cp-3");
   ASSERT_TRUE(node);
-  EXPECT_EQ((*node)["metadata"]["annotations"].value(std::string(kPurgeStepAnnotation), ""), "kubeadm");
+  EXPECT_FALSE((*node)["metadata"].contains("annotations"));
   // `ekco purge-node` may remove a live member while quorum holds.
   auto manual = purgeNode(deps(), "cp-3", {.allow_healthy_etcd_member = true});
   ASSERT_TRUE(manual) << manual.error().message();
@@ -302,6 +303,7 @@ TEST_F(PurgeTest, DryRunChangesNothingAndShowsThePlan) {
   for (const auto& a : r->actions) plan += a + "\n";
   EXPECT_THAT(plan, HasSubstr("would remove cp-3 (10.0.0.3) from kube-system/kubeadm-config"));
   EXPECT_THAT(plan, HasSubstr("would remove etcd member"));
+  EXPECT_THAT(plan, HasSubstr("through https://10.0.0.1:2379, https://10.0.0.2:2379"));
   EXPECT_THAT(plan, HasSubstr("would delete node cp-3"));
   EXPECT_FALSE((*server_->get("nodes", "", "cp-3"))["metadata"].contains("annotations"));
 }
