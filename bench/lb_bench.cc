@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "bench/bench_support.h"
 #include "kube/curl_transport.h"
 #include "kube/resource.h"
 #include "kube/rest_client.h"
@@ -63,108 +64,19 @@ extern char** environ;
 
 namespace {
 
+using ekco::bench::eventually;
+using ekco::bench::fail;
+using ekco::bench::Failure;
+using ekco::bench::g_children;
+using ekco::bench::readFile;
+using ekco::bench::vmRssKib;
+
 using namespace ekco;  // NOLINT
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// ---------------------------------------------------------------------------------------------
-// Child processes and cleanup.
-
-// Every child started, and the work directory: what the cleanup (normal exit, failure or a
-// signal) must undo.
-class Children {
- public:
-  // Starts args[0] (a path) with stdout and stderr appended to log_path, in a new process group,
-  // with an empty signal mask (this process blocks the termination signals).
-  pid_t spawn(std::vector<std::string> args, const std::string& log_path) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-    posix_spawnattr_setpgroup(&attr, 0);
-    pid_t pid = -1;
-    std::lock_guard lock(mu_);
-    const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return -1;
-    pids_.push_back(pid);
-    return pid;
-  }
-
-  void setWorkDir(fs::path dir, bool keep) {
-    std::lock_guard lock(mu_);
-    work_dir_ = std::move(dir);
-    keep_ = keep;
-  }
-
-  // SIGKILL to every child's process group (HAProxy's workers too), reap, remove the work
-  // directory. Idempotent.
-  void cleanup() {
-    std::lock_guard lock(mu_);
-    for (pid_t pid : pids_) ::kill(-pid, SIGKILL);
-    for (pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
-    pids_.clear();
-    if (!work_dir_.empty() && !keep_) {
-      std::error_code ec;
-      fs::remove_all(work_dir_, ec);
-    }
-    work_dir_.clear();
-  }
-
-  // True while the child runs (reaps it when it has exited).
-  bool running(pid_t pid) {
-    int status = 0;
-    return ::waitpid(pid, &status, WNOHANG) == 0;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<pid_t> pids_;
-  fs::path work_dir_;
-  bool keep_ = false;
-};
-
-Children g_children;
-
-// The termination signals are blocked in every thread; this one waits for them, cleans up and
-// exits.
-void startSignalThread(const sigset_t& set) {
-  std::thread([set] {
-    int sig = 0;
-    if (sigwait(&set, &sig) != 0) return;
-    std::fprintf(stderr, "ekco-bench-lb: signal %d, cleaning up\n", sig);
-    g_children.cleanup();
-    std::_Exit(128 + sig);
-  }).detach();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Helpers.
-
-struct Failure {
-  std::string message{};
-};
-
-[[noreturn]] void fail(const std::string& message) { throw Failure{message}; }
-
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // A loopback port nobody listens on right now.
 std::uint16_t freePort() {
@@ -177,16 +89,6 @@ std::uint16_t freePort() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
-}
-
-template <typename F>
-bool eventually(F pred, Clock::duration timeout, milliseconds every = milliseconds(20)) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(every);
-  }
-  return pred();
 }
 
 json configMap(const std::string& name, const std::string& who) {
@@ -213,15 +115,6 @@ json node(const std::string& name) {
           {"kind", "Node"},
           {"metadata", {{"name", name}}},
           {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-}
-
-long vmRssKib(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return 0;
 }
 
 double msSince(Clock::time_point t0, Clock::time_point t) {
@@ -557,7 +450,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  startSignalThread(set);
+  ekco::bench::startSignalThread(set, "ekco-bench-lb");
 
   int rc = 1;
   try {
