@@ -166,6 +166,8 @@ class Agent::Impl {
   void initInternalLb();
   void initClearNodes();
   void initPurgeDeadNodes();
+  // The leader's node cache, for the leader controllers (not synced while not leading).
+  ObservedNodes observeClusterNodes() const;
   ObservedApiservers observeApiservers() const;
   // f(name, RunningInformer&) for each internal load balancer cache (none when disabled);
   // Self is Impl or const Impl.
@@ -421,18 +423,20 @@ base::Status Agent::Impl::init() {
   return base::ok();
 }
 
+ObservedNodes Agent::Impl::observeClusterNodes() const {
+  ObservedNodes observed;
+  std::lock_guard lock(leader_caches_mu_);
+  if (!all_nodes_.informer) return observed;
+  observed.synced = all_nodes_.informer->synced();
+  observed.nodes = all_nodes_.informer->list();
+  return observed;
+}
+
 void Agent::Impl::initPurgeDeadNodes() {
   const Config& c = options_.config;
   exec_ = std::make_unique<kube::WebSocketExecutor>(connection_);
   purge_dead_nodes_ = std::make_shared<PurgeDeadNodesController>(
-      [this] {
-        ObservedNodes observed;
-        std::lock_guard lock(leader_caches_mu_);
-        if (!all_nodes_.informer) return observed;
-        observed.synced = all_nodes_.informer->synced();
-        observed.nodes = all_nodes_.informer->list();
-        return observed;
-      },
+      [this] { return observeClusterNodes(); },
       [this](const std::string& node, PurgeOptions options) {
         // Clear before purge (EKCO's order): both controllers wake at the same threshold and run
         // one at a time on the leader worker, in an order that depends on sub-millisecond timing.
@@ -473,14 +477,7 @@ void Agent::Impl::initPurgeDeadNodes() {
 void Agent::Impl::initClearNodes() {
   const Config& c = options_.config;
   clear_nodes_ = std::make_shared<ClearNodesController>(
-      [this] {
-        ObservedNodes observed;
-        std::lock_guard lock(leader_caches_mu_);
-        if (!all_nodes_.informer) return observed;
-        observed.synced = all_nodes_.informer->synced();
-        observed.nodes = all_nodes_.informer->list();
-        return observed;
-      },
+      [this] { return observeClusterNodes(); },
       [this] {
         std::vector<kube::PodRecord> pods;
         std::lock_guard lock(leader_caches_mu_);

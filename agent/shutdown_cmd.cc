@@ -532,6 +532,26 @@ base::Status buildClient(CommandClient& out, const ShutdownArgs& args, const std
                             env.environment, clock);
 }
 
+// The start of both commands: this node's name and the host root. An exit code (after the
+// one-line error) when either is not usable.
+std::optional<int> prepare(std::string_view command, const ShutdownArgs& args, const CliEnv& env,
+                           const base::Clock& clock, std::string& node, CommandClient& c) {
+  auto resolved =
+      resolveNodeName(args.node_name, envValue(env.environment, "NODE_NAME"), hostName());
+  if (!resolved) {
+    *env.err << "error: " << resolved.error().message() << "\n";
+    return kExitUsage;
+  }
+  node = *resolved;
+  auto host_fs = openHostRoot(args.host_root, clock);
+  if (!host_fs) {
+    *env.err << "error: " << command << ": " << host_fs.error().message() << "\n";
+    return kExitFailure;
+  }
+  c.host_fs = std::move(*host_fs);
+  return std::nullopt;
+}
+
 int printFailures(std::string_view command, const RebootStepReport& report, const CliEnv& env) {
   for (const std::string& f : report.failures) {
     *env.err << "error: " << command << ": " << f << "\n";
@@ -581,25 +601,16 @@ RebootStepReport startupNode(kube::KubeClient& client, const base::Clock& clock,
 }
 
 int runShutdownCommand(const Config& config, const ShutdownArgs& args, const CliEnv& env) {
-  auto node = resolveNodeName(args.node_name, envValue(env.environment, "NODE_NAME"), hostName());
-  if (!node) {
-    *env.err << "error: " << node.error().message() << "\n";
-    return kExitUsage;
-  }
   base::SystemClock clock;
   CommandClient c;
-  auto host_fs = openHostRoot(args.host_root, clock);
-  if (!host_fs) {
-    *env.err << "error: shutdown: " << host_fs.error().message() << "\n";
-    return kExitFailure;
-  }
-  c.host_fs = std::move(*host_fs);
-  if (auto built = buildClient(c, args, *node, env, clock); !built) {
+  std::string node_name;
+  if (auto code = prepare("shutdown", args, env, clock, node_name, c)) return *code;
+  if (auto built = buildClient(c, args, node_name, env, clock); !built) {
     *env.err << "error: shutdown: " << built.error().message() << "\n";
     return kExitFailure;
   }
   ShutdownOptions options;
-  options.node_name = *node;
+  options.node_name = node_name;
   options.excluded_namespaces = config.shutdown_excluded_namespaces;
   options.unmount_timeout = config.shutdown_unmount_timeout;
   options.dry_run = args.dry_run;
@@ -607,19 +618,10 @@ int runShutdownCommand(const Config& config, const ShutdownArgs& args, const Cli
 }
 
 int runStartupCommand(const Config& config, const StartupArgs& args, const CliEnv& env) {
-  auto node = resolveNodeName(args.node_name, envValue(env.environment, "NODE_NAME"), hostName());
-  if (!node) {
-    *env.err << "error: " << node.error().message() << "\n";
-    return kExitUsage;
-  }
   base::SystemClock clock;
   CommandClient c;
-  auto host_fs = openHostRoot(args.host_root, clock);
-  if (!host_fs) {
-    *env.err << "error: startup: " << host_fs.error().message() << "\n";
-    return kExitFailure;
-  }
-  c.host_fs = std::move(*host_fs);
+  std::string node_name;
+  if (auto code = prepare("startup", args, env, clock, node_name, c)) return *code;
   auto joined = nodeJoined(*c.host_fs);
   if (!joined) {
     *env.err << "error: startup: " << joined.error().message() << "\n";
@@ -628,15 +630,15 @@ int runStartupCommand(const Config& config, const StartupArgs& args, const CliEn
   if (!*joined) {
     base::logInfo("startup: the node never joined a cluster (no /etc/kubernetes/kubelet.conf); "
                   "nothing to do",
-                  {{"node", *node}});
+                  {{"node", node_name}});
     return kExitOk;
   }
-  if (auto built = buildClient(c, args, *node, env, clock); !built) {
+  if (auto built = buildClient(c, args, node_name, env, clock); !built) {
     *env.err << "error: startup: " << built.error().message() << "\n";
     return kExitFailure;
   }
   StartupOptions options;
-  options.node_name = *node;
+  options.node_name = node_name;
   options.api_timeout = config.startup_api_timeout;
   options.dry_run = args.dry_run;
   return printFailures("startup", startupNode(*c.client, clock, options), env);
