@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <exception>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <mutex>
 #include <string>
@@ -136,6 +138,29 @@ inline long vmRssKib(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
   }
   return 0;
+}
+
+// A benchmark's main after its flags are parsed: the termination signals go to the cleanup
+// thread (the mask is inherited by every thread started from here on; children get an empty
+// mask), `run` runs, a failure is one line on stderr, and every child is killed and reaped.
+inline int runBench(const char* program, const std::function<int()>& run) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  startSignalThread(set, program);
+  int rc = 1;
+  try {
+    rc = run();
+  } catch (const Failure& f) {
+    std::fprintf(stderr, "%s: %s\n", program, f.message.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+  }
+  g_children.cleanup();
+  return rc;
 }
 
 }  // namespace ekco::bench

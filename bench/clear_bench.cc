@@ -501,25 +501,5 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", opt.work_dir, "use (and keep) this directory instead of a temp dir");
   app.add_flag("--keep", opt.keep, "keep the temp directory (logs) afterwards");
   CLI11_PARSE(app, argc, argv);
-
-  // Termination signals go to the cleanup thread (the mask is inherited by every thread started
-  // from here on; the agent gets an empty mask).
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  ekco::bench::startSignalThread(set, "ekco-bench-clear");
-
-  int rc = 1;
-  try {
-    rc = run(opt);
-  } catch (const Failure& f) {
-    std::fprintf(stderr, "ekco-bench-clear: %s\n", f.message.c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ekco-bench-clear: %s\n", e.what());
-  }
-  g_children.cleanup();
-  return rc;
+  return ekco::bench::runBench("ekco-bench-clear", [&] { return run(opt); });
 }

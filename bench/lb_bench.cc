@@ -441,25 +441,5 @@ int main(int argc, char** argv) {
   app.add_option("--stable-ms", opt.stable_ms, "all-new answers for this long end a sample");
   app.add_option("--timeout", opt.timeout_s, "seconds a change may take on a node");
   CLI11_PARSE(app, argc, argv);
-
-  // Termination signals go to the cleanup thread (the mask is inherited by every thread started
-  // from here on; children get an empty mask).
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  ekco::bench::startSignalThread(set, "ekco-bench-lb");
-
-  int rc = 1;
-  try {
-    rc = run(opt);
-  } catch (const Failure& f) {
-    std::fprintf(stderr, "ekco-bench-lb: %s\n", f.message.c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ekco-bench-lb: %s\n", e.what());
-  }
-  g_children.cleanup();
-  return rc;
+  return ekco::bench::runBench("ekco-bench-lb", [&] { return run(opt); });
 }
