@@ -1,5 +1,6 @@
 // ekco-kubesim: the test API server as a program, for scripts/demo and by-hand runs.
 //   ekco-kubesim --listen 127.0.0.1:PORT --kubeconfig-out FILE [--load FILE.yaml]...
+//     [--token TOKEN=USER[,GROUP...]]... [--token-kubeconfig-out TOKEN=FILE]...
 // Runs until SIGTERM or SIGINT, then exits 0.
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
   int generate_pods = 0;
   int bookmark_ms = 1000;
   std::size_t history_window = 10000;
+  std::vector<std::string> tokens;
+  std::vector<std::string> token_kubeconfigs;
+  std::size_t request_log_limit = 100000;
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: ephemeral)");
   app.add_option("--kubeconfig-out", kubeconfig_out, "where to write the kubeconfig")->required();
   app.add_option("--load", loads, "YAML/JSON file of objects to preload (repeatable)");
@@ -58,6 +62,13 @@ int main(int argc, char** argv) {
   app.add_option("--generate-pods", generate_pods, "generate M pods spread over the nodes");
   app.add_option("--bookmark-interval-ms", bookmark_ms, "interval of watch BOOKMARK events");
   app.add_option("--history-window", history_window, "watch events kept for resuming watches");
+  app.add_option("--token", tokens,
+                 "accept bearer token TOKEN as USER (extra groups after commas), authorized by "
+                 "RBAC from the store (repeatable)");
+  app.add_option("--token-kubeconfig-out", token_kubeconfigs,
+                 "TOKEN=FILE: write a kubeconfig that authenticates with TOKEN (repeatable)");
+  app.add_option("--request-log-limit", request_log_limit,
+                 "request log records kept (GET /kubesim/v1/request-log)");
   CLI11_PARSE(app, argc, argv);
 
   auto colon = listen.rfind(':');
@@ -99,6 +110,36 @@ int main(int argc, char** argv) {
       .drop_watch_after = std::chrono::milliseconds(static_cast<long>(drop_after_seconds * 1000))};
   options.bookmark_interval = std::chrono::milliseconds(bookmark_ms);
   options.history_window = history_window;
+  options.request_log_limit = request_log_limit;
+  for (const std::string& spec : tokens) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return fail("--token: expected TOKEN=USER[,GROUP...], got " + spec);
+    }
+    ekco::kubesim::TokenUser user{.token = spec.substr(0, eq), .user = {}, .groups = {}};
+    std::string rest = spec.substr(eq + 1);
+    for (std::size_t start = 0;;) {
+      auto comma = rest.find(',', start);
+      std::string part = rest.substr(start, comma == std::string::npos ? comma : comma - start);
+      if (user.user.empty()) {
+        user.user = part;
+      } else if (!part.empty()) {
+        user.groups.push_back(part);
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (user.user.empty()) return fail("--token: empty user in " + spec);
+    options.tokens.push_back(std::move(user));
+  }
+  std::vector<std::pair<std::string, std::string>> token_files;
+  for (const std::string& spec : token_kubeconfigs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return fail("--token-kubeconfig-out: expected TOKEN=FILE, got " + spec);
+    }
+    token_files.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+  }
 
   // Block the signals before any thread starts, so only sigwait below receives them.
   sigset_t signals;
@@ -109,6 +150,10 @@ int main(int argc, char** argv) {
 
   auto server = ekco::kubesim::Server::start(std::move(options));
   if (!server) return fail(server.error().message());
+  for (const auto& [token, file] : token_files) {
+    auto written = (*server)->writeTokenKubeconfig(file, token);
+    if (!written) return fail(written.error().message());
+  }
   std::printf("ekco-kubesim: serving %s, kubeconfig %s\n", (*server)->url().c_str(),
               (*server)->kubeconfigPath().c_str());
   std::fflush(stdout);

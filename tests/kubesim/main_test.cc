@@ -84,6 +84,47 @@ TEST_F(ProgramTest, ServesLoadedAndGeneratedObjectsUntilSigtermThenExitsZero) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+TEST_F(ProgramTest, TokenFlagsAuthenticateAServiceAccountUnderRbac) {
+  if (!std::filesystem::exists(kKubectl)) GTEST_SKIP() << kKubectl << " is not installed";
+  std::string kubeconfig = (dir_ / "kubeconfig").string();
+  std::string token_kubeconfig = (dir_ / "ekco.kubeconfig").string();
+  spawn({"--listen", "127.0.0.1:0", "--kubeconfig-out", kubeconfig, "--load",
+         std::string(KUBESIM_TESTDATA_DIR) + "/cluster.yaml", "--token",
+         "s3cret=system:serviceaccount:kurl:ekco", "--token-kubeconfig-out",
+         "s3cret=" + token_kubeconfig});
+  for (int i = 0; i < 200 && !std::filesystem::exists(token_kubeconfig); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_TRUE(std::filesystem::exists(token_kubeconfig));
+  auto r = runner_.run({.argv = {kKubectl, "--kubeconfig", token_kubeconfig, "--cache-dir",
+                                 (dir_ / "cache").string(), "get", "nodes"},
+                        .inherit_env = true,
+                        .env = {{"HOME", dir_.string()}},
+                        .stdin_data = "",
+                        .working_dir = "",
+                        .timeout = std::chrono::seconds(20),
+                        .kill_grace = std::chrono::milliseconds(0)});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_THAT(r->stderr_data,
+              HasSubstr("Error from server (Forbidden): nodes is forbidden: User "
+                        "\"system:serviceaccount:kurl:ekco\" cannot list resource \"nodes\""));
+}
+
+TEST_F(ProgramTest, RejectsAMalformedTokenFlag) {
+  auto r = runner_.run(
+      {.argv = {KUBESIM_BIN, "--kubeconfig-out", (dir_ / "kc").string(), "--token", "no-user"},
+       .inherit_env = true,
+       .env = {},
+       .stdin_data = "",
+       .working_dir = "",
+       .timeout = std::chrono::seconds(10),
+       .kill_grace = std::chrono::milliseconds(0)});
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->exit_code, 0);
+  EXPECT_THAT(r->stderr_data, HasSubstr("--token: expected TOKEN=USER"));
+}
+
 TEST_F(ProgramTest, RejectsAMalformedListenAddress) {
   auto r = runner_.run(
       {.argv = {KUBESIM_BIN, "--listen", "nonsense", "--kubeconfig-out", (dir_ / "kc").string()},

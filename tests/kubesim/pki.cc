@@ -184,4 +184,19 @@ std::string renderKubeconfig(const Pki& pki, std::string_view server_url) {
   return out;
 }
 
+std::string renderTokenKubeconfig(const Pki& pki, std::string_view server_url,
+                                  std::string_view user_name, std::string_view token) {
+  std::string user(user_name);
+  std::string out;
+  out += "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n    server: ";
+  out += server_url;
+  out += "\n    certificate-authority-data: " + base64Encode(pki.ca_cert_pem) + "\n";
+  out += "contexts:\n- name: \"" + user + "@kubesim\"\n  context:\n    cluster: kubesim\n";
+  out += "    user: \"" + user + "\"\n";
+  out += "current-context: \"" + user + "@kubesim\"\npreferences: {}\n";
+  out += "users:\n- name: \"" + user + "\"\n  user:\n";
+  out += "    token: \"" + std::string(token) + "\"\n";
+  return out;
+}
+
 }  // namespace ekco::kubesim

@@ -26,5 +26,8 @@ std::string base64Encode(std::string_view data);
 
 // The kubeconfig text: one cluster, one user with inline certificate data, current-context set.
 std::string renderKubeconfig(const Pki& pki, std::string_view server_url);
+// The same cluster, with a user that authenticates with a bearer token.
+std::string renderTokenKubeconfig(const Pki& pki, std::string_view server_url,
+                                  std::string_view user_name, std::string_view token);
 
 }  // namespace ekco::kubesim

@@ -1,5 +1,7 @@
 #include "tests/kubesim/server.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <sys/socket.h>
 
 #include <boost/asio.hpp>
@@ -9,8 +11,10 @@
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
@@ -18,6 +22,7 @@
 #include <thread>
 
 #include "tests/kubesim/pki.h"
+#include "tests/kubesim/rbac.h"
 #include "tests/kubesim/selector.h"
 
 namespace ekco::kubesim {
@@ -148,7 +153,7 @@ json resourceList(const std::vector<ResourceInfo>& all, const std::string& group
                   {"singularName", r.singular},
                   {"namespaced", r.namespaced},
                   {"kind", r.kind},
-                  {"verbs", all_verbs}};
+                  {"verbs", r.verbs.empty() ? all_verbs : json(r.verbs)}};
     if (!r.short_names.empty()) entry["shortNames"] = r.short_names;
     resources.push_back(entry);
     for (const std::string& sub : r.subresources) {
@@ -272,6 +277,47 @@ json openapiGroupVersion(const std::vector<ResourceInfo>& all, const std::string
           {"components", {{"schemas", json::object()}}}};
 }
 
+// The identity of a TLS client certificate (verified against the CA): CN is the user name, each
+// O a group, as kube-apiserver's x509 authenticator.
+std::optional<UserInfo> certificateUser(SSL* ssl) {
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr) return std::nullopt;
+  UserInfo user;
+  X509_NAME* subject = X509_get_subject_name(cert);
+  auto entries = [&](int nid, auto&& each) {
+    for (int i = X509_NAME_get_index_by_NID(subject, nid, -1); i >= 0;
+         i = X509_NAME_get_index_by_NID(subject, nid, i)) {
+      ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+      unsigned char* utf8 = nullptr;
+      int len = ASN1_STRING_to_UTF8(&utf8, data);
+      if (len >= 0) each(std::string(reinterpret_cast<char*>(utf8), static_cast<std::size_t>(len)));
+      OPENSSL_free(utf8);
+    }
+  };
+  entries(NID_commonName, [&](std::string v) { user.name = std::move(v); });
+  entries(NID_organizationName, [&](std::string v) { user.groups.push_back(std::move(v)); });
+  user.groups.push_back("system:authenticated");
+  X509_free(cert);
+  return user;
+}
+
+// The bearer token of an Authorization header ("Bearer TOKEN", scheme case-insensitive), or "".
+std::string bearerToken(std::string_view header) {
+  while (!header.empty() && (header.front() == ' ' || header.front() == '\t')) {
+    header.remove_prefix(1);
+  }
+  while (!header.empty() && (header.back() == ' ' || header.back() == '\t'))
+    header.remove_suffix(1);
+  auto space = header.find(' ');
+  if (space == std::string_view::npos || space != 6) return {};
+  std::string scheme(header.substr(0, space));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (scheme != "bearer") return {};
+  std::string_view token = header.substr(space + 1);
+  if (token.find(' ') != std::string_view::npos) token = token.substr(0, token.find(' '));
+  return std::string(token);
+}
+
 struct ParsedRoute {
   std::string group{};
   std::string version{};
@@ -345,18 +391,28 @@ class Server::Impl {
   std::vector<ExecRecord> exec_log_;
   bool force_gone_ = false;
 
+  mutable std::mutex log_mu_;  // request_log_
+  std::deque<RequestRecord> request_log_;
+
  private:
   void acceptLoop();
   void serve(tcp::socket socket, const std::shared_ptr<Conn>& conn);
-  // Answers one request; false when the connection must close afterwards.
-  bool handle(SslStream& stream, Request& req);
+  // Answers one request; false when the connection must close afterwards. `cert_user`: the
+  // client certificate's identity, if the client presented one.
+  bool handle(SslStream& stream, Request& req, const std::optional<UserInfo>& cert_user);
+  // The RBAC objects that can apply to a request in `ns` ("" : cluster-scoped only).
+  RbacPolicy rbacPolicy(const std::string& ns) const;
+  void record(RequestAttributes&& attrs, const std::string& user, int code, bool allowed);
   Reply route(const Request& req, const std::vector<std::string>& segs, const Query& query,
               bool* is_watch, ParsedRoute* watch_route, ResourceInfo* watch_resource);
   Reply serveResource(const Request& req, const ParsedRoute& route, const Query& query,
                       bool* is_watch, ResourceInfo* resource_out);
   void serveWatch(SslStream& stream, const Request& req, const ResourceInfo& r,
                   const ParsedRoute& route, const Query& query);
-  void serveExec(SslStream& stream, Request& req, const ParsedRoute& route, const Query& query);
+  // Runs an exec; `answering(code)` is called just before the answer is written (101 when the
+  // exec runs over the upgraded connection). Returns that code.
+  int serveExec(SslStream& stream, Request& req, const ParsedRoute& route, const Query& query,
+                const std::function<void(int)>& answering);
   void writeReply(SslStream& stream, const Request& req, const Reply& reply, bool keep_alive,
                   int retry_after = 0);
 };
@@ -488,13 +544,14 @@ void Server::Impl::serve(tcp::socket socket, const std::shared_ptr<Conn>& conn) 
   SslStream stream(std::move(socket), ssl_ctx_);
   try {
     stream.handshake(ssl::stream_base::server);
+    const std::optional<UserInfo> cert_user = certificateUser(stream.native_handle());
     beast::flat_buffer buffer;
     while (!stopping_) {
       http::request_parser<http::string_body> parser;
       parser.body_limit(64u << 20);
       http::read(stream, buffer, parser);
       Request req = parser.release();
-      if (!handle(stream, req)) break;
+      if (!handle(stream, req, cert_user)) break;
     }
     boost::system::error_code ec;
     stream.shutdown(ec);
@@ -527,13 +584,95 @@ void Server::Impl::writeReply(SslStream& stream, const Request& req, const Reply
   http::write(stream, res);
 }
 
-bool Server::Impl::handle(SslStream& stream, Request& req) {
+RbacPolicy Server::Impl::rbacPolicy(const std::string& ns) const {
+  RbacPolicy policy;
+  auto load = [&](const char* plural, const std::string& in_ns, std::vector<json>* out) {
+    auto r = store_.findResource("rbac.authorization.k8s.io", "v1", plural);
+    if (!r) return;
+    Reply listed = store_.list(*r, in_ns, ListOptions{});
+    if (listed.code != 200) return;
+    for (json& item : listed.body["items"]) out->push_back(std::move(item));
+  };
+  load("clusterroles", "", &policy.cluster_roles);
+  load("clusterrolebindings", "", &policy.cluster_role_bindings);
+  if (!ns.empty()) {
+    load("roles", ns, &policy.roles);
+    load("rolebindings", ns, &policy.role_bindings);
+  }
+  return policy;
+}
+
+void Server::Impl::record(RequestAttributes&& attrs, const std::string& user, int code,
+                          bool allowed) {
+  if (options_.request_log_limit == 0) return;
+  RequestRecord rec{.user = user,
+                    .verb = std::move(attrs.verb),
+                    .api_group = std::move(attrs.api_group),
+                    .resource = std::move(attrs.resource),
+                    .subresource = std::move(attrs.subresource),
+                    .ns = std::move(attrs.ns),
+                    .name = std::move(attrs.name),
+                    .path = std::move(attrs.path),
+                    .code = code,
+                    .allowed = allowed};
+  std::lock_guard lock(log_mu_);
+  while (request_log_.size() >= options_.request_log_limit) request_log_.pop_front();
+  request_log_.push_back(std::move(rec));
+}
+
+bool Server::Impl::handle(SslStream& stream, Request& req,
+                          const std::optional<UserInfo>& cert_user) {
   std::string_view target(req.target().data(), req.target().size());
   auto qpos = target.find('?');
   std::string path = percentDecode(target.substr(0, qpos));
   Query query = parseQuery(qpos == std::string_view::npos ? "" : target.substr(qpos + 1));
   std::vector<std::string> segs = splitPath(path);
   bool keep_alive = req.keep_alive();
+  const bool upgrade = websocket::is_upgrade(req);
+  RequestAttributes attrs =
+      requestAttributes(std::string_view(req.method_string().data(), req.method_string().size()),
+                        path, query, upgrade);
+
+  // Authentication, as kube-apiserver's union authenticator: the client certificate first, then
+  // a bearer token (unknown: 401), then anonymous.
+  static const UserInfo kAnonymousAdmin{.name = "system:anonymous",
+                                        .groups = {"system:unauthenticated", "system:masters"}};
+  static const UserInfo kAnonymous{.name = "system:anonymous",
+                                   .groups = {"system:unauthenticated"}};
+  std::optional<UserInfo> token_user;
+  const UserInfo* user = nullptr;
+  if (cert_user) {
+    user = &*cert_user;
+  } else if (std::string token = bearerToken(std::string_view(
+                 req[http::field::authorization].data(), req[http::field::authorization].size()));
+             !token.empty()) {
+    for (const TokenUser& t : options_.tokens) {
+      if (t.token == token) {
+        token_user = tokenUserInfo(t);
+        break;
+      }
+    }
+    if (!token_user) {
+      // Recorded before answering, so a client that has its answer finds it in the log.
+      record(std::move(attrs), "", 401, false);
+      writeReply(stream, req, statusReply(401, "Unauthorized", "Unauthorized"), keep_alive);
+      return keep_alive;
+    }
+    user = &*token_user;
+  } else {
+    user = options_.anonymous_admin ? &kAnonymousAdmin : &kAnonymous;
+  }
+
+  // Authorization: RBAC from the store (system:masters bypasses it).
+  if (!user->isMaster()) {
+    Decision decision = authorize(rbacPolicy(attrs.ns), *user, attrs);
+    if (!decision.allowed) {
+      Reply forbidden{.code = 403, .body = forbiddenStatus(*user, attrs, decision.reason)};
+      record(std::move(attrs), user->name, 403, false);
+      writeReply(stream, req, forbidden, keep_alive);
+      return keep_alive;
+    }
+  }
 
   bool is_kubesim = !segs.empty() && segs[0] == "kubesim";
   if (!is_kubesim) {
@@ -546,6 +685,7 @@ bool Server::Impl::handle(SslStream& stream, Request& req) {
     }
     if (faults.latency.count() > 0) std::this_thread::sleep_for(faults.latency);
     if (roll < faults.rate_429) {
+      record(std::move(attrs), user->name, 429, true);
       writeReply(stream, req,
                  statusReply(429, "TooManyRequests",
                              "the server has received too many requests "
@@ -554,6 +694,7 @@ bool Server::Impl::handle(SslStream& stream, Request& req) {
       return keep_alive;
     }
     if (roll < faults.rate_429 + faults.rate_500) {
+      record(std::move(attrs), user->name, 500, true);
       writeReply(stream, req,
                  statusReply(500, "InternalError",
                              "an error on the server (\"injected by "
@@ -573,18 +714,57 @@ bool Server::Impl::handle(SslStream& stream, Request& req) {
     if (segs.size() >= 5 && segs.back() == "exec" && segs[0] == "api") {
       auto r = parseResourcePath(std::vector<std::string>(segs.begin() + 2, segs.end()));
       if (r && r->resource == "pods" && r->sub == "exec") {
-        serveExec(stream, req, *r, query);
+        serveExec(stream, req, *r, query,
+                  [&](int answered) { record(std::move(attrs), user->name, answered, true); });
         return false;
       }
     }
-    reply = route(req, segs, query, &is_watch, &watch_route, &watch_resource);
+    if (attrs.resource_request && attrs.api_group == "authorization.k8s.io" &&
+        attrs.resource == "selfsubjectaccessreviews" && attrs.ns.empty() && attrs.name.empty() &&
+        attrs.subresource.empty()) {
+      if (req.method() != http::verb::post) {
+        reply = statusReply(405, "MethodNotAllowed",
+                            "the server does not allow this method on the requested resource");
+      } else {
+        std::string_view content_type(req[http::field::content_type].data(),
+                                      req[http::field::content_type].size());
+        json body;
+        if (content_type.substr(0, 32) == "application/vnd.kubernetes.proto") {
+          body =
+              decodeSelfSubjectAccessReviewProtobuf(req.body()).value_or(json::value_t::discarded);
+        } else {
+          body = json::parse(req.body(), nullptr, false);
+        }
+        if (body.is_discarded()) {
+          reply = statusReply(400, "BadRequest",
+                              "the request body is not valid JSON (kubesim accepts only JSON)");
+        } else {
+          std::string ns;
+          const json* attributes = body.is_object() ? &body : nullptr;
+          for (const char* key : {"spec", "resourceAttributes", "namespace"}) {
+            if (attributes == nullptr || !attributes->is_object() || !attributes->contains(key)) {
+              attributes = nullptr;
+              break;
+            }
+            attributes = &(*attributes)[key];
+          }
+          if (attributes != nullptr && attributes->is_string()) ns = attributes->get<std::string>();
+          reply = selfSubjectAccessReview(user->isMaster() ? RbacPolicy{} : rbacPolicy(ns), *user,
+                                          body);
+        }
+      }
+    } else {
+      reply = route(req, segs, query, &is_watch, &watch_route, &watch_resource);
+    }
   } catch (const std::exception& e) {
     reply = statusReply(500, "InternalError", std::string("kubesim: ") + e.what());
   }
   if (is_watch) {
+    record(std::move(attrs), user->name, 200, true);
     serveWatch(stream, req, watch_resource, watch_route, query);
     return false;
   }
+  record(std::move(attrs), user->name, reply.code, true);
   writeReply(stream, req, reply, keep_alive);
   return keep_alive;
 }
@@ -617,6 +797,32 @@ Reply Server::Impl::route(const Request& req, const std::vector<std::string>& se
                      {"pod", e.pod},
                      {"container", e.container},
                      {"command", e.command}});
+    }
+    return Reply{.code = 200, .body = log};
+  }
+  if (segs.size() == 3 && segs[0] == "kubesim" && segs[1] == "v1" && segs[2] == "request-log") {
+    if (req.method() == http::verb::delete_) {
+      std::lock_guard lock(log_mu_);
+      request_log_.clear();
+      return Reply{.code = 200, .body = json::array()};
+    }
+    std::vector<RequestRecord> records;
+    {
+      std::lock_guard lock(log_mu_);
+      records.assign(request_log_.begin(), request_log_.end());
+    }
+    json log = json::array();
+    for (const RequestRecord& r : records) {
+      log.push_back({{"user", r.user},
+                     {"verb", r.verb},
+                     {"apiGroup", r.api_group},
+                     {"resource", r.resource},
+                     {"subresource", r.subresource},
+                     {"namespace", r.ns},
+                     {"name", r.name},
+                     {"path", r.path},
+                     {"code", r.code},
+                     {"allowed", r.allowed}});
     }
     return Reply{.code = 200, .body = log};
   }
@@ -929,8 +1135,8 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
   }
 }
 
-void Server::Impl::serveExec(SslStream& stream, Request& req, const ParsedRoute& route,
-                             const Query& query) {
+int Server::Impl::serveExec(SslStream& stream, Request& req, const ParsedRoute& route,
+                            const Query& query, const std::function<void(int)>& answering) {
   std::vector<std::string> command;
   for (const auto& [k, v] : query) {
     if (k == "command") command.push_back(v);
@@ -958,11 +1164,12 @@ void Server::Impl::serveExec(SslStream& stream, Request& req, const ParsedRoute&
                       : statusReply(400, "BadRequest",
                                     "kubesim serves exec only as a WebSocket upgrade with "
                                     "v5.channel.k8s.io or v4.channel.k8s.io");
+    answering(reply.code);
     try {
       writeReply(stream, req, reply, false);
     } catch (const std::exception&) {
     }
-    return;
+    return reply.code;
   }
   ExecReply answer;
   {
@@ -978,6 +1185,7 @@ void Server::Impl::serveExec(SslStream& stream, Request& req, const ParsedRoute&
       }
     }
   }
+  answering(101);
   try {
     websocket::stream<SslStream&> ws(stream);
     ws.set_option(websocket::stream_base::decorator([protocol](websocket::response_type& res) {
@@ -1012,6 +1220,7 @@ void Server::Impl::serveExec(SslStream& stream, Request& req, const ParsedRoute&
   } catch (const std::exception&) {
     // The client went away.
   }
+  return 101;
 }
 
 // --- Server ---
@@ -1060,6 +1269,28 @@ void Server::setFaults(const Faults& faults) {
 std::vector<ExecRecord> Server::execLog() const {
   std::lock_guard lock(impl_->mu_);
   return impl_->exec_log_;
+}
+std::vector<RequestRecord> Server::requestLog() const {
+  std::lock_guard lock(impl_->log_mu_);
+  return std::vector<RequestRecord>(impl_->request_log_.begin(), impl_->request_log_.end());
+}
+void Server::clearRequestLog() {
+  std::lock_guard lock(impl_->log_mu_);
+  impl_->request_log_.clear();
+}
+base::Result<void> Server::writeTokenKubeconfig(const std::string& path,
+                                                const std::string& token) const {
+  std::string user_name = "kubesim-token";
+  for (const TokenUser& t : impl_->options_.tokens) {
+    if (t.token == token) {
+      user_name = t.user;
+      break;
+    }
+  }
+  std::filesystem::path file = std::filesystem::absolute(path);
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  return writeFileAtomic(file, renderTokenKubeconfig(impl_->pki_, url(), user_name, token));
 }
 
 }  // namespace ekco::kubesim

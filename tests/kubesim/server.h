@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "tests/kubesim/pki.h"
+#include "tests/kubesim/rbac.h"
 #include "tests/kubesim/store.h"
 
 namespace ekco::kubesim {
@@ -40,6 +41,21 @@ struct ExecRecord {
   std::string pod{};
   std::string container{};
   std::vector<std::string> command{};
+};
+
+// One served request, as the authorizer saw it (see RequestAttributes in rbac.h).
+struct RequestRecord {
+  std::string user{};  // "kubernetes-admin", "system:serviceaccount:kurl:ekco", "" (401)
+  std::string verb{};  // get list watch create update patch delete deletecollection; the
+                       // lower-case HTTP method for non-resource requests
+  std::string api_group{};
+  std::string resource{};
+  std::string subresource{};
+  std::string ns{};
+  std::string name{};
+  std::string path{};   // without the query
+  int code = 0;         // HTTP status (101 for an upgraded exec, 200 for a watch stream)
+  bool allowed = true;  // false: 401 or 403 from authentication/authorization
 };
 
 // Injected failures, for client robustness tests. All off by default.
@@ -71,6 +87,17 @@ struct ServerOptions {
   // Serve with this PKI instead of a fresh one, so several servers (apiservers behind one load
   // balancer) present the same CA and serving certificate.
   std::optional<Pki> pki = std::nullopt;
+  // Bearer tokens accepted ("Authorization: Bearer TOKEN"); requests with one are authorized by
+  // RBAC from the Role/ClusterRole/RoleBinding/ClusterRoleBinding objects in the store. An
+  // unknown token is 401. The client certificate (kubernetes-admin, system:masters) always has
+  // full access.
+  std::vector<TokenUser> tokens{};
+  // Requests with neither a client certificate nor a bearer token: served as system:masters
+  // (kubesim's behaviour before tokens existed; logged as user "system:anonymous"), or, false,
+  // as system:anonymous / system:unauthenticated under RBAC.
+  bool anonymous_admin = true;
+  // Request log records kept (the oldest are dropped).
+  std::size_t request_log_limit = 100000;
 };
 
 class Server {
@@ -107,6 +134,14 @@ class Server {
   void forceGoneOnNextWatch();
   void setFaults(const Faults& faults);
   std::vector<ExecRecord> execLog() const;
+  // The most recent requests (at most request_log_limit), oldest first; also served at
+  // GET /kubesim/v1/request-log (DELETE clears it).
+  std::vector<RequestRecord> requestLog() const;
+  void clearRequestLog();
+  // Writes a kubeconfig (same cluster and CA as kubeconfigPath()) whose user authenticates with
+  // `token`.
+  [[nodiscard]] base::Result<void> writeTokenKubeconfig(const std::string& path,
+                                                        const std::string& token) const;
 
   class Impl;
 

@@ -70,6 +70,11 @@ std::vector<ResourceInfo> builtins() {
                         .short_names = std::move(shorts),
                         .subresources = std::move(subs)};
   };
+  // Served by the server itself (the RBAC evaluator), never stored.
+  ResourceInfo selfSubjectAccessReviews =
+      r("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", false,
+        {}, {});
+  selfSubjectAccessReviews.verbs = {"create"};
   return {
       r("", "v1", "nodes", "Node", false, {"no"}, {"status"}),
       r("", "v1", "pods", "Pod", true, {"po"}, {"status", "eviction", "exec"}),
@@ -93,6 +98,12 @@ std::vector<ResourceInfo> builtins() {
       r("storage.k8s.io", "v1", "storageclasses", "StorageClass", false, {"sc"}, {}),
       r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
         false, {"crd", "crds"}, {"status"}),
+      r("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, {}, {}),
+      r("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, {},
+        {}),
+      r("rbac.authorization.k8s.io", "v1", "roles", "Role", true, {}, {}),
+      r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, {}, {}),
+      selfSubjectAccessReviews,
   };
 }
 

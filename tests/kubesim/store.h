@@ -33,6 +33,9 @@ struct ResourceInfo {
   bool namespaced = true;
   std::vector<std::string> short_names{};
   std::vector<std::string> subresources{};  // "status", "scale", "eviction", "exec"
+  // Discovery verbs; empty: all eight (create delete deletecollection get list patch update
+  // watch). Virtual resources (selfsubjectaccessreviews) list just "create".
+  std::vector<std::string> verbs{};
 
   std::string apiVersion() const { return group.empty() ? version : group + "/" + version; }
   // Storage and watch key: "coordination.k8s.io/v1/leases", "/v1/pods".

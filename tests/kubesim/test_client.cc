@@ -26,6 +26,7 @@ struct TestClient::Impl {
   std::uint16_t port = 0;
   net::io_context ioc;
   ssl::context ctx{ssl::context::tls_client};
+  std::string authorization{};  // "Bearer TOKEN" or ""
 
   std::unique_ptr<ssl::stream<tcp::socket>> connect() {
     auto stream = std::make_unique<ssl::stream<tcp::socket>>(ioc, ctx);
@@ -45,6 +46,14 @@ TestClient::TestClient(const Server& server) : impl_(std::make_unique<Impl>()) {
   impl_->ctx.use_private_key(net::buffer(server.clientKeyPem()), ssl::context::pem);
 }
 
+TestClient::TestClient(const Server& server, const std::string& bearer_token)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->port = server.port();
+  impl_->ctx.add_certificate_authority(net::buffer(server.caPem()));
+  impl_->ctx.set_verify_mode(ssl::verify_peer);
+  impl_->authorization = "Bearer " + bearer_token;
+}
+
 TestClient::~TestClient() = default;
 
 HttpResponse TestClient::request(const std::string& method, const std::string& target,
@@ -53,6 +62,7 @@ HttpResponse TestClient::request(const std::string& method, const std::string& t
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   req.set(http::field::host, "127.0.0.1");
   req.set(http::field::accept, "application/json");
+  if (!impl_->authorization.empty()) req.set(http::field::authorization, impl_->authorization);
   if (!body.empty()) {
     req.set(http::field::content_type, content_type);
     req.body() = body;
@@ -92,6 +102,7 @@ std::vector<json> TestClient::watch(const std::string& target,
     http::request<http::empty_body> req{http::verb::get, target, 11};
     req.set(http::field::host, "127.0.0.1");
     req.set(http::field::accept, "application/json");
+    if (!impl_->authorization.empty()) req.set(http::field::authorization, impl_->authorization);
     http::write(*stream, req);
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
@@ -124,9 +135,12 @@ std::vector<json> TestClient::watch(const std::string& target,
 ExecResult TestClient::exec(const std::string& target, const std::string& protocol) {
   auto stream = impl_->connect();
   websocket::stream<ssl::stream<tcp::socket>&> ws(*stream);
-  ws.set_option(websocket::stream_base::decorator([protocol](websocket::request_type& req) {
-    req.set(http::field::sec_websocket_protocol, protocol);
-  }));
+  const std::string authorization = impl_->authorization;
+  ws.set_option(
+      websocket::stream_base::decorator([protocol, authorization](websocket::request_type& req) {
+        req.set(http::field::sec_websocket_protocol, protocol);
+        if (!authorization.empty()) req.set(http::field::authorization, authorization);
+      }));
   websocket::response_type res;
   ws.handshake(res, "127.0.0.1", target);
   ExecResult result;

@@ -1,5 +1,6 @@
 // A small HTTPS client for kubesim's own tests (Boost.Beast, blocking, one connection per call),
-// authenticating with the server's admin client certificate and verifying its CA.
+// authenticating with the server's admin client certificate (or a bearer token) and verifying
+// its CA.
 #pragma once
 
 #include <chrono>
@@ -31,6 +32,8 @@ struct ExecResult {
 class TestClient {
  public:
   explicit TestClient(const Server& server);
+  // Without a client certificate, sending "Authorization: Bearer <bearer_token>" instead.
+  TestClient(const Server& server, const std::string& bearer_token);
   ~TestClient();
 
   HttpResponse request(const std::string& method, const std::string& target,
