@@ -33,7 +33,8 @@ double secondsSince(Steady::time_point start) { return EtcdCluster::secondsSince
 class EtcdClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(cluster_.start());
+    auto started = cluster_.start();
+    ASSERT_TRUE(started) << started.error().message();
     options_ = cluster_.clientOptions();
     client_ = makeEtcdClient(options_);
   }
@@ -42,7 +43,9 @@ class EtcdClusterTest : public ::testing::Test {
 
   std::string logs() const { return cluster_.logs(); }
   std::string etcdctlMemberList(const std::string& endpoint) {
-    return cluster_.memberList(endpoint);
+    auto listed = cluster_.memberList(endpoint);
+    EXPECT_TRUE(listed) << listed.error().message();
+    return listed ? *listed : "";
   }
   int leaderIndex() { return cluster_.leaderIndex(); }
 

@@ -6,8 +6,11 @@
 // concurrent tests (ctest --parallel, other build directories) take turns: an flock held from
 // start() until stop().
 //
+// It does not depend on GoogleTest (the demo, `ekco-demo`, runs one too): failures are Results.
+//
 //   fakes::EtcdCluster cluster;                  // a member of the test fixture
-//   ASSERT_NO_FATAL_FAILURE(cluster.start());    // in SetUp: healthy, 3 members listed
+//   auto started = cluster.start();              // in SetUp: healthy, 3 members listed
+//   ASSERT_TRUE(started) << started.error().message();
 //   cluster.kill(2);                             // SIGKILL one member
 //   cluster.memberList(cluster.endpoint(0));     // `etcdctl member list`
 //   cluster.stop();                              // in TearDown (the destructor too)
@@ -15,7 +18,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -42,6 +44,7 @@
 
 #include "base/clock.h"
 #include "base/process.h"
+#include "base/result.h"
 #include "etcd/client.h"
 #include "etcd/removal.h"
 #include "hostfs/local_host_fs.h"
@@ -73,42 +76,44 @@ class EtcdCluster {
   }
 
   // Takes the lock, makes the certificates, starts the members and waits (up to 60 s) until
-  // every member answers /health and three members are listed. Fails the test otherwise.
-  void start() {
+  // every member answers /health and three members are listed. An error says what failed (with
+  // the members' logs when they did not become healthy); stop() cleans up either way.
+  [[nodiscard]] base::Status start() {
     namespace fs = std::filesystem;
+    using base::Error;
     const std::string lock = (fs::temp_directory_path() / "ekco-etcd-cluster-test.lock").string();
     lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    ASSERT_GE(lock_fd_, 0) << "open " << lock << ": " << std::strerror(errno);
+    if (lock_fd_ < 0) return Error("open " + lock + ": " + std::strerror(errno));
     const auto waited = Steady::now();
     while (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      ASSERT_LT(secondsSince(waited), 240) << "another etcd cluster test holds " << lock;
+      if (secondsSince(waited) > 240) return Error("another etcd cluster (test) holds " + lock);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     for (int i = 0; i < 3; ++i) {
       for (int port : {etcd::kPeerPort, etcd::kClientPort}) {
         const std::string problem = portProblem(kEtcdIps[i], port);
-        if (!problem.empty()) GTEST_FAIL() << problem;
+        if (!problem.empty()) return Error(problem);
       }
     }
     std::string tmpl = (fs::temp_directory_path() / "ekco-etcd-test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    if (::mkdtemp(tmpl.data()) == nullptr) return Error("mkdtemp: " + std::string(std::strerror(errno)));
     dir_ = tmpl;
     pki_ = hostRoot() + "/etc/kubernetes/pki/etcd";
     fs::create_directories(pki_);
     fs::create_directories(dir_ + "/work");
 
     const auto certs_start = Steady::now();
-    ASSERT_NO_FATAL_FAILURE(makeCertificates());
-    std::cout << "[timing] certificates: " << secondsSince(certs_start) << " s\n";
+    EKCO_TRY(makeCertificates());
+    if (verbose_) std::cout << "[timing] certificates: " << secondsSince(certs_start) << " s\n";
 
     const auto started = Steady::now();
-    for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(startMember(i));
+    for (int i = 0; i < 3; ++i) EKCO_TRY(startMember(i));
 
     auto root = hostfs::LocalHostFs::open(hostRoot(), clock_);
-    ASSERT_TRUE(root) << root.error().message();
+    if (!root) return root.error();
     host_ = std::move(*root);
     auto options = etcd::loadClientCertificates(*host_, "/etc/kubernetes/pki");
-    ASSERT_TRUE(options) << options.error().message();
+    if (!options) return options.error();
     options_ = std::move(*options);
     options_.endpoints = endpoints();
     client_ = etcd::makeEtcdClient(options_);
@@ -129,9 +134,13 @@ class EtcdCluster {
       }
       if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    ASSERT_TRUE(ready) << "the etcd cluster did not become healthy within 60 s; logs:\n" << logs();
-    std::cout << "[timing] 3-member TLS cluster healthy: " << secondsSince(started) << " s\n";
+    if (!ready) return Error("the etcd cluster did not become healthy within 60 s; logs:\n" + logs());
+    if (verbose_) std::cout << "[timing] 3-member TLS cluster healthy: " << secondsSince(started) << " s\n";
+    return base::ok();
   }
+
+  // Whether start() prints its timings to stdout (tests: yes; the demo: no).
+  void setVerbose(bool verbose) { verbose_ = verbose; }
 
   // Kills every member, removes the directory (unless EKCO_KEEP_ETCD_TEST_DIR is set) and
   // releases the lock. Idempotent.
@@ -200,12 +209,11 @@ class EtcdCluster {
     return runner_.run(request);
   }
 
-  // `etcdctl member list` through `endpoint` (a test failure when it fails).
-  std::string memberList(const std::string& endpoint) {
+  // `etcdctl member list` through `endpoint`: one line per member.
+  base::Result<std::string> memberList(const std::string& endpoint) {
     auto result = etcdctl({"--endpoints=" + endpoint, "member", "list"});
-    EXPECT_TRUE(result) << result.error().message();
-    if (!result) return "";
-    EXPECT_TRUE(result->success()) << "etcdctl member list: " << result->stderr_data;
+    if (!result) return result.error();
+    if (!result->success()) return base::Error("etcdctl member list: " + result->stderr_data);
     return result->stdout_data;
   }
 
@@ -252,46 +260,46 @@ class EtcdCluster {
            std::strerror(err) + "); is another etcd (or another run of this test) using it?";
   }
 
-  void openssl(std::vector<std::string> args) {
+  base::Status openssl(std::vector<std::string> args) {
     args.insert(args.begin(), "openssl");
     base::ProcessRequest request;
     request.argv = args;
     request.working_dir = dir_ + "/work";
     request.timeout = std::chrono::seconds(60);
     auto result = runner_.run(request);
-    ASSERT_TRUE(result) << result.error().message();
-    ASSERT_TRUE(result->success()) << base::failureError(request, *result).message();
+    if (!result) return result.error();
+    if (!result->success()) return base::failureError(request, *result);
+    return base::ok();
   }
 
   // kubeadm's layout: etcd/ca.crt, etcd/server.*, etcd/peer.*, etcd/healthcheck-client.*. The
   // server certificate needs clientAuth too: the gateway dials etcd's own gRPC port with it.
-  void makeCertificates() {
+  base::Status makeCertificates() {
     const std::string ec = "ec_paramgen_curve:prime256v1";
-    ASSERT_NO_FATAL_FAILURE(openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", ec, "-nodes",
+    EKCO_TRY(openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", ec, "-nodes",
                                      "-keyout", pki_ + "/ca.key", "-out", pki_ + "/ca.crt", "-days",
                                      "2", "-subj", "/CN=etcd-ca"}));
     auto issue = [&](const std::string& name, const std::string& cn, const std::string& eku,
-                     const std::string& san, int serial) {
+                     const std::string& san, int serial) -> base::Status {
       const std::string ext = dir_ + "/work/" + name + ".ext";
       std::ofstream(ext) << (san.empty() ? "" : "subjectAltName=" + san + "\n")
                          << "extendedKeyUsage=" << eku
                          << "\nkeyUsage=digitalSignature,keyEncipherment\n"
                             "basicConstraints=CA:FALSE\n";
-      openssl({"req", "-newkey", "ec", "-pkeyopt", ec, "-nodes", "-keyout",
-               pki_ + "/" + name + ".key", "-out", dir_ + "/work/" + name + ".csr", "-subj",
-               "/CN=" + cn});
-      openssl({"x509", "-req", "-in", dir_ + "/work/" + name + ".csr", "-CA", pki_ + "/ca.crt",
+      EKCO_TRY(openssl({"req", "-newkey", "ec", "-pkeyopt", ec, "-nodes", "-keyout",
+                        pki_ + "/" + name + ".key", "-out", dir_ + "/work/" + name + ".csr",
+                        "-subj", "/CN=" + cn}));
+      return openssl({"x509", "-req", "-in", dir_ + "/work/" + name + ".csr", "-CA", pki_ + "/ca.crt",
                "-CAkey", pki_ + "/ca.key", "-set_serial", std::to_string(serial), "-out",
                pki_ + "/" + name + ".crt", "-days", "2", "-extfile", ext});
     };
     const std::string sans = "IP:127.0.0.11,IP:127.0.0.12,IP:127.0.0.13,IP:127.0.0.1,DNS:localhost";
-    ASSERT_NO_FATAL_FAILURE(issue("server", "etcd-server", "serverAuth,clientAuth", sans, 2));
-    ASSERT_NO_FATAL_FAILURE(issue("peer", "etcd-peer", "serverAuth,clientAuth", sans, 3));
-    ASSERT_NO_FATAL_FAILURE(
-        issue("healthcheck-client", "kube-etcd-healthcheck-client", "clientAuth", "", 4));
+    EKCO_TRY(issue("server", "etcd-server", "serverAuth,clientAuth", sans, 2));
+    EKCO_TRY(issue("peer", "etcd-peer", "serverAuth,clientAuth", sans, 3));
+    return issue("healthcheck-client", "kube-etcd-healthcheck-client", "clientAuth", "", 4);
   }
 
-  void startMember(int i) {
+  base::Status startMember(int i) {
     std::string cluster;
     for (int j = 0; j < 3; ++j) cluster += std::string(j ? "," : "") + name(j) + "=" + peerUrl(j);
     std::vector<std::string> args = {
@@ -346,8 +354,9 @@ class EtcdCluster {
     const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
-    ASSERT_EQ(rc, 0) << "cannot start /usr/bin/etcd: " << std::strerror(rc);
+    if (rc != 0) return base::Error("cannot start /usr/bin/etcd: " + std::string(std::strerror(rc)));
     pids_[static_cast<std::size_t>(i)] = pid;
+    return base::ok();
   }
 
   std::array<std::string, 3> names_;
@@ -357,6 +366,7 @@ class EtcdCluster {
   std::string pki_;
   std::array<pid_t, 3> pids_ = {-1, -1, -1};
   int lock_fd_ = -1;
+  bool verbose_ = true;
   std::unique_ptr<hostfs::LocalHostFs> host_;
   etcd::ClientOptions options_;
   std::unique_ptr<etcd::EtcdClient> client_;
