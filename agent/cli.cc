@@ -301,7 +301,13 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
                      "The agent's health socket (default /run/ekco/ekco.sock)");
   status->add_option("--host-root", status_options.host_root,
                      "Find the socket under this directory (e.g. /host in a DaemonSet pod)");
-  status->add_flag("--json", status_options.json, "Print the /status JSON as the agent serves it");
+  auto* status_json =
+      status->add_flag("--json", status_options.json, "Print the /status JSON as the agent serves it");
+  status
+      ->add_option("--probe", status_options.probe,
+                   "Ask only /healthz or /readyz and print one line (a DaemonSet probe)")
+      ->check(CLI::IsMember({"healthz", "readyz"}))
+      ->excludes(status_json);
 
   std::string agent_config;
   FlagValues agent_flags;

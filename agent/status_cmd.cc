@@ -202,6 +202,23 @@ std::string statusSocketPath(const StatusOptions& options) {
 int runStatus(const StatusOptions& options, std::ostream& out, std::ostream& err,
               const base::Clock& clock) {
   const std::string path = statusSocketPath(options);
+  if (!options.probe.empty()) {
+    auto answer = queryHealthSocket(path, "/" + options.probe, options.timeout);
+    if (!answer) {
+      err << "error: cannot reach the ekco agent's health socket: " << answer.error().message()
+          << "\n";
+      return kExitUnreachable;
+    }
+    std::string reason = answer->body;
+    while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
+    if (answer->status == 200) {
+      out << (reason.empty() ? "ok" : reason) << "\n";
+      return kExitOk;
+    }
+    err << options.probe << ": "
+        << (reason.empty() ? fmt::format("HTTP {}", answer->status) : reason) << "\n";
+    return kExitFailure;
+  }
   auto ready = queryHealthSocket(path, "/readyz", options.timeout);
   if (!ready) {
     err << "error: cannot reach the ekco agent's health socket: " << ready.error().message()

@@ -1,4 +1,4 @@
-// `ekco status [--socket PATH] [--host-root DIR] [--json]`: asks the local agent's health socket
+// `ekco status [--socket PATH] [--host-root DIR] [--json | --probe healthz|readyz]`: asks the local agent's health socket
 // for GET /readyz and GET /status and prints the status as a table (or the JSON as served).
 //
 // Exit codes, so the command can be a DaemonSet exec probe:
@@ -29,6 +29,10 @@ struct StatusOptions {
   // Print the /status body exactly as the agent served it (compact JSON, one line) instead of
   // the table; readiness still decides the exit code, and a degraded reason goes to stderr.
   bool json = false;
+  // "healthz" or "readyz": ask only that endpoint and print one line ("ok", or why not) — the
+  // DaemonSet's liveness and readiness probes. Same exit codes (0 answered 200, 1 otherwise,
+  // 2 unreachable). Empty: the table.
+  std::string probe{};
   // For each of the two requests.
   std::chrono::milliseconds timeout{std::chrono::seconds(3)};
 };

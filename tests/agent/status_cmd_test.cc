@@ -240,6 +240,31 @@ TEST_F(StatusCommand, JsonWhenDegradedExitsOneWithTheReasonOnStderr) {
   EXPECT_EQ(r.err, "degraded: caches not synced: pods\n");
 }
 
+TEST_F(StatusCommand, ProbesAskOnlyTheirEndpointAndPrintOneLine) {
+  const std::string root = dir_.path() + "/host";
+  serve(/*ready=*/false, root + "/run/ekco/ekco.sock");
+  // Alive but not ready: the liveness probe passes, the readiness probe fails with the reason.
+  CliRun live = cli({"status", "--host-root", root, "--probe", "healthz"});
+  EXPECT_EQ(live.code, kExitOk) << live.err;
+  EXPECT_EQ(live.out, "ok\n");
+  EXPECT_EQ(live.err, "");
+  CliRun ready = cli({"status", "--host-root", root, "--probe", "readyz"});
+  EXPECT_EQ(ready.code, kExitFailure);
+  EXPECT_EQ(ready.out, "");
+  EXPECT_EQ(ready.err, "readyz: caches not synced: pods\n");
+
+  CliRun bad = cli({"status", "--probe", "status"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--probe"));
+  CliRun both = cli({"status", "--probe", "readyz", "--json"});
+  EXPECT_EQ(both.code, 2);
+
+  server_->stop();
+  CliRun gone = cli({"status", "--host-root", root, "--probe", "healthz"});
+  EXPECT_EQ(gone.code, 2);
+  EXPECT_THAT(gone.err, HasSubstr(root + "/run/ekco/ekco.sock"));
+}
+
 TEST_F(StatusCommand, FindsTheDefaultSocketUnderAHostRoot) {
   const std::string root = dir_.path() + "/host";
   serve(/*ready=*/true, root + "/run/ekco/ekco.sock");
