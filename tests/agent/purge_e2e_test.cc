@@ -8,6 +8,9 @@
 //      member is never removed automatically;
 //   C. a purge stopped after step 2 (lost the Lease) and resumed by a new leader finishes without
 //      repeating the damage.
+// The agents run as the ServiceAccount kurl/ekco, under exactly the RBAC rules of deploy/ and
+// deploy-rook-ceph/ (kubesim enforces them): A also proves that no call the agent made was
+// forbidden and that every rule granted was used (least privilege, both ways).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "agent/health_server.h"
@@ -44,6 +48,23 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr int kDead = 2;  // cp-3, etcd member 127.0.0.13
+constexpr const char* kToken = "ekco-e2e-token";
+constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
+
+std::vector<std::string> manifestFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// "verb resource[/subresource][.group]": what an RBAC rule grants and a request needs.
+std::string permission(const std::string& verb, const std::string& group,
+                       const std::string& resource) {
+  return verb + " " + resource + (group.empty() ? "" : "." + group);
+}
 
 std::string stamp(base::WallTime t) { return kube::formatRfc3339(t); }
 
@@ -147,10 +168,25 @@ std::string joined(const std::vector<std::string>& v) {
 class PurgeE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(etcd_.start());
-    auto server = kubesim::Server::start({.out_dir = dir_.path() + "/sim", .objects = clusterObjects()});
+    auto started = etcd_.start();
+    ASSERT_TRUE(started) << started.error().message();
+    std::vector<json> objects = clusterObjects();
+    for (const char* dir : {"/deploy", "/deploy-rook-ceph"}) {
+      for (const auto& f : manifestFiles(EKCO_SOURCE_DIR + std::string(dir))) {
+        auto parsed = kubesim::parseObjects(testing::readWholeFile(f));
+        ASSERT_TRUE(parsed) << f << ": " << parsed.error().message();
+        objects.insert(objects.end(), parsed->begin(), parsed->end());
+      }
+    }
+    auto server = kubesim::Server::start(
+        {.out_dir = dir_.path() + "/sim",
+         .objects = std::move(objects),
+         .tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}}});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
+    sa_kubeconfig_ = dir_.path() + "/sa.kubeconfig";
+    auto written = server_->writeTokenKubeconfig(sa_kubeconfig_, kToken);
+    ASSERT_TRUE(written) << written.error().message();
     // The agent's host root is the etcd fixture's: certificates_dir/etcd/healthcheck-client.*.
     fs::create_directories(etcd_.hostRoot() + "/etc/kubernetes");
     std::ofstream(etcd_.hostRoot() + "/etc/kubernetes/kubelet.conf") << "# joined\n";
@@ -188,6 +224,7 @@ class PurgeE2eTest : public ::testing::Test {
                            "maintain_rook_storage_nodes: true\n"
                            "min_ready_master_nodes: 2\n"
                            "storm_guard_percent: 60\n"
+                           "enable_internal_load_balancer: true\n"
                         << extra;
     return path;
   }
@@ -197,7 +234,7 @@ class PurgeE2eTest : public ::testing::Test {
     socket_ = dir_.path() + "/a.sock";
     log_ = dir_.path() + "/agent.log";
     std::vector<std::string> args = {EKCO_BIN,         "agent",       "--config",  writeConfig(),
-                                     "--kubeconfig",   server_->kubeconfigPath(), "--node-name",
+                                     "--kubeconfig",   sa_kubeconfig_, "--node-name",
                                      "cp-1",           "--host-root", etcd_.hostRoot(),
                                      "--socket",       socket_};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
@@ -249,14 +286,21 @@ class PurgeE2eTest : public ::testing::Test {
     }
     return out;
   }
+  // `etcdctl member list` through member i (a test failure when it fails).
+  std::string memberList(int i) {
+    auto listed = etcd_.memberList(etcd_.endpoint(i));
+    EXPECT_TRUE(listed) << listed.error().message();
+    return listed ? *listed : "";
+  }
   int etcdMemberLines() {
-    const std::string listed = etcd_.memberList(etcd_.endpoint(0));
+    const std::string listed = memberList(0);
     return static_cast<int>(std::count(listed.begin(), listed.end(), '\n'));
   }
 
   fakes::EtcdCluster etcd_{{"cp-1", "cp-2", "cp-3"}};
   testing::TempDir dir_{"ekco-purge-e2e"};
   std::unique_ptr<kubesim::Server> server_;
+  std::string sa_kubeconfig_;  // the agents': the ServiceAccount's token
   base::SystemClock wall_;
   std::vector<pid_t> agents_;
   std::string socket_;
@@ -306,7 +350,7 @@ TEST_F(PurgeE2eTest, ADeadControlPlaneNodeIsClearedThenPurgedEndToEnd) {
   std::cerr << "[e2e] purge done " << fakes::EtcdCluster::secondsSince(purge_start)
             << " s after the clear\n";
 
-  const std::string listed = etcd_.memberList(etcd_.endpoint(0));
+  const std::string listed = memberList(0);
   EXPECT_EQ(std::count(listed.begin(), listed.end(), '\n'), 2) << listed;
   EXPECT_THAT(listed, Not(HasSubstr("cp-3")));
   EXPECT_THAT(listed, Not(HasSubstr(cp3_id)));
@@ -353,6 +397,40 @@ TEST_F(PurgeE2eTest, ADeadControlPlaneNodeIsClearedThenPurgedEndToEnd) {
   EXPECT_EQ(history.back()["node"], "cp-3");
   EXPECT_FALSE(history.back().contains("error")) << history.dump();
   for (const json& h : history) std::cerr << "[history] " << h.dump() << "\n";
+
+  // Least privilege, both ways: no request of the agent was denied, and every permission the
+  // RBAC rules grant was used by it in this run.
+  std::set<std::string> used;
+  for (const auto& r : server_->requestLog()) {
+    if (r.user != kServiceAccount || r.resource.empty()) continue;
+    const std::string resource = r.resource + (r.subresource.empty() ? "" : "/" + r.subresource);
+    used.insert(permission(r.verb, r.api_group, resource));
+    EXPECT_TRUE(r.allowed) << "forbidden: " << r.verb << " " << r.path;
+  }
+  std::set<std::string> granted;
+  for (const char* file : {"/deploy/10-rbac.yaml", "/deploy-rook-ceph/rbac.yaml"}) {
+    auto objects = kubesim::parseObjects(testing::readWholeFile(EKCO_SOURCE_DIR + std::string(file)));
+    ASSERT_TRUE(objects);
+    for (const json& o : *objects) {
+      if (o["kind"] != "Role" && o["kind"] != "ClusterRole") continue;
+      for (const json& rule : o["rules"]) {
+        for (const json& g : rule["apiGroups"]) {
+          for (const json& res : rule["resources"]) {
+            for (const json& v : rule["verbs"]) {
+              granted.insert(permission(v.get<std::string>(), g.get<std::string>(),
+                                        res.get<std::string>()));
+            }
+          }
+        }
+      }
+    }
+  }
+  // Kubernetes before 1.31 authorizes a WebSocket exec as "get", kubesim as 1.31+ ("create").
+  used.insert("get pods/exec");
+  for (const auto& p : granted) {
+    EXPECT_TRUE(used.contains(p)) << "granted but never used: " << p;
+  }
+  for (const auto& p : used) std::cerr << "[rbac] used: " << p << "\n";
 }
 
 TEST_F(PurgeE2eTest, DryRunAndGuardsChangeNothingAndALiveMemberIsNeverRemoved) {
@@ -508,7 +586,7 @@ TEST_F(PurgeE2eTest, AnInterruptedPurgeIsResumedWithoutRepeatingDamage) {
   EXPECT_TRUE(resumed->warnings.empty()) << joined(resumed->warnings);
   EXPECT_FALSE(server_->get("nodes", "", "cp-3"));
   EXPECT_EQ(etcdMemberLines(), 2);
-  EXPECT_THAT(etcd_.memberList(etcd_.endpoint(1)), Not(HasSubstr("cp-3")));
+  EXPECT_THAT(memberList(1), Not(HasSubstr("cp-3")));
 
   // No damage repeated: each OSD purged once (by the first leader), the etcd member removed once.
   auto counts = execCounts();
