@@ -1,6 +1,7 @@
-// What the benchmark programs share: their child processes (spawned into process groups of
-// their own, killed and reaped on every exit path, also on SIGINT/SIGTERM/SIGHUP), failures as
-// exceptions, and small helpers. Benchmarks only: tests have tests/agent/process_support.h.
+// What the benchmark programs and the demo (demo/demo.cc) share: their child processes (spawned
+// into process groups of their own, killed and reaped on every exit path, also on
+// SIGINT/SIGTERM/SIGHUP), failures as exceptions, and small helpers. Not for tests: they have
+// tests/agent/process_support.h.
 #pragma once
 
 #include <fcntl.h>
@@ -60,6 +61,13 @@ class Children {
     return pid;
   }
 
+  // Runs at cleanup, before the children are killed (e.g. stopping an etcd cluster the program
+  // started through another helper). Registered hooks run once, last registered first.
+  void onCleanup(std::function<void()> hook) {
+    std::lock_guard lock(mu_);
+    hooks_.push_back(std::move(hook));
+  }
+
   void setWorkDir(fs::path dir, bool keep) {
     std::lock_guard lock(mu_);
     work_dir_ = std::move(dir);
@@ -70,6 +78,8 @@ class Children {
   // directory. Idempotent.
   void cleanup() {
     std::lock_guard lock(mu_);
+    for (auto it = hooks_.rbegin(); it != hooks_.rend(); ++it) (*it)();
+    hooks_.clear();
     for (pid_t pid : pids_) ::kill(-pid, SIGKILL);
     for (pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
     pids_.clear();
@@ -89,6 +99,7 @@ class Children {
  private:
   std::mutex mu_;
   std::vector<pid_t> pids_;
+  std::vector<std::function<void()>> hooks_;
   fs::path work_dir_;
   bool keep_ = false;
 };
