@@ -48,6 +48,32 @@ class ProgramTest : public ::testing::Test {
     }
   }
 
+  // `kubectl --kubeconfig KUBECONFIG --cache-dir ... ARGS...` (HOME in the temp directory).
+  base::Result<base::ProcessResult> kubectl(const std::string& kubeconfig,
+                                            std::vector<std::string> args) {
+    args.insert(args.begin(),
+                {kKubectl, "--kubeconfig", kubeconfig, "--cache-dir", (dir_ / "cache").string()});
+    return runner_.run({.argv = std::move(args),
+                        .inherit_env = true,
+                        .env = {{"HOME", dir_.string()}},
+                        .stdin_data = "",
+                        .working_dir = "",
+                        .timeout = std::chrono::seconds(20),
+                        .kill_grace = std::chrono::milliseconds(0)});
+  }
+
+  // The program run to completion with these flags (the flag checks: it must exit at once).
+  base::Result<base::ProcessResult> runToExit(std::vector<std::string> args) {
+    args.insert(args.begin(), KUBESIM_BIN);
+    return runner_.run({.argv = std::move(args),
+                        .inherit_env = true,
+                        .env = {},
+                        .stdin_data = "",
+                        .working_dir = "",
+                        .timeout = std::chrono::seconds(10),
+                        .kill_grace = std::chrono::milliseconds(0)});
+  }
+
   base::SystemClock clock_;
   base::BoostProcessRunner runner_{clock_};
   std::filesystem::path dir_;
@@ -64,14 +90,7 @@ TEST_F(ProgramTest, ServesLoadedAndGeneratedObjectsUntilSigtermThenExitsZero) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   ASSERT_TRUE(std::filesystem::exists(kubeconfig));
-  auto r = runner_.run({.argv = {kKubectl, "--kubeconfig", kubeconfig, "--cache-dir",
-                                 (dir_ / "cache").string(), "get", "nodes", "-o", "name"},
-                        .inherit_env = true,
-                        .env = {{"HOME", dir_.string()}},
-                        .stdin_data = "",
-                        .working_dir = "",
-                        .timeout = std::chrono::seconds(20),
-                        .kill_grace = std::chrono::milliseconds(0)});
+  auto r = kubectl(kubeconfig, {"get", "nodes", "-o", "name"});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->exit_code, 0) << r->stderr_data;
   EXPECT_EQ(r->stdout_data, "node/node-0\nnode/node-1\nnode/node-2\nnode/node-a\nnode/node-b\n");
@@ -96,14 +115,7 @@ TEST_F(ProgramTest, TokenFlagsAuthenticateAServiceAccountUnderRbac) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   ASSERT_TRUE(std::filesystem::exists(token_kubeconfig));
-  auto r = runner_.run({.argv = {kKubectl, "--kubeconfig", token_kubeconfig, "--cache-dir",
-                                 (dir_ / "cache").string(), "get", "nodes"},
-                        .inherit_env = true,
-                        .env = {{"HOME", dir_.string()}},
-                        .stdin_data = "",
-                        .working_dir = "",
-                        .timeout = std::chrono::seconds(20),
-                        .kill_grace = std::chrono::milliseconds(0)});
+  auto r = kubectl(token_kubeconfig, {"get", "nodes"});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->exit_code, 1);
   EXPECT_THAT(r->stderr_data,
@@ -112,28 +124,14 @@ TEST_F(ProgramTest, TokenFlagsAuthenticateAServiceAccountUnderRbac) {
 }
 
 TEST_F(ProgramTest, RejectsAMalformedTokenFlag) {
-  auto r = runner_.run(
-      {.argv = {KUBESIM_BIN, "--kubeconfig-out", (dir_ / "kc").string(), "--token", "no-user"},
-       .inherit_env = true,
-       .env = {},
-       .stdin_data = "",
-       .working_dir = "",
-       .timeout = std::chrono::seconds(10),
-       .kill_grace = std::chrono::milliseconds(0)});
+  auto r = runToExit({"--kubeconfig-out", (dir_ / "kc").string(), "--token", "no-user"});
   ASSERT_TRUE(r);
   EXPECT_NE(r->exit_code, 0);
   EXPECT_THAT(r->stderr_data, HasSubstr("--token: expected TOKEN=USER"));
 }
 
 TEST_F(ProgramTest, RejectsAMalformedListenAddress) {
-  auto r = runner_.run(
-      {.argv = {KUBESIM_BIN, "--listen", "nonsense", "--kubeconfig-out", (dir_ / "kc").string()},
-       .inherit_env = true,
-       .env = {},
-       .stdin_data = "",
-       .working_dir = "",
-       .timeout = std::chrono::seconds(10),
-       .kill_grace = std::chrono::milliseconds(0)});
+  auto r = runToExit({"--listen", "nonsense", "--kubeconfig-out", (dir_ / "kc").string()});
   ASSERT_TRUE(r);
   EXPECT_NE(r->exit_code, 0);
   EXPECT_THAT(r->stderr_data, HasSubstr("--listen"));
