@@ -28,9 +28,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -80,34 +78,18 @@ using std::chrono::seconds;
 
 // A loopback port nobody listens on right now.
 std::uint16_t freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail("bind: no free port");
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  auto port = kubesim::freeLoopbackPort();
+  if (!port) fail(port.error().message());
+  return *port;
 }
 
-json configMap(const std::string& name, const std::string& who) {
-  return {{"apiVersion", "v1"},
-          {"kind", "ConfigMap"},
-          {"metadata", {{"name", name}, {"namespace", "default"}}},
-          {"data", {{"apiserver", who}}}};
+// The ConfigMap each apiserver holds, so a request shows which one answered.
+json whoAmI(const std::string& who) {
+  return kubesim::configMapObject("default", "who", {{"apiserver", who}});
 }
 
 json slice(const std::string& name, std::uint16_t port) {
-  return {{"apiVersion", "discovery.k8s.io/v1"},
-          {"kind", "EndpointSlice"},
-          {"metadata",
-           {{"name", name},
-            {"namespace", "default"},
-            {"labels", {{"kubernetes.io/service-name", "kubernetes"}}}}},
-          {"addressType", "IPv4"},
-          {"endpoints", {{{"addresses", {"127.0.0.1"}}, {"conditions", {{"ready", true}}}}}},
-          {"ports", {{{"name", "https"}, {"port", port}, {"protocol", "TCP"}}}}};
+  return kubesim::kubernetesEndpointSlice(name, {"127.0.0.1"}, port);
 }
 
 json node(const std::string& name) {
@@ -211,7 +193,7 @@ int run(const Options& opt) {
   std::vector<std::unique_ptr<kubesim::Server>> apiservers;
   for (const auto& name : names) {
     kubesim::ServerOptions options{.out_dir = (dir / ("apiserver-" + name)).string(),
-                                   .objects = {configMap("who", name)}};
+                                   .objects = {whoAmI(name)}};
     if (!apiservers.empty()) options.pki = apiservers.front()->pki();
     auto server = kubesim::Server::start(std::move(options));
     if (!server) fail("apiserver " + name + ": " + server.error().message());

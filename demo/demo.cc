@@ -114,22 +114,9 @@ json podObject(const std::string& ns, const std::string& name, const std::string
           {"status", {{"phase", "Running"}}}};
 }
 
-// default/kubernetes as the apiservers' endpoint reconciler keeps it: one ready endpoint per
-// live apiserver.
+// default/kubernetes with one ready endpoint per live apiserver.
 json apiserverSlice(const std::vector<std::string>& ips) {
-  json endpoints = json::array();
-  for (const auto& ip : ips) {
-    endpoints.push_back({{"addresses", {ip}}, {"conditions", {{"ready", true}}}});
-  }
-  return {{"apiVersion", "discovery.k8s.io/v1"},
-          {"kind", "EndpointSlice"},
-          {"metadata",
-           {{"name", "kubernetes"},
-            {"namespace", "default"},
-            {"labels", {{"kubernetes.io/service-name", "kubernetes"}}}}},
-          {"addressType", "IPv4"},
-          {"endpoints", endpoints},
-          {"ports", {{{"name", "https"}, {"port", 6443}, {"protocol", "TCP"}}}}};
+  return kubesim::kubernetesEndpointSlice("kubernetes", ips, 6443);
 }
 
 std::string clusterStatus(const std::vector<NodeSpec>& primaries) {
@@ -242,10 +229,8 @@ class Demo {
     std::vector<json> objects;
     for (const auto& n : kNodes) objects.push_back(nodeObject(n));
     std::vector<NodeSpec> primaries(kNodes.begin(), kNodes.begin() + 3);
-    objects.push_back({{"apiVersion", "v1"},
-                       {"kind", "ConfigMap"},
-                       {"metadata", {{"name", "kubeadm-config"}, {"namespace", "kube-system"}}},
-                       {"data", {{"ClusterStatus", clusterStatus(primaries)}}}});
+    objects.push_back(kubesim::configMapObject("kube-system", "kubeadm-config",
+                                               {{"ClusterStatus", clusterStatus(primaries)}}));
     objects.push_back(apiserverSlice({"127.0.0.11", "127.0.0.12", "127.0.0.13"}));
     for (auto& p : workloads()) objects.push_back(std::move(p));
     const std::vector<json> deploy = manifests(source_ / "deploy");

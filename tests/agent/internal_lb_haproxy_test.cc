@@ -11,8 +11,6 @@
 //      keeps receiving events.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -44,36 +42,19 @@ using ::testing::Not;
 
 constexpr const char* kHaproxy = "/usr/sbin/haproxy";
 
-// A loopback port nobody listens on right now.
+// A loopback port nobody listens on right now (0, with a test failure, when there is none).
 std::uint16_t freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  auto port = kubesim::freeLoopbackPort();
+  EXPECT_TRUE(port) << port.error().message();
+  return port ? *port : 0;
 }
 
 json configMap(const std::string& name, const std::string& who) {
-  return {{"apiVersion", "v1"},
-          {"kind", "ConfigMap"},
-          {"metadata", {{"name", name}, {"namespace", "default"}}},
-          {"data", {{"apiserver", who}}}};
+  return kubesim::configMapObject("default", name, {{"apiserver", who}});
 }
 
 json slice(const std::string& name, std::uint16_t port) {
-  return {{"apiVersion", "discovery.k8s.io/v1"},
-          {"kind", "EndpointSlice"},
-          {"metadata",
-           {{"name", name},
-            {"namespace", "default"},
-            {"labels", {{"kubernetes.io/service-name", "kubernetes"}}}}},
-          {"addressType", "IPv4"},
-          {"endpoints", {{{"addresses", {"127.0.0.1"}}, {"conditions", {{"ready", true}}}}}},
-          {"ports", {{{"name", "https"}, {"port", port}, {"protocol", "TCP"}}}}};
+  return kubesim::kubernetesEndpointSlice(name, {"127.0.0.1"}, port);
 }
 
 class InternalLbHaproxyTest : public ::testing::Test {

@@ -133,10 +133,8 @@ std::vector<json> clusterObjects() {
   std::vector<json> objects = {node("cp-1", "127.0.0.11", true), node("cp-2", "127.0.0.12", true),
                                node("cp-3", "127.0.0.13", true),
                                node("worker-1", "127.0.0.21", false)};
-  objects.push_back({{"apiVersion", "v1"},
-                     {"kind", "ConfigMap"},
-                     {"metadata", {{"name", "kubeadm-config"}, {"namespace", "kube-system"}}},
-                     {"data", {{"ClusterStatus", kClusterStatus}}}});
+  objects.push_back(
+      kubesim::configMapObject("kube-system", "kubeadm-config", {{"ClusterStatus", kClusterStatus}}));
   for (int i = 1; i <= 3; ++i) {
     const std::string n = std::to_string(i);
     objects.push_back(pod("kube-system", "kube-apiserver-cp-" + n, "cp-" + n,

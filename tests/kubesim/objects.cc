@@ -1,7 +1,13 @@
 // Object loading (YAML/JSON), exec scripts and generated clusters for ekco-kubesim.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 
@@ -234,6 +240,45 @@ std::vector<json> generateCluster(int nodes, int pods) {
     out.push_back(pod);
   }
   return out;
+}
+
+json configMapObject(const std::string& ns, const std::string& name, json data) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"data", std::move(data)}};
+}
+
+json kubernetesEndpointSlice(const std::string& name, const std::vector<std::string>& addresses,
+                             int port) {
+  json endpoints = json::array();
+  for (const auto& address : addresses) {
+    endpoints.push_back({{"addresses", {address}}, {"conditions", {{"ready", true}}}});
+  }
+  return {{"apiVersion", "discovery.k8s.io/v1"},
+          {"kind", "EndpointSlice"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", "default"},
+            {"labels", {{"kubernetes.io/service-name", "kubernetes"}}}}},
+          {"addressType", "IPv4"},
+          {"endpoints", endpoints},
+          {"ports", {{{"name", "https"}, {"port", port}, {"protocol", "TCP"}}}}};
+}
+
+base::Result<std::uint16_t> freeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return base::Error("socket: " + std::string(std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) return base::Error("no free loopback port: " + std::string(std::strerror(err)));
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace ekco::kubesim

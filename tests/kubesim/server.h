@@ -159,4 +159,16 @@ class Server {
 // taint on the first), pods spread round-robin with spec.nodeName, ownerReferences, volumes.
 std::vector<nlohmann::json> generateCluster(int nodes, int pods);
 
+// Objects the tests, benchmarks and the demo build alike:
+// A ConfigMap NAMESPACE/NAME holding `data` (a JSON object of strings).
+nlohmann::json configMapObject(const std::string& ns, const std::string& name,
+                               nlohmann::json data);
+// default/kubernetes's EndpointSlice NAME as the apiservers' endpoint reconciler keeps it: one
+// ready endpoint per address, port "https".
+nlohmann::json kubernetesEndpointSlice(const std::string& name,
+                                       const std::vector<std::string>& addresses, int port);
+
+// A loopback TCP port nobody listens on right now (bind to port 0, read it back, close).
+[[nodiscard]] base::Result<std::uint16_t> freeLoopbackPort();
+
 }  // namespace ekco::kubesim
