@@ -104,16 +104,6 @@ json nodeObject(const NodeSpec& n) {
   return node;
 }
 
-json podObject(const std::string& ns, const std::string& name, const std::string& node,
-               json labels = json::object(), json annotations = json::object()) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata",
-           {{"name", name}, {"namespace", ns}, {"labels", labels}, {"annotations", annotations}}},
-          {"spec", {{"nodeName", node}, {"containers", {{{"name", "main"}, {"image", "app:1"}}}}}},
-          {"status", {{"phase", "Running"}}}};
-}
-
 // default/kubernetes with one ready endpoint per live apiserver.
 json apiserverSlice(const std::vector<std::string>& ips) {
   return kubesim::kubernetesEndpointSlice("kubernetes", ips, 6443);
@@ -132,17 +122,17 @@ std::string clusterStatus(const std::vector<NodeSpec>& primaries) {
 std::vector<json> workloads() {
   std::vector<json> out;
   for (const auto& n : kNodes) {
-    out.push_back(podObject("default", "web-5d8f7-" + n.name, n.name, {{"app", "web"}}));
-    out.push_back(podObject("kube-system", "kube-proxy-" + n.name, n.name,
+    out.push_back(kubesim::runningPodObject("default", "web-5d8f7-" + n.name, n.name, {{"app", "web"}}));
+    out.push_back(kubesim::runningPodObject("kube-system", "kube-proxy-" + n.name, n.name,
                             {{"k8s-app", "kube-proxy"}}));
     if (n.primary) {
-      out.push_back(podObject(
+      out.push_back(kubesim::runningPodObject(
           "kube-system", "kube-apiserver-" + n.name, n.name,
           {{"component", "kube-apiserver"}, {"tier", "control-plane"}},
           {{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint", n.ip + ":6443"}}));
     }
   }
-  out.push_back(podObject("default", "db-0", "cp-3", {{"app", "db"}}));
+  out.push_back(kubesim::runningPodObject("default", "db-0", "cp-3", {{"app", "db"}}));
   return out;
 }
 
@@ -415,16 +405,7 @@ class Demo {
     // endpoint reconciler drops its apiserver, the taint manager evicts its pods, which stay
     // Terminating because no kubelet confirms.
     const base::WallTime now = std::chrono::floor<seconds>(wall_.wallNow());
-    json node = nodeObject(kNodes[kDead]);
-    node["status"]["conditions"] = {
-        {{"type", "Ready"}, {"status", "Unknown"}, {"lastTransitionTime", stamp(now)},
-         {"reason", "NodeStatusUnknown"}, {"message", "Kubelet stopped posting node status."}}};
-    node["spec"]["taints"].push_back({{"key", "node.kubernetes.io/unreachable"},
-                                      {"effect", "NoExecute"},
-                                      {"timeAdded", stamp(now)}});
-    node["spec"]["taints"].push_back(
-        {{"key", "node.kubernetes.io/unreachable"}, {"effect", "NoSchedule"}});
-    put(node);
+    put(kubesim::unreachableNode(nodeObject(kNodes[kDead]), stamp(now)));
     put(apiserverSlice({"127.0.0.11", "127.0.0.12"}));
     for (const json& p : workloads()) {
       if (p["spec"]["nodeName"] != "cp-3") continue;

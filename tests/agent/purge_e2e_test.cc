@@ -80,27 +80,6 @@ json node(const std::string& name, const std::string& ip, bool control_plane) {
             {"addresses", {{{"type", "InternalIP"}, {"address", ip}}}}}}};
 }
 
-// The node controller's view of a node that stopped reporting at `since`.
-json unreachable(json n, base::WallTime since) {
-  n["status"]["conditions"] = {
-      {{"type", "Ready"}, {"status", "Unknown"}, {"lastTransitionTime", stamp(since)}}};
-  n["spec"]["taints"] = {{{"key", "node.kubernetes.io/unreachable"},
-                          {"effect", "NoExecute"},
-                          {"timeAdded", stamp(since)}},
-                         {{"key", "node.kubernetes.io/unreachable"}, {"effect", "NoSchedule"}}};
-  return n;
-}
-
-json pod(const std::string& ns, const std::string& name, const std::string& node_name,
-         json labels = json::object(), json annotations = json::object()) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata",
-           {{"name", name}, {"namespace", ns}, {"labels", labels}, {"annotations", annotations}}},
-          {"spec", {{"nodeName", node_name}, {"containers", {{{"name", "main"}, {"image", "x"}}}}}},
-          {"status", {{"phase", "Running"}}}};
-}
-
 json osdDeployment(const std::string& id, const std::string& host) {
   return {{"apiVersion", "apps/v1"},
           {"kind", "Deployment"},
@@ -133,11 +112,11 @@ std::vector<json> clusterObjects() {
   std::vector<json> objects = {node("cp-1", "127.0.0.11", true), node("cp-2", "127.0.0.12", true),
                                node("cp-3", "127.0.0.13", true),
                                node("worker-1", "127.0.0.21", false)};
-  objects.push_back(
-      kubesim::configMapObject("kube-system", "kubeadm-config", {{"ClusterStatus", kClusterStatus}}));
+  objects.push_back(kubesim::configMapObject("kube-system", "kubeadm-config",
+                                             {{"ClusterStatus", kClusterStatus}}));
   for (int i = 1; i <= 3; ++i) {
     const std::string n = std::to_string(i);
-    objects.push_back(pod("kube-system", "kube-apiserver-cp-" + n, "cp-" + n,
+    objects.push_back(kubesim::runningPodObject("kube-system", "kube-apiserver-cp-" + n, "cp-" + n,
                           {{"component", "kube-apiserver"}, {"tier", "control-plane"}},
                           {{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint",
                             "127.0.0.1" + n + ":6443"}}));
@@ -153,7 +132,7 @@ std::vector<json> clusterObjects() {
   objects.push_back(osdDeployment("0", "cp-1"));
   objects.push_back(osdDeployment("3", "cp-3"));
   objects.push_back(osdDeployment("12", "cp-3"));
-  objects.push_back(pod("rook-ceph", "rook-ceph-tools-6b4f", "cp-1", {{"app", "rook-ceph-tools"}}));
+  objects.push_back(kubesim::runningPodObject("rook-ceph", "rook-ceph-tools-6b4f", "cp-1", {{"app", "rook-ceph-tools"}}));
   return objects;
 }
 
@@ -202,12 +181,12 @@ class PurgeE2eTest : public ::testing::Test {
     if (kill_etcd) etcd_.kill(kDead);
     const base::WallTime t = std::chrono::floor<seconds>(wall_.wallNow());
     for (const auto& [ns, name] : kStuck) {
-      json p = pod(ns, name, "cp-3");
+      json p = kubesim::runningPodObject(ns, name, "cp-3");
       p["metadata"]["deletionTimestamp"] = stamp(t);
       p["metadata"]["deletionGracePeriodSeconds"] = 30;
       EXPECT_TRUE(server_->put(p));
     }
-    EXPECT_TRUE(server_->put(unreachable(node("cp-3", "127.0.0.13", true), t)));
+    EXPECT_TRUE(server_->put(kubesim::unreachableNode(node("cp-3", "127.0.0.13", true), stamp(t))));
     return t;
   }
 

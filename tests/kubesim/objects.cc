@@ -249,6 +249,36 @@ json configMapObject(const std::string& ns, const std::string& name, json data) 
           {"data", std::move(data)}};
 }
 
+json runningPodObject(const std::string& ns, const std::string& name, const std::string& node,
+                      json labels, json annotations) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", ns},
+            {"labels", std::move(labels)},
+            {"annotations", std::move(annotations)}}},
+          {"spec", {{"nodeName", node}, {"containers", {{{"name", "main"}, {"image", "app:1"}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+json unreachableNode(json node, const std::string& since) {
+  node["status"]["conditions"] = {{{"type", "Ready"},
+                                   {"status", "Unknown"},
+                                   {"lastTransitionTime", since},
+                                   {"reason", "NodeStatusUnknown"},
+                                   {"message", "Kubelet stopped posting node status."}}};
+  json taints = json::array();
+  for (const json& t : node["spec"].value("taints", json::array())) {
+    if (t.value("key", "") != "node.kubernetes.io/unreachable") taints.push_back(t);
+  }
+  taints.push_back(
+      {{"key", "node.kubernetes.io/unreachable"}, {"effect", "NoExecute"}, {"timeAdded", since}});
+  taints.push_back({{"key", "node.kubernetes.io/unreachable"}, {"effect", "NoSchedule"}});
+  node["spec"]["taints"] = std::move(taints);
+  return node;
+}
+
 json kubernetesEndpointSlice(const std::string& name, const std::vector<std::string>& addresses,
                              int port) {
   json endpoints = json::array();

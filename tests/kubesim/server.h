@@ -163,6 +163,15 @@ std::vector<nlohmann::json> generateCluster(int nodes, int pods);
 // A ConfigMap NAMESPACE/NAME holding `data` (a JSON object of strings).
 nlohmann::json configMapObject(const std::string& ns, const std::string& name,
                                nlohmann::json data);
+// A Running pod NAMESPACE/NAME bound to `node`, one container.
+nlohmann::json runningPodObject(const std::string& ns, const std::string& name,
+                                const std::string& node,
+                                nlohmann::json labels = nlohmann::json::object(),
+                                nlohmann::json annotations = nlohmann::json::object());
+// `node` as the node lifecycle controller leaves a node that stopped reporting at `since`
+// (RFC 3339): Ready=Unknown from then, and the unreachable NoExecute (timeAdded) and NoSchedule
+// taints beside its other taints.
+nlohmann::json unreachableNode(nlohmann::json node, const std::string& since);
 // default/kubernetes's EndpointSlice NAME as the apiservers' endpoint reconciler keeps it: one
 // ready endpoint per address, port "https".
 nlohmann::json kubernetesEndpointSlice(const std::string& name,
