@@ -21,9 +21,7 @@ namespace {
 
 std::string podName(const kube::PodRecord& pod) { return pod.ns.str() + "/" + pod.name; }
 
-base::WallTime plus(base::WallTime t, base::Duration d) {
-  return t + std::chrono::duration_cast<base::WallTime::duration>(d);
-}
+base::WallTime plus(base::WallTime t, base::Duration d) { return base::saturatingAdd(t, d); }
 
 std::string when(base::WallTime t) { return kube::formatRfc3339(t); }
 
@@ -147,6 +145,7 @@ base::Result<ReconcileResult> ClearNodesController::reconcile() {
   int planned = 0;
   int skipped = 0;
   std::vector<Error> errors;
+  std::optional<std::vector<kube::NodeRecord>> fresh_nodes;
   for (const PodToClear& item : plan.due) {
     if (handled_.count(item.pod.uid) != 0 && !options_.dry_run) continue;  // cache lagging
     const std::string reason = clearReason(item, rules);
@@ -159,8 +158,16 @@ base::Result<ReconcileResult> ClearNodesController::reconcile() {
       }
       continue;
     }
-    // Guard 1: the caches, read again right before the delete.
-    if (std::string why = recheck(item); !why.empty()) {
+    // Guard 1: the API, read again right before the delete (nodes once per pass).
+    if (!fresh_nodes) {
+      auto read = readNodes();
+      if (!read) {
+        errors.push_back(read.error().wrap("read before force-deleting " + podName(item.pod)));
+        break;
+      }
+      fresh_nodes = std::move(*read);
+    }
+    if (std::string why = recheck(item, *fresh_nodes); !why.empty()) {
       ++skipped;
       text += fmt::format("skip {} on {}: {}\n", podName(item.pod), item.node, why);
       base::logInfo("not force-deleting pod",
@@ -224,12 +231,36 @@ base::Result<ReconcileResult> ClearNodesController::reconcile() {
   return result;
 }
 
-std::string ClearNodesController::recheck(const PodToClear& item) {
-  ObservedNodes observed = observe_nodes_();
-  if (!observed.synced) return "the node cache is not synced";
-  const std::vector<kube::PodRecord> pods = observe_pods_();
+base::Result<std::vector<kube::NodeRecord>> ClearNodesController::readNodes() {
+  if (callbacks_.read_nodes) return callbacks_.read_nodes();
+  return agent::readNodes(client_);
+}
+
+base::Result<std::optional<kube::PodRecord>> ClearNodesController::readPod(std::string_view ns,
+                                                                           std::string_view name) {
+  if (callbacks_.read_pod) return callbacks_.read_pod(ns, name);
+  // A list narrowed to the one name, not a GET: the agent's RBAC grants list on pods, not get
+  // (deploy/10-rbac.yaml), and every resource supports the metadata.name field selector.
+  auto list = client_.list(kube::resources::kPods, ns,
+                           {.field_selector = "metadata.name=" + std::string(name)});
+  if (!list) return std::move(list).error();
+  for (const auto& item : list->value("items", nlohmann::json::array())) {
+    auto record = kube::projectPod(item);
+    if (!record) return std::move(record).error();
+    if (record->name == name) return std::optional<kube::PodRecord>(std::move(*record));
+  }
+  return std::optional<kube::PodRecord>();
+}
+
+std::string ClearNodesController::recheck(const PodToClear& item,
+                                          const std::vector<kube::NodeRecord>& nodes) {
+  auto read = readPod(item.pod.ns.view(), item.pod.name);
+  if (!read) return "cannot read the pod from the API: " + read.error().message();
+  if (!*read) return "the pod is gone";
+  const kube::PodRecord& pod = **read;
+  if (pod.uid != item.pod.uid) return "the pod was replaced (another uid)";
   const base::WallTime now = clock_.wallNow();
-  const ClearPlan fresh = planClear(observed.nodes, pods, now, options_.rules);
+  const ClearPlan fresh = planClear(nodes, {pod}, now, options_.rules);
   if (fresh.storm.active) {
     noteStorm(fresh.storm);
     return "storm guard: " + fresh.storm.reason;
@@ -237,17 +268,14 @@ std::string ClearNodesController::recheck(const PodToClear& item) {
   for (const PodToClear& d : fresh.due) {
     if (d.pod.uid == item.pod.uid && d.node == item.node) return "";
   }
-  auto pod = std::find_if(pods.begin(), pods.end(),
-                          [&](const kube::PodRecord& p) { return p.uid == item.pod.uid; });
-  if (pod == pods.end()) return "the pod is gone from the cache";
-  if (!pod->terminating()) return "the pod is no longer terminating";
-  if (pod->node_name != item.node) return "the pod is no longer on " + item.node;
-  if (pod->deletion_grace_period_seconds && *pod->deletion_grace_period_seconds == 0) {
+  if (!pod.terminating()) return "the pod is no longer terminating";
+  if (pod.node_name != item.node) return "the pod is no longer on " + item.node;
+  if (pod.deletion_grace_period_seconds && *pod.deletion_grace_period_seconds == 0) {
     return "the pod was already force-deleted";
   }
-  auto node = std::find_if(observed.nodes.begin(), observed.nodes.end(),
+  auto node = std::find_if(nodes.begin(), nodes.end(),
                            [&](const kube::NodeRecord& n) { return n.name == item.node; });
-  if (node == observed.nodes.end()) return "node " + item.node + " is gone";
+  if (node == nodes.end()) return "node " + item.node + " is gone";
   if (!isDead(*node, now, options_.rules.node_unreachable_toleration)) {
     return "node " + item.node + " is no longer dead";
   }

@@ -18,10 +18,14 @@
 //     nothing is cleared; /status says why, one Event (StormGuardActive, Warning) goes on the
 //     ekco-leader Lease when the storm starts and one (StormGuardCleared) when it ends, and the
 //     on_storm callback drives the ekco_storm_guard gauge.
-//   - Before each delete the caches are read again: the pod (same uid) must still be on a dead
-//     node, still terminating beyond the grace, no storm, and this agent must still be a fresh
-//     leader (is_leader_fresh, fencing). The delete carries a uid precondition, so a re-created
-//     namesake is never deleted.
+//   - The caches only choose candidates; a cache can be stale (a watch that stalled without an
+//     error). Before each delete the API itself is read (callbacks read_nodes, once per pass
+//     that has something due, and read_pod, right before that pod's delete) and the plan is
+//     evaluated again on what it returned: the pod (same uid) must still be on a dead node,
+//     still terminating beyond the grace, no storm; and this agent must still be a fresh leader
+//     (is_leader_fresh, fencing). The delete carries a uid precondition, so a re-created
+//     namesake is never deleted. A failed read deletes nothing and is returned as the error
+//     (the manager backs off).
 //   - dry_run: the plan is shown and logged (once per pod), nothing is deleted.
 //
 // Each force delete is logged with its reason, recorded as an Event on the Pod (ForceDeleted,
@@ -105,6 +109,14 @@ struct ClearNodesOptions {
 };
 
 struct ClearNodesCallbacks {
+  // The nodes as the API has them now (not a cache). Unset: agent/node_health.h readNodes over
+  // the controller's client.
+  std::function<base::Result<std::vector<kube::NodeRecord>>()> read_nodes{};
+  // One pod as the API has it now; nullopt when it is gone. Unset: a list through the client
+  // narrowed by the field selector metadata.name.
+  std::function<base::Result<std::optional<kube::PodRecord>>(std::string_view ns,
+                                                             std::string_view name)>
+      read_pod{};
   // Fencing: asked right before every delete. Unset means "not a fresh leader" (nothing is
   // deleted).
   std::function<bool()> is_leader_fresh{};
@@ -138,8 +150,11 @@ class ClearNodesController : public Controller {
     bool dry_run = false;
   };
 
-  // Re-reads the caches and tells why `item` must not be deleted now, or "" when it may.
-  std::string recheck(const PodToClear& item);
+  // Reads the pod from the API and tells, on it and on `nodes` (read from the API this pass),
+  // why `item` must not be deleted now, or "" when it may.
+  std::string recheck(const PodToClear& item, const std::vector<kube::NodeRecord>& nodes);
+  base::Result<std::vector<kube::NodeRecord>> readNodes();
+  base::Result<std::optional<kube::PodRecord>> readPod(std::string_view ns, std::string_view name);
   void noteStorm(const StormAssessment& storm);
   // True when deleted; false when the pod was already gone or replaced (uid precondition).
   base::Result<bool> forceDelete(const PodToClear& item);

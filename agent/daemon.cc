@@ -147,7 +147,7 @@ std::string healthSocketPath(const std::string& host_root, const std::string& co
 class Agent::Impl {
  public:
   Impl(AgentOptions options, const base::Clock& clock)
-      : options_(std::move(options)), clock_(clock), errors_(clock) {}
+      : options_(std::move(options)), clock_(clock), errors_(clock), started_at_(clock.monoNow()) {}
 
   base::Status init();
   int run();
@@ -177,6 +177,9 @@ class Agent::Impl {
   AgentOptions options_;
   const base::Clock& clock_;
   ErrorLog errors_;
+  base::MonoTime started_at_;
+  // /readyz: how long the API may go without answering the elector (set in init()).
+  std::chrono::milliseconds api_silence_limit_{std::chrono::seconds(20)};
 
   std::unique_ptr<hostfs::LocalHostFs> process_fs_;
   std::unique_ptr<hostfs::LocalHostFs> host_fs_;
@@ -345,6 +348,13 @@ base::Status Agent::Impl::init() {
            }});
   if (!elector) return std::move(elector).error();
   elector_ = std::move(*elector);
+  // Every agent's elector asks the API every retry period (up to 2.2 of them with jitter when not
+  // leading), each call bounded by lease_timeout: longer than this without an answer means an
+  // API that is down or hangs, whatever the caches' watches (silent for up to
+  // watch_idle_timeout) still say.
+  api_silence_limit_ = std::max(ms(c.leader_election_lease_duration),
+                                3 * ms(c.leader_election_retry_period)) +
+                       lease_timeout;
 
   // Node caches: this node, and the pods scheduled to it.
   auto wake_node = [this] { manager_->wakeAll(Scope::kNode); };
@@ -436,7 +446,7 @@ void Agent::Impl::initPurgeDeadNodes() {
   const Config& c = options_.config;
   exec_ = std::make_unique<kube::WebSocketExecutor>(connection_);
   purge_dead_nodes_ = std::make_shared<PurgeDeadNodesController>(
-      [this] { return observeClusterNodes(); },
+      [this] { return observeClusterNodes(); }, [this] { return readNodes(*client_); },
       [this](const std::string& node, PurgeOptions options) {
         // Clear before purge (EKCO's order): both controllers wake at the same threshold and run
         // one at a time on the leader worker, in an order that depends on sub-millisecond timing.
@@ -606,7 +616,14 @@ void Agent::Impl::superviseLeaderCaches() {
         *client_, clock_, kube::resources::kNodes, "", kube::InformerOptions{}, kube::projectNode,
         wakeOnChange<kube::NodeRecord>(
             [this] { manager_->wakeAll(Scope::kLeader); },
-            [this](const Error& e) { errors_.report("cluster node cache", e.message()); }));
+            [this](const Error& e) {
+              errors_.report("cluster node cache", e.message());
+              if (e.code() == ErrorCode::kParse) return;  // bad data, not an outage
+              std::lock_guard api_lock(mu_);
+              if (api_down_) return;
+              api_down_ = true;
+              base::logWarn("api unreachable", {{"api", connection_.server}, {"error", e.message()}});
+            }));
     all_nodes_.start();
     // As client-go's elector does: an Event on the Lease says who leads.
     auto recorded = client_->recordEvent(
@@ -676,6 +693,33 @@ Health Agent::Impl::readyz() const {
   const auto node_stats = own_node_.informer->stats();
   if (!node_stats.connected) {
     return {.ok = false, .reason = "the Kubernetes API is unreachable: " + node_stats.last_error};
+  }
+  const auto pod_stats = own_pods_.informer->stats();
+  if (!pod_stats.connected) {
+    return {.ok = false,
+            .reason = "the Kubernetes API is unreachable (pod cache): " + pod_stats.last_error};
+  }
+  // An API that accepts connections and answers nothing leaves open watches looking healthy
+  // until their idle bound: the elector's round trips notice first.
+  const auto now = clock_.monoNow();
+  const auto silent_since = elector_->lastAnswer().value_or(started_at_);
+  if (now - silent_since > api_silence_limit_) {
+    const auto lease = elector_->status();
+    return {.ok = false,
+            .reason = "the Kubernetes API has not answered for " +
+                      base::formatDuration(
+                          std::chrono::duration_cast<std::chrono::seconds>(now - silent_since)) +
+                      (lease.last_error.empty() ? "" : ": " + lease.last_error)};
+  }
+  {
+    std::lock_guard lock(leader_caches_mu_);
+    if (all_nodes_.informer && all_nodes_.informer->synced()) {
+      const auto stats = all_nodes_.informer->stats();
+      if (!stats.connected) {
+        return {.ok = false, .reason = "the Kubernetes API is unreachable (cluster node cache): " +
+                                       stats.last_error};
+      }
+    }
   }
   return {.ok = true};
 }
@@ -840,7 +884,7 @@ int Agent::Impl::run() {
     superviseUnhealthyNodePods();
     const Health ready = readyz();
     bool recovered = false;
-    if (own_node_.informer->stats().connected) {
+    if (ready.ok) {
       std::lock_guard lock(mu_);
       recovered = std::exchange(api_down_, false);
     }

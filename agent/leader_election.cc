@@ -69,6 +69,32 @@ LeaderElector::LeaderElector(kube::KubeClient& client, const base::Clock& clock,
       callbacks_(std::move(callbacks)),
       random_(std::random_device()()) {}
 
+namespace {
+
+// The API server itself answered (the step failed on what it said, not on reaching it). A
+// refused or timed-out connection, 429 and 5xx are not answers a cache can be trusted on.
+bool apiAnswered(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kNotFound:
+    case ErrorCode::kAlreadyExists:
+    case ErrorCode::kConflict:
+    case ErrorCode::kPermissionDenied:
+    case ErrorCode::kUnauthenticated:
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kParse:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::optional<base::MonoTime> LeaderElector::lastAnswer() const {
+  std::lock_guard lock(mu_);
+  return last_answer_;
+}
+
 base::Result<bool> LeaderElector::tryAcquireOrRenew() {
   std::lock_guard step(step_mu_);
   Pending pending;
@@ -87,6 +113,7 @@ base::Result<bool> LeaderElector::tryAcquireOrRenew() {
     if (!attempted || !*attempted) checkDeadlineLocked(pending);
     // A fast-path conflict that the read resolved is no failure.
     last_error_ = !attempted ? attempted.error().message() : *attempted ? "" : lost_race_;
+    if (attempted || apiAnswered(attempted.error().code())) last_answer_ = clock_.monoNow();
     leader = leader_;
   }
   fire(pending);

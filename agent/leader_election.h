@@ -159,6 +159,11 @@ class LeaderElector {
   bool isLeaderFresh() const;
   Status status() const;
   const LeaderElectionConfig& config() const { return config_; }
+  // When a step last got an answer from the API server (on the monotonic clock): a success, a
+  // lost race or a refusal the server itself gave; not a connection that failed or timed out,
+  // nor a 429/5xx. nullopt before the first. The agent's /readyz uses it to notice an API that
+  // accepts connections and answers nothing: every agent steps every retry period.
+  std::optional<base::MonoTime> lastAnswer() const;
 
  private:
   LeaderElector(kube::KubeClient& client, const base::Clock& clock, LeaderElectionConfig config,
@@ -194,6 +199,7 @@ class LeaderElector {
   bool nudged_ = false;
   bool leader_ = false;
   base::MonoTime last_success_{};  // when our last successful write was sent
+  std::optional<base::MonoTime> last_answer_{};  // lastAnswer()
   // The last observed record: parsed, as stored (the base of the next update), and when it last
   // changed on the monotonic clock.
   std::optional<kube::Lease> observed_{};

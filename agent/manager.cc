@@ -142,9 +142,11 @@ std::optional<base::MonoTime> Manager::runDue(Scope scope) {
         s.last_error.clear();
         s.consecutive_errors = 0;
         e->backoff_until.reset();
-        e->next_due = result->requeue_after
-                          ? std::optional<base::MonoTime>(finished + *result->requeue_after)
-                          : std::nullopt;
+        e->next_due = std::nullopt;
+        if (result->requeue_after) {
+          e->next_due = finished + std::clamp(*result->requeue_after, options_.min_requeue,
+                                              std::chrono::milliseconds(std::chrono::hours(24)));
+        }
       } else {
         ++s.errors;
         ++s.consecutive_errors;

@@ -12,8 +12,10 @@
 //
 // Scheduling rules:
 //   - Every controller runs once at start (its scope permitting), to reconcile what is there.
-//   - A successful reconcile that asks for `requeue_after` runs again that much later; one
-//     that does not runs again only when woken.
+//   - A successful reconcile that asks for `requeue_after` runs again that much later — never
+//     sooner than min_requeue (a controller that asks for 0, e.g. "look again at once" after an
+//     action its caches have not caught up with, must not spin) and never later than a day;
+//     one that does not ask runs again only when woken.
 //   - A failed reconcile runs again after a backoff (initial_backoff doubling to max_backoff,
 //     each wait uniform in [d/2, d]); a wake during the backoff is remembered but does not cut
 //     it short, so a flood of watch events cannot turn an API outage into a retry storm. The
@@ -88,6 +90,8 @@ struct ControllerStatus {
 struct ManagerOptions {
   std::chrono::milliseconds initial_backoff{1000};
   std::chrono::milliseconds max_backoff{std::chrono::minutes(5)};
+  // The shortest requeue_after honoured (see the scheduling rules).
+  std::chrono::milliseconds min_requeue{100};
   // Workers wake at least this often, so liveness reflects a loop that is really turning.
   std::chrono::milliseconds heartbeat{1000};
   // Uniform in [0, 1) for backoff jitter; default a generator seeded from random_device.

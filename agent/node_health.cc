@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "kube/resource.h"
 
 namespace ekco::agent {
 
@@ -41,7 +44,7 @@ std::optional<base::WallTime> unreachableSince(const kube::NodeRecord& node) {
 std::optional<base::WallTime> deadAt(const kube::NodeRecord& node, base::Duration toleration) {
   auto since = unreachableSince(node);
   if (!since) return std::nullopt;
-  return *since + std::chrono::duration_cast<base::WallTime::duration>(toleration);
+  return base::saturatingAdd(*since, toleration);
 }
 
 bool isDead(const kube::NodeRecord& node, base::WallTime now, base::Duration toleration) {
@@ -55,6 +58,18 @@ bool isReady(const kube::NodeRecord& node) {
     if (hasTaint(node, key)) return false;
   }
   return !node.unschedulable && readyIs(node, "True");
+}
+
+base::Result<std::vector<kube::NodeRecord>> readNodes(kube::KubeClient& client) {
+  auto list = client.listAll(kube::resources::kNodes, "", {.limit = 500});
+  if (!list) return std::move(list).error().wrap("list nodes");
+  std::vector<kube::NodeRecord> out;
+  for (const auto& item : list->value("items", nlohmann::json::array())) {
+    auto record = kube::projectNode(item);
+    if (!record) return std::move(record).error().wrap("list nodes");
+    out.push_back(std::move(*record));
+  }
+  return out;
 }
 
 StormAssessment assessStorm(const std::vector<kube::NodeRecord>& nodes, std::int64_t percent) {

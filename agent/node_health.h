@@ -31,6 +31,8 @@
 
 #include "base/clock.h"
 #include "base/duration.h"
+#include "base/result.h"
+#include "kube/client.h"
 #include "kube/records.h"
 
 namespace ekco::agent {
@@ -47,6 +49,10 @@ std::optional<base::WallTime> unreachableSince(const kube::NodeRecord& node);
 std::optional<base::WallTime> deadAt(const kube::NodeRecord& node, base::Duration toleration);
 bool isDead(const kube::NodeRecord& node, base::WallTime now, base::Duration toleration);
 bool isReady(const kube::NodeRecord& node);
+
+// The nodes as the API server has them now: a (paged) list, never a cache. What an irreversible
+// action re-reads right before it acts.
+base::Result<std::vector<kube::NodeRecord>> readNodes(kube::KubeClient& client);
 
 struct StormAssessment {
   bool active = false;

@@ -150,6 +150,13 @@ class Purge {
       return Error("purge of " + name_ + " stopped: this ekco no longer leads",
                    ErrorCode::kCancelled);
     }
+    if (options_.recheck) {
+      if (auto why = options_.recheck()) {
+        base::logWarn("purge: stopped by the guards on a fresh read",
+                      {{"node", name_}, {"reason", *why}});
+        return Error("purge of " + name_ + " stopped: " + *why, ErrorCode::kCancelled);
+      }
+    }
     return base::ok();
   }
 

@@ -63,6 +63,10 @@ struct PurgeOptions {
   bool allow_healthy_etcd_member = false;
   // Checked before each step (the Lease, for the leader); false stops the purge.
   std::function<bool()> may_continue{};
+  // Also before each step: re-reads from the API (never a cache) what the guards depend on and
+  // evaluates them again on it; a reason stops the purge (kCancelled, the Node left in place so
+  // nothing half-done is hidden). The leader's automatic purge sets it (agent/purge_dead_nodes).
+  std::function<std::optional<std::string>()> recheck{};
   // An Event on the Node for each step done (reason, message).
   std::function<void(const std::string&, const std::string&)> event{};
 };

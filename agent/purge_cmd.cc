@@ -6,6 +6,7 @@
 
 #include "agent/command_env.h"
 #include "agent/daemon.h"
+#include "agent/node_health.h"
 #include "agent/purge.h"
 #include "base/log.h"
 #include "kube/exec.h"
@@ -13,22 +14,6 @@
 #include "kube/resource.h"
 
 namespace ekco::agent {
-
-namespace {
-
-base::Result<std::vector<kube::NodeRecord>> listNodes(kube::KubeClient& client) {
-  auto list = client.list(kube::resources::kNodes, "", {});
-  if (!list) return std::move(list).error().wrap("list nodes");
-  std::vector<kube::NodeRecord> out;
-  for (const auto& item : list->value("items", nlohmann::json::array())) {
-    auto record = kube::projectNode(item);
-    if (!record) return std::move(record).error();
-    out.push_back(std::move(*record));
-  }
-  return out;
-}
-
-}  // namespace
 
 int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const CliEnv& env) {
   std::string self = args.self;
@@ -52,7 +37,7 @@ int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const C
   kube::WebSocketExecutor exec(c.connection);
 
   auto guard = [&]() -> std::optional<std::string> {
-    auto nodes = listNodes(*c.client);
+    auto nodes = readNodes(*c.client);
     if (!nodes) return nodes.error().message();
     return purgeRefusal({.nodes = std::move(*nodes),
                          .target = args.node,

@@ -8,16 +8,18 @@ namespace ekco::agent {
 using nlohmann::json;
 
 PurgeDeadNodesController::PurgeDeadNodesController(std::function<ObservedNodes()> observe,
-                                                   PurgeFn purge, const base::Clock& clock,
+                                                   ReadNodesFn read_nodes, PurgeFn purge,
+                                                   const base::Clock& clock,
                                                    PurgeDeadNodesOptions options)
     : observe_(std::move(observe)),
+      read_nodes_(std::move(read_nodes)),
       purge_(std::move(purge)),
       clock_(clock),
       options_(std::move(options)) {}
 
-PurgeGuardInput PurgeDeadNodesController::guardInput(const ObservedNodes& observed,
+PurgeGuardInput PurgeDeadNodesController::guardInput(std::vector<kube::NodeRecord> nodes,
                                                      const std::string& target) const {
-  return {.nodes = observed.nodes,
+  return {.nodes = std::move(nodes),
           .target = target,
           .self = options_.self,
           .automatic = true,
@@ -26,6 +28,16 @@ PurgeGuardInput PurgeDeadNodesController::guardInput(const ObservedNodes& observ
           .now = clock_.wallNow(),
           .node_unreachable_toleration = options_.node_unreachable_toleration,
           .storm_guard_percent = options_.storm_guard_percent};
+}
+
+std::optional<std::string> PurgeDeadNodesController::freshRefusal(const std::string& target) const {
+  if (!read_nodes_) return "no way to read the nodes from the API";
+  auto nodes = read_nodes_();
+  if (!nodes) return "cannot read the nodes from the API: " + nodes.error().message();
+  if (auto refused = purgeRefusal(guardInput(std::move(*nodes), target))) {
+    return "on a fresh read from the API: " + *refused;
+  }
+  return std::nullopt;
 }
 
 base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
@@ -48,7 +60,7 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
       continue;
     }
     const std::string name = node.name.str();
-    if (auto refused = purgeRefusal(guardInput(observed, name))) {
+    if (auto refused = purgeRefusal(guardInput(observed.nodes, name))) {
       held[name] = *refused;
       continue;
     }
@@ -71,16 +83,22 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
     return result;
   }
 
-  // The guards again, on a fresh look, right before acting.
-  const ObservedNodes again = observe_();
-  if (auto refused = purgeRefusal(guardInput(again, *chosen))) {
+  // The guards again, on the API's own answer (not the cache), right before acting.
+  if (auto refused = freshRefusal(*chosen)) {
+    base::logWarn("not purging dead node", {{"node", *chosen}, {"reason", *refused}});
+    {
+      std::lock_guard lock(mu_);
+      held_[*chosen] = *refused;
+    }
     result.summary = "not purging " + *chosen + ": " + *refused;
-    result.requeue_after = std::chrono::milliseconds(0);
+    result.requeue_after = kRecheckAfter;
     return result;
   }
   base::logInfo(options_.purge.dry_run ? "dry run: would purge dead node" : "purging dead node",
                 {{"node", *chosen}});
-  auto report = purge_(*chosen, options_.purge);
+  PurgeOptions purge_options = options_.purge;
+  purge_options.recheck = [this, target = *chosen] { return freshRefusal(target); };
+  auto report = purge_(*chosen, purge_options);
   json entry = {{"node", *chosen},
                 {"at", kube::formatRfc3339(clock_.wallNow())},
                 {"dry_run", options_.purge.dry_run}};
@@ -107,8 +125,9 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
   } else {
     result.summary = "purged " + *chosen;
   }
-  // Another dead node may be waiting: look again at once.
-  result.requeue_after = std::chrono::milliseconds(0);
+  // Another dead node may be waiting: look again shortly (not at once: the cache may still
+  // show the node just purged).
+  result.requeue_after = kAfterPurge;
   return result;
 }
 

@@ -4,11 +4,23 @@
 
 #include <chrono>
 #include <mutex>
+#include <type_traits>
 
 namespace ekco::base {
 
 using WallTime = std::chrono::system_clock::time_point;
 using MonoTime = std::chrono::steady_clock::time_point;
+
+static_assert(std::is_same_v<WallTime::duration, std::chrono::nanoseconds>,
+              "WallTime counts int64 nanoseconds (saturatingAdd relies on it)");
+
+// t + d, held at WallTime::min()/max() instead of overflowing: a configured duration may be as
+// long as Go allows (2562047h), and a time plus it must stay "later", never wrap into the past.
+constexpr WallTime saturatingAdd(WallTime t, std::chrono::nanoseconds d) {
+  if (d.count() > 0 && t > WallTime::max() - d) return WallTime::max();
+  if (d.count() < 0 && t < WallTime::min() - d) return WallTime::min();
+  return t + d;
+}
 
 class Clock {
  public:

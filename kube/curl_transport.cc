@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace ekco::kube {
 
@@ -244,6 +248,14 @@ void configure(CURL* easy, const Connection& conn, const std::string& url,
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(std::min(connect_timeout, request.timeout).count()));
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
+  if (request.idle_timeout.count() > 0) {
+    // libcurl's low-speed check: below 1 byte/s for this many seconds ends the transfer with
+    // CURLE_OPERATION_TIMEDOUT. It also covers the wait for the response's headers.
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(std::max<std::int64_t>(
+                         1, std::chrono::ceil<std::chrono::seconds>(request.idle_timeout).count())));
+  }
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, onHeader);
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, exchange);
@@ -367,6 +379,14 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
   if (cancelled) return Error("request " + url + ": cancelled", ErrorCode::kCancelled);
   if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && exchange.stopped_by_handler)) {
     return std::move(exchange.response);
+  }
+  if (rc == CURLE_OPERATION_TIMEDOUT && request.idle_timeout.count() > 0 &&
+      std::string_view(errbuf).find("too slow") != std::string_view::npos) {
+    return Error("request " + url + ": no data for " +
+                     std::to_string(
+                         std::chrono::ceil<std::chrono::seconds>(request.idle_timeout).count()) +
+                     " s (a silent stream)",
+                 ErrorCode::kTimeout);
   }
   return transferError(easy.get(), rc, errbuf, url);
 }

@@ -27,6 +27,10 @@ struct HttpRequest {
   std::string body{};
   // Total time for the whole exchange (connect, send, receive). Always finite.
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  // Streams: when no byte arrives for about this long (whole seconds, at least 1 s) — before the
+  // headers or between chunks — the exchange ends with kTimeout ("no data for 90 s"): a server
+  // that accepted the connection and went silent is found long before `timeout`. 0: no bound.
+  std::chrono::milliseconds idle_timeout{0};
   // Streams only: called once the response's status and headers have arrived (before any
   // body), with the status. A watch learns from it that the server answered, even when no
   // event follows for minutes.

@@ -195,6 +195,7 @@ base::Status InformerBase::watchOnce(std::uint64_t& events_seen) {
   std::uniform_int_distribution<std::int64_t> spread(0, base_timeout - 1);
   options.timeout_seconds = base_timeout + spread(random_);
   options.allow_watch_bookmarks = true;
+  options.idle_timeout = options_.watch_idle_timeout;
   options.label_selector = options_.label_selector;
   options.field_selector = options_.field_selector;
   options.on_open = [this] {

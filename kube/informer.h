@@ -17,7 +17,8 @@
 //      [watch_timeout, 2*watch_timeout) so that many agents do not reconnect in step; the
 //      informer then watches again from the last version, without listing.
 //   3. 410 Gone (the version was compacted away): list again at once (step 1).
-//   4. Any other failure (API unreachable, 5xx, a dropped stream, a malformed event): report it
+//   4. Any other failure (API unreachable, 5xx, a dropped stream, a stream silent for longer
+//      than watch_idle_timeout, a malformed event): report it
 //      through on_error, wait with jittered exponential backoff (initial_backoff doubling up to
 //      max_backoff, each wait uniform in [d/2, d]), and watch again from the last version — or
 //      list again if no list has succeeded yet. A watch that ends within short_watch without a
@@ -65,6 +66,10 @@ struct InformerOptions {
   std::chrono::milliseconds initial_backoff{800};
   std::chrono::milliseconds max_backoff{30000};
   std::chrono::seconds watch_timeout{300};
+  // A watch with no byte for this long (not even a bookmark; kube-apiserver sends one about
+  // every minute) has silently stalled: it is a failure (connected turns false, readiness
+  // follows) and the informer watches again from its last version.
+  std::chrono::milliseconds watch_idle_timeout{std::chrono::seconds(90)};
   std::chrono::milliseconds short_watch{1000};
 };
 

@@ -268,7 +268,8 @@ base::Status RestClient::watch(const Resource& resource, std::string_view ns,
   addQuery(target, "fieldSelector", options.field_selector);
   HttpRequest request{.method = "GET",
                       .target = std::move(target),
-                      .timeout = std::chrono::seconds(timeout_seconds + 30)};
+                      .timeout = std::chrono::seconds(timeout_seconds + 30),
+                      .idle_timeout = options.idle_timeout};
   request.headers.emplace_back("Accept", "application/json");
   if (options.on_open) {
     request.on_headers = [&options](int status) {

@@ -95,9 +95,13 @@ base::Result<base::WallTime> parseRfc3339(std::string_view text) {
     return bad(text, "missing zone (Z or +HH:MM)");
   }
   if (pos != text.size()) return bad(text, "trailing text");
-  const auto local = sys_days(ymd) + hours(h) + minutes(mi) + seconds(s);
-  return base::WallTime(
-      duration_cast<base::WallTime::duration>(local.time_since_epoch() - offset + frac));
+  // (4) Seconds since the epoch, exact for every year 0000-9999 (about ±2.6e11 s), then clamped
+  // into the window before anything is counted in nanoseconds (which would overflow).
+  const seconds utc = sys_days(ymd).time_since_epoch() + hours(h) + minutes(mi) + seconds(s) -
+                      offset;
+  if (utc < floor<seconds>(kEarliestApiTime.time_since_epoch())) return kEarliestApiTime;
+  if (utc >= floor<seconds>(kLatestApiTime.time_since_epoch())) return kLatestApiTime;
+  return base::WallTime(duration_cast<base::WallTime::duration>(utc + frac));
 }
 
 std::string formatRfc3339(base::WallTime time) { return format(time, false); }

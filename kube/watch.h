@@ -2,6 +2,7 @@
 // server sends them on a watch=true GET, decoded from arbitrarily split chunks.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,10 @@ struct WatchOptions {
   // The server ends the stream after this long (the caller then watches again from the last
   // resourceVersion it saw); the client gives up 30 s later if the server does not.
   std::int64_t timeout_seconds = 290;
+  // A stream that carries no byte (no event, no bookmark) for this long is dead: kTimeout.
+  // kube-apiserver sends a bookmark about once a minute to a watch that asked for them, so a
+  // healthy quiet stream is never this silent. 0: no bound.
+  std::chrono::milliseconds idle_timeout{0};
   std::string label_selector{};
   std::string field_selector{};
   // Called once the server has accepted the watch (a 2xx status and headers), before any

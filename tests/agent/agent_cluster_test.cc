@@ -2,6 +2,7 @@
 // exactly one leader, agree on it in every /status, hand over after `kill -9` within the lease
 // duration plus a retry period, and after SIGTERM (the Lease is released) within ~3 s.
 #include <gmock/gmock.h>
+#include <iostream>
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -286,6 +287,31 @@ TEST_F(AgentClusterTest, AnApiOutageMakesTheAgentNotReadyAndItRecovers) {
   const std::string log = logOf("node-a");
   EXPECT_THAT(log, ::testing::HasSubstr("msg=\"api unreachable\""));
   EXPECT_EQ(log.find("msg=\"api unreachable\""), log.rfind("msg=\"api unreachable\""));
+}
+
+TEST_F(AgentClusterTest, AHungApiMakesTheAgentNotReadyWithinSecondsAndItRecovers) {
+  // Defect: with the API accepting connections and answering nothing, /readyz said ok for
+  // 145 s (open watches looked healthy). With the test's lease timings the limit is
+  // max(3 s, 3 x 500 ms) + 1 s of lease request timeout = 4 s.
+  startAgent("node-a");
+  ASSERT_TRUE(eventually([&] { return ready("node-a"); }, seconds(20))) << logOf("node-a");
+  const auto hung = Clock::now();
+  server_->setFaults({.hang = true});
+  ASSERT_TRUE(eventually([&] { return !ready("node-a"); }, seconds(20)));
+  const auto noticed = Clock::now() - hung;
+  EXPECT_LT(noticed, seconds(10));
+  auto reply = queryHealthSocket(socket("node-a"), "/readyz", milliseconds(2000));
+  ASSERT_TRUE(reply);
+  EXPECT_THAT(reply->body, ::testing::HasSubstr("the Kubernetes API has not answered for"));
+  auto alive = queryHealthSocket(socket("node-a"), "/healthz", milliseconds(2000));
+  ASSERT_TRUE(alive);
+  EXPECT_EQ(alive->status, 200);  // not restarted for the API's fault
+  server_->setFaults({});
+  const auto lifted = Clock::now();
+  ASSERT_TRUE(eventually([&] { return ready("node-a"); }, seconds(20))) << logOf("node-a");
+  EXPECT_LT(Clock::now() - lifted, seconds(10));
+  std::cerr << "hung API noticed after "
+            << std::chrono::duration_cast<milliseconds>(noticed).count() << " ms\n";
 }
 
 TEST_F(AgentClusterTest, UnderSystemdItSignalsReadyStatusWatchdogAndStopping) {

@@ -81,6 +81,32 @@ std::vector<std::string> names(const std::vector<PodToClear>& items) {
   return out;
 }
 
+TEST(ClearPlan, APodDeletedInYear9999IsNotYetDueAndNothingOverflows) {
+  // Defect: deletionTimestamp 9999-12-31 overflowed into 1816 and the pod was force-deleted
+  // ("terminating since 1816"). Parsed as the informer parses it.
+  const ClearRules rules{.node_unreachable_toleration = minutes(5),
+                         .pod_deletion_grace = std::chrono::hours(2562047),
+                         .storm_guard_percent = 55};
+  auto far = kube::parseRfc3339("9999-12-31T23:59:59Z");
+  ASSERT_TRUE(far);
+  const std::vector<kube::NodeRecord> nodes = {nodeRecord("a", "True"), nodeRecord("b", "True"),
+                                               nodeRecord("dead", "Unknown", kT0, kT0)};
+  const std::vector<kube::PodRecord> pods = {podRecord("future", "dead", *far),
+                                             podRecord("normal", "dead", kT0 - minutes(10))};
+  const ClearPlan p = planClear(nodes, pods, kT0 + std::chrono::hours(24), rules);
+  EXPECT_TRUE(names(p.due).empty());
+  // Both saturate at the end of time, so they tie and sort by name.
+  EXPECT_EQ(names(p.pending), (std::vector<std::string>{"future", "normal"}));
+  ASSERT_TRUE(p.next);
+  EXPECT_GT(*p.next, kT0 + std::chrono::hours(24));
+  const ClearRules normal{.node_unreachable_toleration = minutes(5),
+                          .pod_deletion_grace = seconds(30),
+                          .storm_guard_percent = 55};
+  const ClearPlan q = planClear(nodes, pods, kT0 + std::chrono::hours(24), normal);
+  EXPECT_EQ(names(q.due), std::vector<std::string>{"normal"});
+  EXPECT_EQ(names(q.pending), std::vector<std::string>{"future"});
+}
+
 TEST(ClearPlan, BothThresholdsMustPassAndTheNextIsTheEarliestPendingOne) {
   const ClearRules rules{.node_unreachable_toleration = minutes(5),
                          .pod_deletion_grace = seconds(30),
@@ -423,16 +449,15 @@ TEST_F(ClearNodesTest, StormGuardBlocksReportsAndRecordsOneEventPerStorm) {
   EXPECT_FALSE(c->status()["storm_guard"]["active"].get<bool>());
 }
 
-TEST_F(ClearNodesTest, TheSecondGuardPreventsADeleteWhenTheCacheChangedOrLeadershipIsStale) {
+TEST_F(ClearNodesTest, TheApiIsReadAgainBeforeADeleteAndAStaleCacheDeletesNothing) {
+  // The caches (observeNodes/observePods) choose; the API decides. Here the caches are stale:
+  // they still show what the API no longer says.
   put(nodeJson("node-a", "True"));
   put(nodeJson("node-b", "Unknown", kT0 - minutes(10), kT0 - minutes(10)));
-  put(podJson("p1", "node-b", kT0 - minutes(1)));
+  put(podJson("p1", "node-b"));  // the API: not terminating
   auto c = controller();
-
-  // Between the plan and the delete the cache says the pod is no longer terminating.
-  tweak_pods_ = [](std::vector<kube::PodRecord>& pods, int call) {
-    if (call < 2) return;
-    for (auto& p : pods) p.deletion_timestamp.reset();
+  tweak_pods_ = [](std::vector<kube::PodRecord>& pods, int) {
+    for (auto& p : pods) p.deletion_timestamp = kT0 - minutes(1);  // the cache: terminating
   };
   auto r = run(*c);
   ASSERT_TRUE(r) << r.error().message();
@@ -441,19 +466,25 @@ TEST_F(ClearNodesTest, TheSecondGuardPreventsADeleteWhenTheCacheChangedOrLeaders
   EXPECT_THAT(r->plan, HasSubstr("skip default/p1 on node-b: the pod is no longer terminating"));
   EXPECT_THAT(c->status()["last_skip"].get<std::string>(), HasSubstr("no longer terminating"));
 
-  // ... or that the node is back.
+  // ... or the node is back (Ready in the API, the cache still shows it dead: the defect where
+  // stalled watches made the leader act on a node that had recovered).
   tweak_pods_ = nullptr;
-  tweak_nodes_ = [](ObservedNodes& observed, int call) {
-    if (call < 2) return;
+  put(podJson("p1", "node-b", kT0 - minutes(1)));
+  put(nodeJson("node-b", "True"));
+  tweak_nodes_ = [](ObservedNodes& observed, int) {
     for (auto& n : observed.nodes) {
-      n.taints.clear();
-      n.conditions = {{.type = Atom("Ready"), .status = Atom("True")}};
+      if (n.name != "node-b") continue;
+      n.conditions = {{.type = Atom("Ready"), .status = Atom("Unknown")}};
+      n.taints = {{.key = Atom(kTaintUnreachable), .effect = Atom("NoExecute"),
+                   .time_added = kT0 - minutes(10)}};
     }
   };
   r = run(*c);
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_TRUE(exists("p1"));
   EXPECT_THAT(r->plan, HasSubstr("node node-b is no longer dead"));
+  tweak_nodes_ = nullptr;
+  put(nodeJson("node-b", "Unknown", kT0 - minutes(10), kT0 - minutes(10)));
 
   // ... or this agent is no longer a fresh leader: stop, as an error (the manager backs off).
   tweak_nodes_ = nullptr;
@@ -604,9 +635,18 @@ TEST(ClearNodesRandomized, NeverALiveNodeNeverInAStormNeverEarlyNeverMissedExact
       EXPECT_FALSE(assessStorm(kube.nodes, rules.storm_guard_percent).active)
           << "deleted during a storm";
     };
-    ClearNodesController c([&] { return ObservedNodes{.synced = true, .nodes = kube.nodes}; },
-                           [&] { return kube.pods; }, kube, clock, {.rules = rules},
-                           {.is_leader_fresh = [] { return true; }});
+    ClearNodesController c(
+        [&] { return ObservedNodes{.synced = true, .nodes = kube.nodes}; },
+        [&] { return kube.pods; }, kube, clock, {.rules = rules},
+        {.read_nodes = [&]() -> base::Result<std::vector<kube::NodeRecord>> { return kube.nodes; },
+         .read_pod = [&](std::string_view ns,
+                         std::string_view name) -> base::Result<std::optional<kube::PodRecord>> {
+           for (const auto& p : kube.pods) {
+             if (p.ns == ns && p.name == name) return std::optional<kube::PodRecord>(p);
+           }
+           return std::optional<kube::PodRecord>();
+         },
+         .is_leader_fresh = [] { return true; }});
     // Run, then follow the wake-ups the controller asks for, as the manager would.
     for (int step = 0; step < 20; ++step) {
       const auto before = kube.pods;

@@ -445,6 +445,17 @@ TEST_F(LeaderElectionTest, RenewTimeOnTheWallClockNeverDecidesExpiry) {
   EXPECT_TRUE(step(*b));
 }
 
+TEST_F(LeaderElectionTest, ARenewTimeInYear9999IsReadWithoutOverflowAndHoldsNobodyOff) {
+  // Defect: renewTime 9999-12-31 overflowed int64 nanoseconds (an abort under UBSan).
+  store_.put(leaseObject("node-x", "9999-12-31T23:59:59.999999Z"));
+  auto b = elector(store_, clock_, "node-b");
+  EXPECT_FALSE(step(*b));
+  EXPECT_EQ(b->status().renew_time, kube::kLatestApiTime);
+  clock_.advance(seconds(15));
+  EXPECT_TRUE(step(*b));
+  EXPECT_TRUE(b->isLeader());
+}
+
 TEST_F(LeaderElectionTest, WallClockJumpsCauseNeitherTakeoverNorLoss) {
   // Each agent has its own clock; NTP steps them independently.
   base::ManualClock clock_a{kStart}, clock_b{kStart};

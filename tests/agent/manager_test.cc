@@ -103,6 +103,33 @@ TEST_F(ManagerTest, RequeueAfterSchedulesTheNextRun) {
   EXPECT_EQ(a->runs, 2);
 }
 
+TEST_F(ManagerTest, ARequeueOfZeroWaitsTheMinimumSoAControllerCannotSpin) {
+  // A controller that asks to look again "at once" after every run (a purge whose cache has not
+  // caught up) runs at most once per min_requeue (100 ms), not in a hot loop.
+  auto a = add(Scope::kNode, "a");
+  for (int i = 0; i < 3; ++i) a->script.push_back(ReconcileResult{.requeue_after = milliseconds(0)});
+  const auto start = clock_.monoNow();
+  auto next = manager_.runDue(Scope::kNode);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next - start, milliseconds(100));
+  manager_.runDue(Scope::kNode);
+  manager_.runDue(Scope::kNode);
+  EXPECT_EQ(a->runs, 1);
+  clock_.advance(milliseconds(100));
+  manager_.runDue(Scope::kNode);
+  EXPECT_EQ(a->runs, 2);
+}
+
+TEST_F(ManagerTest, ARequeueCenturiesAwayIsHeldAtADay) {
+  auto a = add(Scope::kNode, "a");
+  a->script.push_back(ReconcileResult{
+      .requeue_after = std::chrono::duration_cast<milliseconds>(std::chrono::years(200))});
+  const auto start = clock_.monoNow();
+  auto next = manager_.runDue(Scope::kNode);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next - start, std::chrono::hours(24));
+}
+
 TEST_F(ManagerTest, ErrorsBackOffExponentiallyAndWakesDoNotCutTheBackoffShort) {
   auto a = add(Scope::kNode, "a");
   for (int i = 0; i < 5; ++i) a->script.push_back(Error("api down", ErrorCode::kUnavailable));

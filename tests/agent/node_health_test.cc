@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
+
+#include "kube/records.h"
 
 namespace ekco::agent {
 namespace {
@@ -170,6 +174,39 @@ TEST(NodeHealth, StormGuardWhenMoreThanThePercentIsUnreachable) {
   EXPECT_EQ(s.reason, "5 of 9 nodes (55.6%) are unreachable, more than storm_guard_percent 55%");
   EXPECT_EQ(s.unreachable_nodes,
             (std::vector<std::string>{"node-0", "node-1", "node-2", "node-3", "node-4"}));
+}
+
+TEST(NodeHealth, AnUnreachableTaintAddedInYear9999IsNotYetNeverAlreadyDead) {
+  // Defect: the taint's timeAdded overflowed int64 nanoseconds and read as 1816, so the node
+  // was dead (and purged) at once. Through the projection, as the informer sees it.
+  const auto object = nlohmann::json::parse(R"({
+    "metadata": {"name": "w1", "resourceVersion": "7"},
+    "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+                         "timeAdded": "9999-12-31T23:59:59Z"}]},
+    "status": {"conditions": [{"type": "Ready", "status": "Unknown",
+                               "lastTransitionTime": "9999-12-31T23:59:59Z"}]}})");
+  auto record = kube::projectNode(object);
+  ASSERT_TRUE(record) << record.error().message();
+  EXPECT_TRUE(isUnreachable(*record));
+  const base::WallTime now = base::WallTime(seconds(1'795'000'000));  // 2026-11
+  EXPECT_FALSE(isDead(*record, now, minutes(5)));
+  EXPECT_FALSE(isDead(*record, now, std::chrono::nanoseconds(0)));
+  // The longest toleration Go can spell does not wrap around either.
+  EXPECT_FALSE(isDead(*record, now, std::chrono::hours(2562047)));
+  auto dead_at = deadAt(*record, std::chrono::hours(2562047));
+  ASSERT_TRUE(dead_at);
+  EXPECT_GE(*dead_at, *unreachableSince(*record));
+}
+
+TEST(NodeHealth, AnUnreachableTaintFromYear0001IsLongAgo) {
+  const auto object = nlohmann::json::parse(R"({
+    "metadata": {"name": "w1"},
+    "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+                         "timeAdded": "0001-01-01T00:00:00Z"}]},
+    "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})");
+  auto record = kube::projectNode(object);
+  ASSERT_TRUE(record) << record.error().message();
+  EXPECT_TRUE(isDead(*record, base::WallTime(seconds(1'795'000'000)), minutes(5)));
 }
 
 }  // namespace

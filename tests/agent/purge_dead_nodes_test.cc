@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "base/clock.h"
 
 namespace ekco::agent {
@@ -32,17 +34,28 @@ kube::NodeRecord node(const std::string& name, bool master, std::optional<base::
   return n;
 }
 
+// nodes_ is the API's truth; cache_, when set, is what the (possibly stale) informer shows.
 class PurgeDeadNodesTest : public ::testing::Test {
  protected:
   PurgeDeadNodesController make(PurgeDeadNodesOptions options = {}) {
     if (options.self.empty()) options.self = "cp-1";
     return PurgeDeadNodesController(
-        [this] {
-          ++observes_;
-          if (second_look_ && observes_ % 2 == 0) return *second_look_;
-          return ObservedNodes{.synced = true, .nodes = nodes_};
+        [this] { return ObservedNodes{.synced = true, .nodes = cache_ ? *cache_ : nodes_}; },
+        [this]() -> base::Result<std::vector<kube::NodeRecord>> {
+          ++api_reads_;
+          if (api_down_) return base::Error("list nodes: connection refused", base::ErrorCode::kUnavailable);
+          return nodes_;
         },
         [this](const std::string& name, const PurgeOptions& purge) -> base::Result<PurgeReport> {
+          // Two steps, each behind the purge's own checkpoint, as purgeNode does.
+          for (int step = 0; step < 2; ++step) {
+            if (before_step_) before_step_(step);
+            if (purge.recheck) {
+              if (auto why = purge.recheck()) {
+                return base::Error("purge of " + name + " stopped: " + *why, base::ErrorCode::kCancelled);
+              }
+            }
+          }
           purged_.push_back(name + (purge.dry_run ? " (dry run)" : ""));
           if (fail_) return base::Error("etcd member of " + name + " not removed", base::ErrorCode::kUnavailable);
           if (!purge.dry_run) {
@@ -57,10 +70,12 @@ class PurgeDeadNodesTest : public ::testing::Test {
   std::vector<kube::NodeRecord> nodes_ = {node("cp-1", true, std::nullopt), node("cp-2", true, std::nullopt),
                                           node("cp-3", true, std::nullopt), node("w-1", false, std::nullopt),
                                           node("w-2", false, std::nullopt)};
-  std::optional<ObservedNodes> second_look_;
+  std::optional<std::vector<kube::NodeRecord>> cache_;
+  std::function<void(int step)> before_step_;
   std::vector<std::string> purged_;
   bool fail_ = false;
-  int observes_ = 0;
+  bool api_down_ = false;
+  int api_reads_ = 0;
 };
 
 TEST_F(PurgeDeadNodesTest, WakesWhenANodeTurnsDeadAndPurgesItThen) {
@@ -75,7 +90,7 @@ TEST_F(PurgeDeadNodesTest, WakesWhenANodeTurnsDeadAndPurgesItThen) {
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_THAT(purged_, ElementsAre("w-2"));
   EXPECT_EQ(r->summary, "purged w-2");
-  EXPECT_EQ(r->requeue_after, milliseconds(0));  // look for the next at once
+  EXPECT_EQ(r->requeue_after, milliseconds(1000));  // look for the next shortly, not at once
   r = c.reconcile();
   EXPECT_EQ(r->summary, "no dead node to purge");
   EXPECT_EQ(c.status()["history"][0]["node"], "w-2");
@@ -105,14 +120,73 @@ TEST_F(PurgeDeadNodesTest, GuardsHoldNodesBackAndSayWhy) {
   EXPECT_THAT(c.status()["held"]["w-1"].get<std::string>(), HasSubstr("storm guard"));
 }
 
-TEST_F(PurgeDeadNodesTest, TheSecondLookCanStopThePurge) {
+TEST_F(PurgeDeadNodesTest, AStaleCacheNeverPurgesANodeTheApiSaysIsReadyAndDoesNotSpin) {
+  // Defect: with watches silently stalled, the cache still showed w-2 dead after it had become
+  // Ready again; the second look read the same cache and purged it, then the controller
+  // requeued at once (~1,100 passes in 8 s).
+  cache_ = nodes_;
+  (*cache_)[4] = node("w-2", false, kT0 - minutes(10));
+  auto c = make();
+  for (int i = 0; i < 50; ++i) {
+    auto r = c.reconcile();
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_THAT(r->summary,
+                HasSubstr("not purging w-2: on a fresh read from the API: node w-2 is not dead"));
+    ASSERT_TRUE(r->requeue_after);
+    EXPECT_EQ(*r->requeue_after, PurgeDeadNodesController::kRecheckAfter);
+  }
+  EXPECT_TRUE(purged_.empty());
+  EXPECT_EQ(api_reads_, 50);  // one read per pass, no more
+  EXPECT_THAT(c.status()["held"]["w-2"].get<std::string>(), HasSubstr("fresh read"));
+}
+
+TEST_F(PurgeDeadNodesTest, TheApiIsReadAgainBeforeEveryStepAndANodeThatComesBackStopsThePurge) {
   nodes_[4] = node("w-2", false, kT0 - minutes(10));
-  second_look_ = ObservedNodes{.synced = true, .nodes = {node("cp-1", true, std::nullopt), node("w-2", false, std::nullopt)}};
+  before_step_ = [this](int step) {
+    if (step == 1) nodes_[4] = node("w-2", false, std::nullopt);  // its kubelet is back
+  };
+  auto c = make();
+  auto r = c.reconcile();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), base::ErrorCode::kCancelled);
+  EXPECT_THAT(r.error().message(), HasSubstr("node w-2 is not dead"));
+  EXPECT_TRUE(purged_.empty());
+  EXPECT_EQ(api_reads_, 3);  // before acting, then before each of the two steps
+}
+
+TEST_F(PurgeDeadNodesTest, AnUnreadableApiPurgesNothing) {
+  nodes_[4] = node("w-2", false, kT0 - minutes(10));
+  api_down_ = true;
   auto c = make();
   auto r = c.reconcile();
   ASSERT_TRUE(r);
   EXPECT_TRUE(purged_.empty());
-  EXPECT_THAT(r->summary, HasSubstr("not purging w-2: node w-2 is not dead"));
+  EXPECT_THAT(r->summary, HasSubstr("cannot read the nodes from the API: list nodes: connection refused"));
+  EXPECT_EQ(r->requeue_after, milliseconds(PurgeDeadNodesController::kRecheckAfter));
+}
+
+TEST_F(PurgeDeadNodesTest, ANodeJustPurgedThatTheCacheStillShowsIsNotPurgedTwice) {
+  nodes_[4] = node("w-2", false, kT0 - minutes(10));
+  cache_ = nodes_;  // the cache will not see the delete
+  auto c = make();
+  auto r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_THAT(purged_, ElementsAre("w-2"));
+  r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->summary, HasSubstr("node w-2 not found"));
+  EXPECT_THAT(purged_, ElementsAre("w-2"));
+}
+
+TEST_F(PurgeDeadNodesTest, TheFreshReadCanStopThePurge) {
+  nodes_[4] = node("w-2", false, kT0 - minutes(10));
+  cache_ = nodes_;
+  nodes_ = {node("cp-1", true, std::nullopt), node("w-2", false, std::nullopt)};
+  auto c = make();
+  auto r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(purged_.empty());
+  EXPECT_THAT(r->summary, HasSubstr("not purging w-2: on a fresh read from the API: node w-2 is not dead"));
 }
 
 TEST_F(PurgeDeadNodesTest, DryRunPlansOnceAndAFailureIsReported) {
@@ -134,6 +208,10 @@ TEST_F(PurgeDeadNodesTest, DryRunPlansOnceAndAFailureIsReported) {
 
 TEST_F(PurgeDeadNodesTest, NothingBeforeTheCacheListed) {
   auto c = PurgeDeadNodesController([] { return ObservedNodes{}; },
+                                    []() -> base::Result<std::vector<kube::NodeRecord>> {
+                                      ADD_FAILURE() << "read the API without a cache";
+                                      return std::vector<kube::NodeRecord>{};
+                                    },
                                     [](const std::string&, const PurgeOptions&) -> base::Result<PurgeReport> {
                                       ADD_FAILURE() << "purged without a cache";
                                       return PurgeReport{};

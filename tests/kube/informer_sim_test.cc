@@ -209,6 +209,27 @@ TEST_F(InformerSimTest, DroppedStreamsResumeWithoutLosingOrRelisting) {
   EXPECT_GE(stats.watches, 11U);
 }
 
+TEST_F(InformerSimTest, ASilentWatchIsDeadAfterTheIdleBoundAndTheInformerRecovers) {
+  // Defect: a watch the server kept open but sent nothing on (not even bookmarks) looked
+  // healthy for its whole timeout (5-10 min), so the cache went stale while "connected".
+  InformerOptions options = fast();
+  options.watch_idle_timeout = seconds(1);
+  Informer<PodRecord> pods(*client_, clock_, resources::kPods, "default", options, projectPod);
+  Running running(pods);
+  ASSERT_TRUE(pods.waitForSync(seconds(10)));
+  ASSERT_TRUE(eventually([&] { return pods.stats().bookmarks > 0; }));
+  EXPECT_TRUE(pods.stats().connected);
+  server_->setFaults({.stall_watches = true});
+  // libcurl averages the speed over a few seconds: the bound plus that.
+  ASSERT_TRUE(eventually([&] { return !pods.stats().connected; }, seconds(15)));
+  EXPECT_THAT(pods.stats().last_error, ::testing::HasSubstr("no data for 1 s"));
+  server_->setFaults({});
+  ASSERT_TRUE(client_->create(resources::kPods, "default", pod("late", "node-a")));
+  ASSERT_TRUE(eventually([&] { return pods.get("default", "late").has_value(); }, seconds(15)));
+  EXPECT_TRUE(eventually([&] { return pods.stats().connected; }));
+  EXPECT_EQ(pods.stats().lists, 1U);  // resumed from its version, not re-listed
+}
+
 TEST_F(InformerSimTest, GoneRelistsAndTheCacheConvergesOnTheServer) {
   Informer<PodRecord> pods(*client_, clock_, resources::kPods, "", fast(), projectPod);
   Running running(pods);

@@ -47,6 +47,46 @@ TEST(Rfc3339, RejectsMalformedTimestampsAsParseErrors) {
   }
 }
 
+TEST(Rfc3339, AcceptsEveryYearGoDoesAndClampsIntoTheWindowWithoutWrapping) {
+  // Years 0000-9999 are valid RFC 3339 and Go writes them; int64 nanoseconds reach only
+  // 1677-2262, and an overflow used to turn year 9999 into 1816 ("dead since 1816").
+  EXPECT_EQ(*parseRfc3339("9999-12-31T23:59:59.999999999Z"), kLatestApiTime);
+  EXPECT_EQ(*parseRfc3339("2262-04-12T00:00:00Z"), kLatestApiTime);  // just past int64 ns
+  EXPECT_EQ(*parseRfc3339("2200-01-01T00:00:00Z"), kLatestApiTime);
+  EXPECT_EQ(*parseRfc3339("2199-12-31T23:59:59Z"),
+            at(2199y / December / 31, hours(23) + minutes(59) + seconds(59)));
+  EXPECT_EQ(*parseRfc3339("0000-01-01T00:00:00Z"), kEarliestApiTime);
+  EXPECT_EQ(*parseRfc3339("1677-09-21T00:12:43Z"), kEarliestApiTime);
+  EXPECT_EQ(*parseRfc3339("1900-01-01T00:00:00Z"), kEarliestApiTime);
+  EXPECT_EQ(*parseRfc3339("1900-01-01T00:00:01Z"), kEarliestApiTime + seconds(1));
+  // A zone offset that carries a time across the edge is applied before clamping.
+  EXPECT_EQ(*parseRfc3339("2199-12-31T23:30:00-01:00"), kLatestApiTime);
+  // Far future stays in the future: later than any now ekco will see, and ordered.
+  const auto now = at(2026y / November / 23);
+  for (const char* future : {"9999-12-31T23:59:59Z", "3000-01-01T00:00:00Z",
+                             "2262-04-11T23:47:17Z", "2500-06-01T12:00:00+14:00"}) {
+    auto t = parseRfc3339(future);
+    ASSERT_TRUE(t) << future;
+    EXPECT_GT(*t, now) << future;
+    // now - t is representable (the consumers subtract).
+    EXPECT_LT(std::chrono::duration_cast<std::chrono::hours>(now - *t).count(), 0) << future;
+  }
+  for (const char* past : {"0000-01-01T00:00:00Z", "0001-01-01T00:00:00Z", "1000-03-01T00:00:00Z"}) {
+    auto t = parseRfc3339(past);
+    ASSERT_TRUE(t) << past;
+    EXPECT_LT(*t, now) << past;
+  }
+  EXPECT_EQ(formatRfc3339(kLatestApiTime), "2200-01-01T00:00:00Z");
+}
+
+TEST(SaturatingAdd, HoldsAtTheEdgesInsteadOfWrapping) {
+  const auto huge = std::chrono::hours(2562047);  // Go's largest duration
+  EXPECT_EQ(base::saturatingAdd(kLatestApiTime, huge), base::WallTime::max());
+  EXPECT_GT(base::saturatingAdd(at(2026y / November / 23), huge), kLatestApiTime);
+  EXPECT_EQ(base::saturatingAdd(kEarliestApiTime, -huge), base::WallTime::min());
+  EXPECT_EQ(base::saturatingAdd(kLatestApiTime, seconds(1)), kLatestApiTime + seconds(1));
+}
+
 TEST(Rfc3339, FormatsWholeSecondsAndMicrosecondsInUtc) {
   const auto t =
       at(2026y / November / 22, hours(4) + minutes(8) + seconds(28) + microseconds(123456));

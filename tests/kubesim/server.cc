@@ -683,6 +683,17 @@ bool Server::Impl::handle(SslStream& stream, Request& req,
       faults = faults_;
       roll = std::uniform_real_distribution<double>(0, 1)(rng_);
     }
+    if (faults.hang) {
+      while (!stopping_) {
+        {
+          std::lock_guard lock(mu_);
+          if (!faults_.hang) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      record(std::move(attrs), user->name, 0, true);
+      return false;  // never answered: the connection closes
+    }
     if (faults.latency.count() > 0) std::this_thread::sleep_for(faults.latency);
     if (roll < faults.rate_429) {
       record(std::move(attrs), user->name, 429, true);
@@ -1095,6 +1106,12 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
         // Faults set while the stream is open apply to it too (an outage cuts open watches).
         std::lock_guard lock(mu_);
         faults = faults_;
+      }
+      if (faults.hang || faults.stall_watches) {
+        // Silent: no event, no bookmark, for as long as the fault lasts (or the watch's time).
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
       }
       std::uint64_t scanned = last;
       auto events = store_.eventsAfter(last, r.key(), &scanned);

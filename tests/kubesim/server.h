@@ -65,6 +65,13 @@ struct Faults {
   double rate_500 = 0;                            // share of requests answered 500
   int drop_watch_after_events = 0;                // end every watch stream after this many events
   std::chrono::milliseconds drop_watch_after{0};  // ... or after this long (open streams too)
+  // While set: every API request is read and never answered (the connection stays open until
+  // the fault is lifted, then closes without an answer), and open watch streams send nothing
+  // (a hung API server: connections accepted, nothing comes back). /kubesim/ is exempt.
+  bool hang = false;
+  // While set: watch streams send no event and no bookmark (new ones send their headers first);
+  // every other request is served. Watches that stalled without an error.
+  bool stall_watches = false;
 };
 
 struct ServerOptions {
