@@ -14,6 +14,28 @@ using MonoTime = std::chrono::steady_clock::time_point;
 static_assert(std::is_same_v<WallTime::duration, std::chrono::nanoseconds>,
               "WallTime counts int64 nanoseconds (saturatingAdd relies on it)");
 
+// The window every calendar time ekco reads from outside (the API, a certificate) is held in.
+// RFC 3339 allows years 0000-9999, but a WallTime counts int64 nanoseconds, which reach only
+// 1677-2262, and ekco subtracts such times from now and adds configured durations to them. A
+// time outside the window is represented by its edge: after kLatestTime means "not yet" (it
+// never wraps into a past), before kEarliestTime "long ago". Inside it, now minus any such time
+// stays within int64 nanoseconds (±292 years) for as long as now is before 2190.
+inline constexpr WallTime kEarliestTime{
+    std::chrono::sys_days(std::chrono::year(1900) / 1 / 1).time_since_epoch()};
+inline constexpr WallTime kLatestTime{
+    std::chrono::sys_days(std::chrono::year(2200) / 1 / 1).time_since_epoch()};
+
+// Seconds since the epoch (exact for any year) held into [kEarliestTime, kLatestTime].
+constexpr WallTime clampToWindow(std::chrono::seconds since_epoch) {
+  if (since_epoch < std::chrono::floor<std::chrono::seconds>(kEarliestTime.time_since_epoch())) {
+    return kEarliestTime;
+  }
+  if (since_epoch >= std::chrono::floor<std::chrono::seconds>(kLatestTime.time_since_epoch())) {
+    return kLatestTime;
+  }
+  return WallTime(since_epoch);
+}
+
 // t + d, held at WallTime::min()/max() instead of overflowing: a configured duration may be as
 // long as Go allows (2562047h), and a time plus it must stay "later", never wrap into the past.
 constexpr WallTime saturatingAdd(WallTime t, std::chrono::nanoseconds d) {

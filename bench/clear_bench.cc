@@ -49,7 +49,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/health_server.h"
+#include "agent/serve/health_server.h"
 #include "base/clock.h"
 #include "bench/bench_support.h"
 #include "kube/timestamp.h"

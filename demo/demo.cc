@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/health_server.h"
+#include "agent/serve/health_server.h"
 #include "base/clock.h"
 #include "base/process.h"
 #include "bench/bench_support.h"

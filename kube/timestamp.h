@@ -10,17 +10,11 @@
 
 namespace ekco::kube {
 
-// The window API times are held in. RFC 3339 (and Go, whose API server writes these fields)
-// allows years 0000-9999, but a WallTime counts int64 nanoseconds, which reach only 1677-2262,
-// and ekco subtracts API times from now and adds configured durations to them. A time outside
-// the window is represented by the window's edge: a time after kLatestApiTime means "not yet"
-// (it never wraps into a past), one before kEarliestApiTime "long ago". Inside the window, `now`
-// minus any such time and any sum with a duration stays within int64 nanoseconds (±292 years)
-// for as long as now is before 2190.
-inline constexpr base::WallTime kEarliestApiTime{
-    std::chrono::sys_days(std::chrono::year(1900) / 1 / 1).time_since_epoch()};
-inline constexpr base::WallTime kLatestApiTime{
-    std::chrono::sys_days(std::chrono::year(2200) / 1 / 1).time_since_epoch()};
+// The window API times are held in: base/clock.h's (1900-01-01 .. 2200-01-01), since RFC 3339
+// (and Go, whose API server writes these fields) allows years 0000-9999 and int64 nanoseconds
+// do not.
+inline constexpr base::WallTime kEarliestApiTime = base::kEarliestTime;
+inline constexpr base::WallTime kLatestApiTime = base::kLatestTime;
 
 // Accepts "YYYY-MM-DDTHH:MM:SS" with optional fractional seconds (any number of digits, kept to
 // nanoseconds) and a zone "Z"/"z" or "+HH:MM"/"-HH:MM"; 't' is accepted for 'T' as RFC 3339

@@ -12,7 +12,7 @@
 #include <system_error>
 #include <vector>
 
-#include "agent/cli.h"
+#include "agent/cli/cli.h"
 
 namespace ekco::agent::testing {
 

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "tests/kube/fake_transport.h"
+#include "tests/fakes/fake_transport.h"
 
 namespace ekco::kube {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "base/clock.h"
 #include "kube/rest_client.h"
-#include "tests/kube/fake_transport.h"
+#include "tests/fakes/fake_transport.h"
 
 namespace ekco::kube {
 namespace {

@@ -1,0 +1,508 @@
+#include "agent/cli/cli.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <tuple>
+
+#include <CLI/CLI.hpp>
+#include <boost/version.hpp>
+#include <curl/curl.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pki/certificate.h"
+#include "agent/cli/agent_cmd.h"
+#include "agent/config/config.h"
+#include "agent/config/kurl_installer.h"
+#include "agent/cli/shutdown_cmd.h"
+#include "agent/cli/purge_cmd.h"
+#include "agent/cli/status_cmd.h"
+#include "agent/cli/upgrade_cmd.h"
+#include "base/log.h"
+#include "base/version_info.h"
+#include "haproxy/render.h"
+#include "hostfs/local_host_fs.h"
+#include "units/render.h"
+#include "agent/controllers/host_units.h"
+
+namespace ekco::agent {
+namespace {
+
+// Values of the per-key config flags of one subcommand, by snake_case key.
+using FlagValues = std::map<std::string, std::string>;
+
+// Registers every config key as a flag: kebab-case, with EKCO's snake_case spelling as an alias
+// (`--min-ready-master-nodes` and `--min_ready_master_nodes`). Values are kept as text and go
+// through ConfigLoader::setFlag, so flags are typed and checked exactly like the file.
+void addConfigFlags(CLI::App* app, FlagValues& values) {
+  for (const KeyInfo& k : configKeys()) {
+    if (k.key == "log_level") continue;  // a global flag of the root command
+    std::string snake(k.key);
+    std::string kebab = snake;
+    std::replace(kebab.begin(), kebab.end(), '_', '-');
+    std::string names = "--" + kebab;
+    if (kebab != snake) names += ",--" + snake;
+    std::string& target = values[snake];
+    CLI::Option* opt = nullptr;
+    if (k.kind == ValueKind::kBool) {
+      // `--purge-dead-nodes` alone means true; `--purge-dead-nodes=false` is accepted too.
+      opt = app->add_flag(names + "{true}", target, std::string(k.help));
+    } else {
+      opt = app->add_option(names, target, std::string(k.help));
+    }
+    opt->group(k.ignored ? "Ignored EKCO settings" : "Configuration (override config.yaml)");
+  }
+}
+
+void applyFlags(const CLI::App* app, const FlagValues& values, ConfigLoader& loader) {
+  for (const KeyInfo& k : configKeys()) {
+    if (values.count(std::string(k.key)) == 0) continue;
+    std::string kebab(k.key);
+    std::replace(kebab.begin(), kebab.end(), '_', '-');
+    if (app->get_option("--" + kebab)->count() > 0) {
+      loader.setFlag(k.key, values.at(std::string(k.key)));
+    }
+  }
+}
+
+// Prints problems (one line each) and notices; returns true when there were no problems.
+bool report(const std::vector<ConfigProblem>& problems, const std::vector<ConfigNotice>& notices,
+            std::ostream& err) {
+  for (const ConfigNotice& n : notices) err << "warning: " << n.toString() << "\n";
+  for (const ConfigProblem& p : problems) err << "error: " << p.toString() << "\n";
+  return problems.empty();
+}
+
+int configCheck(const std::string& file, const CliEnv& env) {
+  ConfigLoader loader;
+  loader.loadFile(file);
+  (void)loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  *env.out << file << ": ok\n";
+  return kExitOk;
+}
+
+int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& flags,
+               const std::string& log_level_flag, const CliEnv& env) {
+  ConfigLoader loader;
+  if (!file.empty()) {
+    loader.loadFile(file);
+  } else {
+    // The default location may be absent: then the defaults apply.
+    loader.loadFile(env.default_config_path, /*optional=*/true);
+  }
+  loader.loadEnvironment(env.environment);
+  applyFlags(cmd, flags, loader);
+  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
+  Config cfg = loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  *env.out << renderConfigYaml(cfg);
+  return kExitOk;
+}
+
+// The config of a command: the file (--config, else the default path if it exists), the
+// environment, the command's per-key flags and --log-level; logging configured from it.
+// nullopt after the problems were printed (exit 2).
+std::optional<Config> commandConfig(const std::string& file, const CLI::App* cmd,
+                                    const FlagValues* flags, const std::string& log_level_flag,
+                                    const CliEnv& env) {
+  ConfigLoader loader;
+  loader.loadFile(file.empty() ? env.default_config_path : file, /*optional=*/file.empty());
+  loader.loadEnvironment(env.environment);
+  if (cmd != nullptr && flags != nullptr) applyFlags(cmd, *flags, loader);
+  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
+  Config cfg = loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return std::nullopt;
+  if (auto level = base::parseLogLevel(cfg.log_level)) {
+    base::LogOptions options;
+    options.level = *level;
+    options.journal = base::stderrIsJournal();
+    base::configureLogging(options);
+  }
+  return cfg;
+}
+
+int agentCommand(const std::string& file, const CLI::App* cmd, const FlagValues& flags,
+                 const std::string& log_level_flag, const AgentCommandArgs& args,
+                 const CliEnv& env) {
+  auto cfg = commandConfig(file, cmd, &flags, log_level_flag, env);
+  if (!cfg) return kExitUsage;
+  std::string source = file;
+  if (file.empty()) {
+    std::error_code ec;
+    source = std::filesystem::exists(env.default_config_path, ec) ? env.default_config_path
+                                                                  : "defaults";
+  }
+  return runAgentCommand(*cfg, source, args, env);
+}
+
+int configFromKurl(const std::string& file, const CliEnv& env) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    *env.err << "error: " << file << ": cannot read the file (does it exist?)\n";
+    return kExitUsage;
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  KurlConversion conv = configFromKurlInstaller(buf.str(), file);
+  if (!report(conv.problems, conv.notices, *env.err)) return kExitUsage;
+  *env.out << "# ekco configuration converted from the kURL Installer " << file << "\n"
+           << renderConfigYaml(conv.config);
+  return kExitOk;
+}
+
+// `ekco render haproxy|manifest`: the internal load balancer's files, printed (nothing is
+// written). A bad value is usage: exit 2 with one line.
+struct RenderArgs {
+  std::string endpoints{};
+  std::string bind = haproxy::HaproxyConfigOptions{}.bind;
+  bool bind_ipv6_loopback = false;
+  std::string image = Config{}.internal_load_balancer_haproxy_image;
+};
+
+int renderHaproxy(const RenderArgs& args, const CliEnv& env) {
+  auto endpoints = haproxy::parseEndpointList(args.endpoints);
+  if (!endpoints) {
+    *env.err << "error: --endpoints: " << endpoints.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto config = haproxy::renderHaproxyConfig({.endpoints = std::move(*endpoints),
+                                              .bind = args.bind,
+                                              .bind_ipv6_loopback = args.bind_ipv6_loopback,
+                                              .image = args.image});
+  if (!config) {
+    *env.err << "error: " << config.error().message() << "\n";
+    return kExitUsage;
+  }
+  *env.out << *config;
+  return kExitOk;
+}
+
+// `ekco render units`: the files the agent installs for this config, written under --out in the
+// host's layout (<out>/etc/systemd/system/ekco-reboot.service, <out>/opt/ekco/shutdown.sh, ...).
+struct RenderUnitsArgs {
+  std::string config{};
+  std::string out{};
+  std::string bin = "/usr/bin/ekco";
+};
+
+int renderUnits(const RenderUnitsArgs& args, const CliEnv& env) {
+  ConfigLoader loader;
+  if (!args.config.empty()) {
+    loader.loadFile(args.config);
+  } else {
+    loader.loadFile(env.default_config_path, /*optional=*/true);
+  }
+  loader.loadEnvironment(env.environment);
+  const Config cfg = loader.finish();
+  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  auto files = units::renderHostUnits(hostUnitsOptions(cfg, args.bin));
+  if (!files) {
+    *env.err << "error: " << files.error().message() << "\n";
+    return kExitUsage;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(args.out, ec);
+  base::SystemClock clock;
+  auto out = hostfs::LocalHostFs::open(args.out, clock);
+  if (!out) {
+    *env.err << "error: --out " << args.out << ": " << out.error().message() << "\n";
+    return kExitFailure;
+  }
+  for (const auto& f : *files) {
+    const auto dir = std::filesystem::path(f.path).parent_path().string();
+    base::Status made = (*out)->makeDirs(dir, 0755);
+    auto written = made ? (*out)->write(f.path, f.content, {.mode = f.mode})
+                        : base::Result<hostfs::Changed>(made.error());
+    if (!written) {
+      *env.err << "error: " << written.error().message() << "\n";
+      return kExitFailure;
+    }
+    *env.out << (*out)->realPath(f.path) << "\n";
+  }
+  return kExitOk;
+}
+
+int renderManifest(const RenderArgs& args, const CliEnv& env) {
+  auto manifest = haproxy::renderStaticPodManifest({.image = args.image, .bind = args.bind});
+  if (!manifest) {
+    *env.err << "error: " << manifest.error().message() << "\n";
+    return kExitUsage;
+  }
+  *env.out << *manifest;
+  return kExitOk;
+}
+
+}  // namespace
+
+std::string versionText() {
+  std::string out = fmt::format("ekco {} ({})\n", EKCO_VERSION, EKCO_GIT_SHA);
+  out += fmt::format("  libsystemd {}\n", EKCO_SYSTEMD_VERSION);
+  out += fmt::format("  yaml-cpp {}\n", EKCO_YAML_CPP_VERSION);
+  out += fmt::format("  libcurl {}\n", curl_version_info(CURLVERSION_NOW)->version);
+  out += fmt::format("  {}\n", pki::libraryVersion());
+  out += fmt::format("  boost {}.{}.{}\n", BOOST_VERSION / 100000, BOOST_VERSION / 100 % 1000,
+                     BOOST_VERSION % 100);
+  out += fmt::format("  fmt {}.{}.{}\n", FMT_VERSION / 10000, FMT_VERSION / 100 % 100,
+                     FMT_VERSION % 100);
+  out += fmt::format("  nlohmann-json {}.{}.{}\n", NLOHMANN_JSON_VERSION_MAJOR,
+                     NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH);
+  out += fmt::format("  CLI11 {}\n", CLI11_VERSION);
+  return out;
+}
+
+int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
+  // Installed as /usr/bin/ekco-purge-node (EKCO's manual purge command): `ekco purge-node`.
+  std::vector<std::string> args = original_args;
+  if (!args.empty() && std::filesystem::path(args[0]).filename() == "ekco-purge-node") {
+    args.insert(args.begin() + 1, "purge-node");
+  }
+  CLI::App app{"ekco: keeps a kubeadm cluster's nodes healthy (EKCO-compatible host agent)",
+               "ekco"};
+  app.require_subcommand(1);
+  // Options of the root (--log-level) may also follow a subcommand.
+  app.fallthrough(true);
+  std::string log_level_flag;
+  app.add_option("--log-level,--log_level", log_level_flag,
+                 "debug, info, warn or error (default: log_level from the config, else info)");
+
+  auto* version = app.add_subcommand("version", "Print the version and the library versions");
+
+  auto* config = app.add_subcommand("config", "Validate, show and convert ekco configuration");
+  config->require_subcommand(1);
+
+  std::string check_file;
+  auto* check = config->add_subcommand(
+      "check", "Validate a config.yaml: prints 'FILE: ok', or one line per problem and exit 2");
+  check->add_option("FILE", check_file, "The config file")->required();
+
+  std::string show_file;
+  FlagValues show_flags;
+  auto* show = config->add_subcommand(
+      "show", "Print the effective configuration (file, then EKCO_* environment, then flags)");
+  show->add_option("--config", show_file,
+                   "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  addConfigFlags(show, show_flags);
+
+  std::string kurl_file;
+  auto* from_kurl = config->add_subcommand(
+      "from-kurl", "Print the config.yaml equivalent to a kURL Installer spec (spec.ekco.*)");
+  from_kurl->add_option("INSTALLER", kurl_file, "The kURL Installer YAML file")->required();
+
+  StatusOptions status_options;
+  auto* status = app.add_subcommand(
+      "status", "Print the local agent's status from its health socket (exit 0 ready, "
+                "1 degraded, 2 unreachable)");
+  status->add_option("--socket", status_options.socket_path,
+                     "The agent's health socket (default /run/ekco/ekco.sock)");
+  status->add_option("--host-root", status_options.host_root,
+                     "Find the socket under this directory (e.g. /host in a DaemonSet pod)");
+  auto* status_json =
+      status->add_flag("--json", status_options.json, "Print the /status JSON as the agent serves it");
+  status
+      ->add_option("--probe", status_options.probe,
+                   "Ask only /healthz or /readyz and print one line (a DaemonSet probe)")
+      ->check(CLI::IsMember({"healthz", "readyz"}))
+      ->excludes(status_json);
+
+  std::string agent_config;
+  FlagValues agent_flags;
+  AgentCommandArgs agent_args;
+  auto* agent = app.add_subcommand(
+      "agent", "Run the node agent: caches, leader election, controllers, health socket (until "
+               "SIGTERM)");
+  agent->add_option("--config", agent_config,
+                    "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  agent->add_option("--kubeconfig", agent_args.kubeconfig,
+                    "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
+                    "/etc/kubernetes/admin.conf and kubelet.conf)");
+  agent->add_option("--node-name", agent_args.node_name,
+                    "This node's name (default: NODE_NAME, then the host name)");
+  agent->add_option("--host-root", agent_args.host_root,
+                    "Where the host's / is (/host in a DaemonSet pod; default /)");
+  agent->add_option("--socket", agent_args.socket,
+                    "Health socket path (default: health_socket under --host-root)");
+  agent->add_flag("--dry-run", agent_args.dry_run,
+                  "Decide and log plans, change nothing in the cluster or on the host");
+  addConfigFlags(agent, agent_flags);
+
+  // `ekco shutdown` and `ekco startup` (ekco-reboot.service's ExecStop and ExecStart).
+  struct RebootCli {
+    std::string config{};
+    FlagValues flags{};
+    ShutdownArgs args{};
+    CLI::App* app = nullptr;
+  };
+  RebootCli shutdown_cli;
+  RebootCli startup_cli;
+  for (auto [cli, name, help] :
+       {std::tuple{&shutdown_cli, "shutdown",
+                   "Before a reboot: cordon this node, delete its pods (not in "
+                   "shutdown_excluded_namespaces), wait for PVC/CephFS unmounts (bounded), "
+                   "delete its rook-ceph operator/mds pods"},
+        std::tuple{&startup_cli, "startup",
+                   "After a reboot: wait for the API (bounded), uncordon this node if ekco "
+                   "shutdown cordoned it"}}) {
+    cli->app = app.add_subcommand(name, help);
+    cli->app->add_option("--config", cli->config,
+                         "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+    cli->app->add_option("--kubeconfig", cli->args.kubeconfig,
+                         "kubeconfig (default: KUBECONFIG, then the host's "
+                         "/etc/kubernetes/admin.conf and kubelet.conf)");
+    cli->app->add_option("--node-name", cli->args.node_name,
+                         "This node's name (default: NODE_NAME, then the host name)");
+    cli->app->add_option("--host-root", cli->args.host_root,
+                         "Where the host's / is (default /)");
+    cli->app->add_flag("--dry-run", cli->args.dry_run,
+                       "Log what would be done, change nothing");
+    addConfigFlags(cli->app, cli->flags);
+  }
+
+  std::string upgrade_config;
+  UpgradeArgs upgrade_args;
+  auto* upgrade = app.add_subcommand(
+      "upgrade", "Auto-upgrade (ekco-upgrade.timer): re-run the kURL installer when its "
+                 "X-Kurl-Hash changed (single-node clusters only)");
+  upgrade->add_option("--config", upgrade_config,
+                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  upgrade->add_option("--url", upgrade_args.url,
+                      "Installer URL (default: auto_upgrade_url from the config)");
+  upgrade->add_option("--state-dir", upgrade_args.state_dir,
+                      "Host directory of upgrades.txt and upgrade.lock (default /var/lib/ekco)");
+  upgrade->add_option("--kubeconfig", upgrade_args.kubeconfig,
+                      "kubeconfig, to count the nodes (default: KUBECONFIG, in-cluster, then the "
+                      "host's /etc/kubernetes/admin.conf and kubelet.conf)");
+  upgrade->add_option("--host-root", upgrade_args.host_root,
+                      "Where the host's / is (default /)");
+  upgrade->add_flag("--dry-run", upgrade_args.dry_run,
+                    "Check and report what would be done; write nothing, never run the installer");
+
+  std::string purge_config;
+  FlagValues purge_flags;
+  PurgeNodeArgs purge_args;
+  auto* purge = app.add_subcommand(
+      "purge-node", "Remove a node from the cluster for good: its Rook OSDs, its kubeadm and etcd "
+                    "membership, then the Node (also installed as ekco-purge-node)");
+  purge->add_option("NAME", purge_args.node, "The node to purge")->required();
+  purge->add_option("--config", purge_config,
+                    "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  purge->add_option("--kubeconfig", purge_args.kubeconfig,
+                    "kubeconfig (default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
+  purge->add_option("--host-root", purge_args.host_root,
+                    "Where the host's / is, for certificates_dir (default /)");
+  purge->add_option("--node-name", purge_args.self,
+                    "The node this runs on, never purged (default: NODE_NAME, then the host name)");
+  purge->add_flag("--dry-run", purge_args.dry_run,
+                  "Print the plan (OSDs, etcd member, endpoints) and exit 0 without changes");
+  purge->add_flag("--yes,-y", purge_args.yes, "Do not ask for confirmation on a terminal");
+  addConfigFlags(purge, purge_flags);
+
+  RenderArgs render_args;
+  auto* render = app.add_subcommand(
+      "render",
+      "Show the files ekco installs on the host: print them, or write them under --out (units)");
+  render->require_subcommand(1);
+  auto* render_haproxy = render->add_subcommand(
+      "haproxy", "Print the internal load balancer's haproxy.cfg for the given kube-apiservers");
+  render_haproxy
+      ->add_option("--endpoints", render_args.endpoints,
+                   "kube-apiservers, comma-separated: HOST[:PORT] or [IPv6]:PORT (port 6443 by "
+                   "default); HOST is an IP address or a DNS name")
+      ->required();
+  render_haproxy->add_option("--bind", render_args.bind,
+                             "Listen address, IP:PORT (default 127.0.0.1:6444)");
+  render_haproxy->add_flag("--bind-ipv6-loopback", render_args.bind_ipv6_loopback,
+                           "Also listen on [::1] at the same port");
+  render_haproxy->add_option("--image", render_args.image,
+                             "HAProxy image the config is for: its tag enables directives of "
+                             "newer versions (default haproxy:lts-alpine)");
+  auto* render_manifest = render->add_subcommand(
+      "manifest", "Print the HAProxy static pod (/etc/kubernetes/manifests/haproxy.yaml)");
+  render_manifest->add_option("--image", render_args.image,
+                              "HAProxy image (default haproxy:lts-alpine)");
+  render_manifest->add_option("--bind", render_args.bind,
+                              "HAProxy's listen address, IP:PORT: the liveness probe's host and "
+                              "port (default 127.0.0.1:6444)");
+  RenderUnitsArgs render_units_args;
+  auto* render_units = render->add_subcommand(
+      "units", "Write the systemd units and /opt/ekco scripts the agent installs, under --out");
+  render_units->add_option("--config", render_units_args.config,
+                           "Config file (default /etc/ekco/config.yaml; absent means defaults)");
+  render_units->add_option("--out", render_units_args.out,
+                           "Directory to write into, in the host's layout (created)")
+      ->required();
+  render_units->add_option("--bin", render_units_args.bin,
+                           "The ekco binary the units run (default /usr/bin/ekco)");
+
+  std::vector<const char*> argv;
+  argv.reserve(args.size());
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    // help() follows the parsed subcommands, so `ekco config check --help` shows check's help.
+    *env.out << app.help();
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    *env.out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    *env.err << "error: " << e.what() << "\n"
+             << "Run 'ekco --help' for usage.\n";
+    return kExitUsage;
+  }
+
+  if (!log_level_flag.empty()) {
+    auto level = base::parseLogLevel(log_level_flag);
+    if (!level) {
+      *env.err << "error: flag --log-level: " << level.error().message() << "\n";
+      return kExitUsage;
+    }
+    base::LogOptions options;
+    options.level = *level;
+    options.journal = base::stderrIsJournal();
+    base::configureLogging(options);
+  }
+
+  if (version->parsed()) {
+    *env.out << versionText();
+    return kExitOk;
+  }
+  if (check->parsed()) return configCheck(check_file, env);
+  if (show->parsed()) return configShow(show_file, show, show_flags, log_level_flag, env);
+  if (from_kurl->parsed()) return configFromKurl(kurl_file, env);
+  if (status->parsed()) return runStatus(status_options, *env.out, *env.err, base::SystemClock());
+  if (render_haproxy->parsed()) return renderHaproxy(render_args, env);
+  if (render_manifest->parsed()) return renderManifest(render_args, env);
+  if (render_units->parsed()) return renderUnits(render_units_args, env);
+  for (auto [cli, is_shutdown] : {std::pair{&shutdown_cli, true}, std::pair{&startup_cli, false}}) {
+    if (cli->app->parsed()) {
+      auto cfg = commandConfig(cli->config, cli->app, &cli->flags, log_level_flag, env);
+      if (!cfg) return kExitUsage;
+      return is_shutdown ? runShutdownCommand(*cfg, cli->args, env)
+                         : runStartupCommand(*cfg, cli->args, env);
+    }
+  }
+  if (upgrade->parsed()) {
+    // No per-key flags: the file and the environment (auto_upgrade_url, log_level).
+    auto cfg = commandConfig(upgrade_config, nullptr, nullptr, log_level_flag, env);
+    if (!cfg) return kExitUsage;
+    return runUpgradeCommand(*cfg, upgrade_args, env);
+  }
+  if (purge->parsed()) {
+    auto cfg = commandConfig(purge_config, purge, &purge_flags, log_level_flag, env);
+    if (!cfg) return kExitUsage;
+    return runPurgeNodeCommand(*cfg, purge_args, env);
+  }
+  if (agent->parsed()) {
+    return agentCommand(agent_config, agent, agent_flags, log_level_flag, agent_args, env);
+  }
+  *env.err << "error: no command given. Run 'ekco --help' for usage.\n";
+  return kExitUsage;
+}
+
+}  // namespace ekco::agent

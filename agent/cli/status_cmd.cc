@@ -1,0 +1,262 @@
+#include "agent/cli/status_cmd.h"
+
+#include <filesystem>
+#include <functional>
+#include <ostream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "agent/cli/cli.h"
+#include "kube/timestamp.h"
+
+namespace ekco::agent {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kNone = "-";
+// Shares its value with kExitUsage: a probe cannot tell the two apart, and need not.
+constexpr int kExitUnreachable = 2;
+
+// One table cell: control characters (an error's newlines) become spaces so a row stays a line.
+std::string cell(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return text.empty() ? std::string(kNone) : text;
+}
+
+// obj[key] as text: strings as they are (empty is "-"), booleans yes/no, numbers; anything else
+// (missing, null, object, array, obj not an object) is "-".
+std::string field(const json& obj, std::string_view key) {
+  if (!obj.is_object()) return std::string(kNone);
+  auto it = obj.find(key);
+  if (it == obj.end()) return std::string(kNone);
+  const json& v = *it;
+  if (v.is_string()) return cell(v.get<std::string>());
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
+  if (v.is_number_float()) return fmt::format("{}", v.get<double>());
+  return std::string(kNone);
+}
+
+// obj[key] as a time relative to now; a string that is not RFC 3339 is shown as it is.
+const json& member(const json& obj, std::string_view key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+// obj[key] as a time relative to now; a string that is not RFC 3339 is shown as it is.
+std::string timeField(const json& obj, std::string_view key, base::WallTime now) {
+  const json& v = member(obj, key);
+  if (!v.is_string() || v.get_ref<const std::string&>().empty()) return field(obj, key);
+  auto t = kube::parseRfc3339(v.get_ref<const std::string&>());
+  return t ? formatRelativeTime(*t, now) : cell(v.get<std::string>());
+}
+
+// Rows under a header, columns padded to their widest cell (the last column is not padded).
+std::string renderTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths(header.size(), 0);
+  auto measure = [&widths](const std::vector<std::string>& row) {
+    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  };
+  measure(header);
+  for (const auto& row : rows) measure(row);
+  std::string out;
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string text;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      text += row[i];
+      if (i + 1 < row.size()) text += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    out += text + "\n";
+  };
+  line(header);
+  for (const auto& row : rows) line(row);
+  return out;
+}
+
+// A section of the document that should be an array of objects: the table, "none" when empty,
+// "-" when missing or not an array.
+std::string renderSection(const json& status, std::string_view key, std::string_view title,
+                          const std::vector<std::string>& header,
+                          const std::function<std::vector<std::string>(const json&)>& row) {
+  const json& items = member(status, key);
+  if (!items.is_array()) return fmt::format("{}: -\n", title);
+  if (items.empty()) return fmt::format("{}: none\n", title);
+  std::vector<std::vector<std::string>> rows;
+  for (const json& item : items) rows.push_back(row(item));
+  return renderTable(header, rows);
+}
+
+std::string durationText(std::chrono::seconds d) {
+  const long long s = d.count();
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) {
+    return s % 60 == 0 ? fmt::format("{}m", s / 60) : fmt::format("{}m{}s", s / 60, s % 60);
+  }
+  if (s < 86400) {
+    const long long m = s / 60 % 60;
+    return m == 0 ? fmt::format("{}h", s / 3600) : fmt::format("{}h{}m", s / 3600, m);
+  }
+  const long long h = s / 3600 % 24;
+  return h == 0 ? fmt::format("{}d", s / 86400) : fmt::format("{}d{}h", s / 86400, h);
+}
+
+}  // namespace
+
+std::string formatRelativeTime(base::WallTime time, base::WallTime now) {
+  const auto diff = std::chrono::duration_cast<std::chrono::seconds>(time - now);
+  if (diff.count() == 0) return "now";
+  if (diff.count() < 0) return durationText(-diff) + " ago";
+  return "in " + durationText(diff);
+}
+
+std::string renderStatusTable(const json& status, const Readiness& readiness, base::WallTime now) {
+  std::string out;
+  const json& lease = member(status, "lease");
+  std::string renewed = timeField(lease, "renew_time", now);
+  if (const json& t = member(lease, "renew_time");
+      t.is_string() && renewed != field(lease, "renew_time")) {
+    renewed += " (" + field(lease, "renew_time") + ")";
+  }
+  std::vector<std::pair<std::string, std::string>> head = {
+      {"node", field(status, "node")},
+      {"version", field(status, "version")},
+      {"ready", readiness.ready ? "yes" : "no (" + cell(readiness.reason) + ")"},
+      {"api reachable", field(status, "api_reachable")},
+      {"leader", field(status, "leader")},
+      {"is leader", field(status, "is_leader")},
+      {"lease holder", field(lease, "holder")},
+      {"lease renewed", renewed},
+      {"lease transitions", field(lease, "transitions")},
+  };
+  std::size_t width = 0;
+  for (const auto& [name, value] : head) width = std::max(width, name.size());
+  for (const auto& [name, value] : head) {
+    out += fmt::format("{}:{}{}\n", name, std::string(width - name.size() + 2, ' '), value);
+  }
+
+  out += "\n";
+  out += renderSection(
+      status, "caches", "caches", {"CACHE", "SYNCED", "OBJECTS", "LAST ERROR"}, [](const json& c) {
+        return std::vector<std::string>{field(c, "name"), field(c, "synced"), field(c, "objects"),
+                                        field(c, "last_error")};
+      });
+  out += "\n";
+  out += renderSection(status, "controllers", "controllers",
+                       {"CONTROLLER", "SCOPE", "LAST RUN", "LAST RESULT", "NEXT RUN", "RUNS",
+                        "ERRORS", "LAST ERROR"},
+                       [now](const json& c) {
+                         return std::vector<std::string>{field(c, "name"),
+                                                         field(c, "scope"),
+                                                         timeField(c, "last_run", now),
+                                                         field(c, "last_result"),
+                                                         timeField(c, "next_run", now),
+                                                         field(c, "runs"),
+                                                         field(c, "errors"),
+                                                         field(c, "last_error")};
+                       });
+  out += "\n";
+  out += renderSection(
+      status, "host_checks", "host checks", {"HOST CHECK", "OK", "MESSAGE"}, [](const json& h) {
+        return std::vector<std::string>{field(h, "name"), field(h, "ok"), field(h, "message")};
+      });
+  // Only when enable_internal_load_balancer is on (the agent sends null otherwise).
+  if (const json& lb = member(status, "internal_load_balancer"); lb.is_object()) {
+    std::string backends;
+    if (const json& list = member(lb, "backends"); list.is_array()) {
+      for (const json& b : list) {
+        if (!backends.empty()) backends += ", ";
+        backends += b.is_string() ? cell(b.get<std::string>()) : cell(b.dump());
+      }
+    }
+    std::string source = field(lb, "source");
+    if (member(lb, "written_at").is_string()) source += " (written " + timeField(lb, "written_at", now) + ")";
+    std::string reload = field(lb, "last_reload");
+    if (member(lb, "reloaded_at").is_string()) reload += " (" + timeField(lb, "reloaded_at", now) + ")";
+    out += "\n";
+    out += fmt::format("internal load balancer ({}):\n", field(lb, "bind"));
+    out += fmt::format("  backends:     {}\n", backends.empty() ? std::string(kNone) : backends);
+    out += fmt::format("  from:         {}\n", source);
+    out += fmt::format("  last reload:  {}\n", reload);
+    out += fmt::format("  problem:      {}\n", field(lb, "problem"));
+  }
+  return out;
+}
+
+std::string statusSocketPath(const StatusOptions& options) {
+  if (options.host_root.empty()) return options.socket_path;
+  return (std::filesystem::path(options.host_root) /
+          std::filesystem::path(options.socket_path).relative_path())
+      .string();
+}
+
+int runStatus(const StatusOptions& options, std::ostream& out, std::ostream& err,
+              const base::Clock& clock) {
+  const std::string path = statusSocketPath(options);
+  if (!options.probe.empty()) {
+    auto answer = queryHealthSocket(path, "/" + options.probe, options.timeout);
+    if (!answer) {
+      err << "error: cannot reach the ekco agent's health socket: " << answer.error().message()
+          << "\n";
+      return kExitUnreachable;
+    }
+    std::string reason = answer->body;
+    while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
+    if (answer->status == 200) {
+      out << (reason.empty() ? "ok" : reason) << "\n";
+      return kExitOk;
+    }
+    err << options.probe << ": "
+        << (reason.empty() ? fmt::format("HTTP {}", answer->status) : reason) << "\n";
+    return kExitFailure;
+  }
+  auto ready = queryHealthSocket(path, "/readyz", options.timeout);
+  if (!ready) {
+    err << "error: cannot reach the ekco agent's health socket: " << ready.error().message()
+        << "\n";
+    return kExitUnreachable;
+  }
+  Readiness readiness;
+  readiness.ready = ready->status == 200;
+  if (!readiness.ready) {
+    std::string reason = ready->body;
+    while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
+    readiness.reason =
+        reason.empty() ? fmt::format("/readyz answered HTTP {}", ready->status) : reason;
+  }
+
+  json doc;
+  auto status = queryHealthSocket(path, "/status", options.timeout);
+  if (!status) {
+    err << "warning: GET /status: " << status.error().message() << "\n";
+  } else if (status->status != 200) {
+    err << "warning: GET /status on " << path << " answered HTTP " << status->status << "\n";
+  } else if (options.json) {
+    out << status->body;
+    if (status->body.empty() || status->body.back() != '\n') out << "\n";
+  } else {
+    doc = json::parse(status->body, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+      err << "warning: GET /status on " << path << ": the answer is not JSON\n";
+      doc = json();
+    }
+  }
+
+  if (options.json) {
+    if (!readiness.ready) err << "degraded: " << readiness.reason << "\n";
+  } else {
+    out << renderStatusTable(doc, readiness, clock.wallNow());
+  }
+  return readiness.ready ? kExitOk : kExitFailure;
+}
+
+}  // namespace ekco::agent

@@ -1,0 +1,39 @@
+// What the controllers read from the agent's caches (agent/runtime/caches.h): copies of slim
+// records, plus whether the cache has listed yet (nothing is decided on an unsynced cache).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "haproxy/render.h"
+#include "kube/records.h"
+
+namespace ekco::agent {
+
+// This node.
+struct ObservedNode {
+  bool synced = false;
+  std::optional<kube::NodeRecord> node = std::nullopt;
+};
+
+// Every node of the cluster (the leader's cache).
+struct ObservedNodes {
+  bool synced = false;  // the node cache has listed (nothing is decided before)
+  std::vector<kube::NodeRecord> nodes{};
+};
+
+// One source of apiserver addresses for the internal load balancer.
+struct ApiserverSource {
+  // Listed at least once, or known to be absent from this cluster (404 on the resource): its
+  // endpoints are final enough to decide on.
+  bool settled = false;
+  std::vector<haproxy::Endpoint> endpoints{};
+};
+
+struct ObservedApiservers {
+  ApiserverSource slices{};
+  ApiserverSource endpoints{};
+  ApiserverSource nodes{};
+};
+
+}  // namespace ekco::agent

@@ -1,0 +1,197 @@
+#include "agent/controllers/purge_dead_nodes.h"
+
+#include "kube/resource.h"
+#include "base/log.h"
+#include "kube/timestamp.h"
+
+namespace ekco::agent {
+
+using nlohmann::json;
+
+PurgeDeadNodesController::PurgeDeadNodesController(std::function<ObservedNodes()> observe,
+                                                   ReadNodesFn read_nodes, PurgeFn purge,
+                                                   const base::Clock& clock,
+                                                   PurgeDeadNodesOptions options)
+    : observe_(std::move(observe)),
+      read_nodes_(std::move(read_nodes)),
+      purge_(std::move(purge)),
+      clock_(clock),
+      options_(std::move(options)) {}
+
+PurgeGuardInput PurgeDeadNodesController::guardInput(std::vector<kube::NodeRecord> nodes,
+                                                     const std::string& target) const {
+  return {.nodes = std::move(nodes),
+          .target = target,
+          .self = options_.self,
+          .automatic = true,
+          .min_ready_master_nodes = options_.min_ready_master_nodes,
+          .min_ready_worker_nodes = options_.min_ready_worker_nodes,
+          .now = clock_.wallNow(),
+          .node_unreachable_toleration = options_.node_unreachable_toleration,
+          .storm_guard_percent = options_.storm_guard_percent};
+}
+
+std::optional<std::string> PurgeDeadNodesController::freshRefusal(const std::string& target) const {
+  if (!read_nodes_) return "no way to read the nodes from the API";
+  auto nodes = read_nodes_();
+  if (!nodes) return "cannot read the nodes from the API: " + nodes.error().message();
+  if (auto refused = purgeRefusal(guardInput(std::move(*nodes), target))) {
+    return "on a fresh read from the API: " + *refused;
+  }
+  return std::nullopt;
+}
+
+base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
+  ReconcileResult result;
+  const ObservedNodes observed = observe_();
+  if (!observed.synced) {
+    result.summary = "waiting for the node cache";
+    result.requeue_after = std::chrono::milliseconds(250);
+    return result;
+  }
+  const auto now = clock_.wallNow();
+  std::map<std::string, std::string> held;
+  std::optional<std::string> chosen;
+  std::optional<base::WallTime> next_dead;
+  std::map<std::string, std::size_t> due_for_clearing;  // node -> pods clear-nodes still owes
+  if (options_.clear_first && options_.observe_pods && !options_.purge.dry_run) {
+    const ClearPlan clear =
+        planClear(observed.nodes, options_.observe_pods(), now, *options_.clear_first);
+    for (const PodToClear& item : clear.due) ++due_for_clearing[item.node];
+  }
+  for (const auto& node : observed.nodes) {
+    const auto dead_at = deadAt(node, options_.node_unreachable_toleration);
+    if (!dead_at) continue;
+    if (*dead_at > now) {
+      if (!next_dead || *dead_at < *next_dead) next_dead = *dead_at;
+      continue;
+    }
+    const std::string name = node.name.str();
+    if (auto refused = purgeRefusal(guardInput(observed.nodes, name))) {
+      held[name] = *refused;
+      continue;
+    }
+    if (auto due = due_for_clearing.find(name); due != due_for_clearing.end()) {
+      held[name] = "waiting for clear-nodes to force-delete " + std::to_string(due->second) +
+                   " pod(s) stuck on it first";
+      continue;
+    }
+    if (options_.purge.dry_run && planned_.count(name) != 0) {
+      held[name] = "dry run: plan already logged";
+      continue;
+    }
+    if (!chosen) chosen = name;
+  }
+  if (next_dead) {
+    result.requeue_after = std::chrono::ceil<std::chrono::milliseconds>(*next_dead - now);
+  }
+  {
+    std::lock_guard lock(mu_);
+    held_ = held;
+  }
+  if (!chosen) {
+    result.summary = held.empty() ? "no dead node to purge"
+                                  : std::to_string(held.size()) + " dead node(s) held back";
+    return result;
+  }
+
+  // The guards again, on the API's own answer (not the cache), right before acting.
+  if (auto refused = freshRefusal(*chosen)) {
+    base::logWarn("not purging dead node", {{"node", *chosen}, {"reason", *refused}});
+    {
+      std::lock_guard lock(mu_);
+      held_[*chosen] = *refused;
+    }
+    result.summary = "not purging " + *chosen + ": " + *refused;
+    result.requeue_after = kRecheckAfter;
+    return result;
+  }
+  base::logInfo(options_.purge.dry_run ? "dry run: would purge dead node" : "purging dead node",
+                {{"node", *chosen}});
+  PurgeOptions purge_options = options_.purge;
+  purge_options.recheck = [this, target = *chosen] { return freshRefusal(target); };
+  auto report = purge_(*chosen, purge_options);
+  json entry = {{"node", *chosen},
+                {"at", kube::formatRfc3339(clock_.wallNow())},
+                {"dry_run", options_.purge.dry_run}};
+  if (!report) {
+    entry["error"] = report.error().message();
+    std::lock_guard lock(mu_);
+    history_.push_back(std::move(entry));
+    if (history_.size() > 20) history_.erase(history_.begin());
+    return report.error().wrap("purge " + *chosen);
+  }
+  entry["actions"] = report->actions;
+  entry["warnings"] = report->warnings;
+  {
+    std::lock_guard lock(mu_);
+    history_.push_back(entry);
+    if (history_.size() > 20) history_.erase(history_.begin());
+  }
+  if (options_.purge.dry_run) {
+    planned_.insert(*chosen);
+    std::string plan;
+    for (const auto& a : report->actions) plan += a + "\n";
+    result.plan = plan;
+    result.summary = "dry run: would purge " + *chosen;
+  } else {
+    result.summary = "purged " + *chosen;
+  }
+  // Another dead node may be waiting: look again shortly (not at once: the cache may still
+  // show the node just purged).
+  result.requeue_after = kAfterPurge;
+  return result;
+}
+
+json PurgeDeadNodesController::status() const {
+  std::lock_guard lock(mu_);
+  json held = json::object();
+  for (const auto& [node, why] : held_) held[node] = why;
+  return {{"held", held}, {"history", history_}};
+}
+
+ControllerSpec purgeDeadNodesSpec() {
+  return {.name = "purge-dead-nodes",
+          .scope = Scope::kLeader,
+          .status_key = "purge_dead_nodes",
+          .enabled = [](const Config& c) { return c.purge_dead_nodes; },
+          .caches = {CacheName::kClusterNodes, CacheName::kUnhealthyNodePods},
+          .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+            const Config& c = d.config;
+            auto purge = [d](const std::string& node,
+                             const PurgeOptions& given) -> base::Result<PurgeReport> {
+              PurgeOptions options = given;
+              options.event = [d, node](const std::string& reason, const std::string& message) {
+                auto recorded = d.client.recordEvent({.involved_resource = kube::resources::kNodes,
+                                                      .involved_name = node,
+                                                      .reason = reason,
+                                                      .message = message});
+                if (!recorded && d.report) d.report("event", recorded.error().message());
+              };
+              if (d.count_action) d.count_action("node_purge");
+              return purgeNode(
+                  {.client = d.client, .exec = d.exec, .fs = d.host_fs, .clock = d.clock}, node,
+                  options);
+            };
+            return std::make_shared<PurgeDeadNodesController>(
+                [&caches = d.caches] { return caches.clusterNodes(); },
+                [&client = d.client] { return readNodes(client); }, std::move(purge), d.clock,
+                PurgeDeadNodesOptions{
+                    .self = d.node_name,
+                    .node_unreachable_toleration = c.node_unreachable_toleration,
+                    .min_ready_master_nodes = c.min_ready_master_nodes,
+                    .min_ready_worker_nodes = c.min_ready_worker_nodes,
+                    .storm_guard_percent = c.storm_guard_percent,
+                    .purge = {.certificates_dir = c.certificates_dir,
+                              .maintain_rook_storage_nodes = c.maintain_rook_storage_nodes,
+                              .dry_run = d.dry_run,
+                              .allow_healthy_etcd_member = false,
+                              .may_continue = d.is_leader_fresh,
+                              .event = {}},
+                    .clear_first = c.clear_dead_nodes ? std::optional<ClearRules>(clearRules(c))
+                                                      : std::nullopt,
+                    .observe_pods = [&caches = d.caches] { return caches.unhealthyNodePods(); }});
+          }};
+}
+
+}  // namespace ekco::agent

@@ -1,0 +1,628 @@
+#include "agent/runtime/agent.h"
+
+#include <systemd/sd-daemon.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "agent/controllers/spec.h"
+#include "agent/runtime/caches.h"
+#include "agent/runtime/command_env.h"
+#include "agent/runtime/leader_election.h"
+#include "agent/runtime/manager.h"
+#include "agent/serve/health_server.h"
+#include "agent/serve/metrics.h"
+#include "base/log.h"
+#include "base/version_info.h"
+#include "kube/exec.h"
+#include "kube/informer.h"
+#include "kube/objects.h"
+#include "kube/records.h"
+#include "kube/rest_client.h"
+#include "kube/timestamp.h"
+
+namespace ekco::agent {
+
+using base::Error;
+using base::ErrorCode;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+namespace {
+
+bool isNodeName(const std::string& name) {
+  // An RFC 1123 subdomain, as Node names are.
+  if (name.empty() || name.size() > 253) return false;
+  std::size_t label = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '.') {
+      if (label == 0 || name[i - 1] == '-') return false;
+      label = 0;
+      continue;
+    }
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && !(c == '-' && label > 0)) return false;
+    if (++label > 63) return false;
+  }
+  return name.back() != '-' && name.back() != '.';
+}
+
+json timeJson(const std::optional<base::WallTime>& t) {
+  return t ? json(kube::formatRfc3339(*t)) : json(nullptr);
+}
+
+// Logs an informer's or the elector's failures once per distinct message per minute, so an
+// API outage is one line, not one per retry.
+class ErrorLog {
+ public:
+  explicit ErrorLog(const base::Clock& clock) : clock_(clock) {}
+  void report(std::string_view what, const std::string& message) {
+    std::lock_guard lock(mu_);
+    const auto now = clock_.monoNow();
+    auto& last = last_[std::string(what)];
+    if (last.message == message && now - last.at < std::chrono::minutes(1)) return;
+    last = {message, now};
+    base::logWarn("api call failed", {{"source", what}, {"error", message}});
+  }
+
+ private:
+  struct Last {
+    std::string message;
+    base::MonoTime at{};
+  };
+  const base::Clock& clock_;
+  std::mutex mu_;
+  std::map<std::string, Last> last_;
+};
+
+}  // namespace
+
+base::Result<std::string> resolveNodeName(const std::string& flag, const std::string& env_value,
+                                          const std::string& hostname) {
+  std::string name = !flag.empty() ? flag : !env_value.empty() ? env_value : hostname;
+  const char* from = !flag.empty() ? "--node-name" : !env_value.empty() ? "NODE_NAME" : "the host name";
+  std::string lowered = name;
+  std::transform(lowered.begin(), lowered.end(), lowered.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // kubelet lower-cases the host name it registers; a flag or env value must already be exact.
+  if (flag.empty() && env_value.empty()) name = lowered;
+  if (!isNodeName(name)) {
+    return Error("node name from " + std::string(from) + ": \"" + name +
+                     "\" is not a valid Node name (RFC 1123 subdomain)",
+                 ErrorCode::kInvalidArgument);
+  }
+  return name;
+}
+
+std::string healthSocketPath(const std::string& host_root, const std::string& configured) {
+  if (host_root.empty() || host_root == "/") return configured;
+  std::string root = host_root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root + configured;
+}
+
+class Agent::Impl {
+ public:
+  Impl(AgentOptions options, const base::Clock& clock)
+      : options_(std::move(options)), clock_(clock), errors_(clock), started_at_(clock.monoNow()) {}
+
+  base::Status init();
+  int run();
+  void requestStop();
+  json status() const;
+
+ private:
+  // A controller built from its spec.
+  struct Built {
+    const ControllerSpec* spec = nullptr;
+    std::shared_ptr<Controller> controller{};  // null: disabled by the config
+  };
+
+  base::Status registerMetrics();
+  base::Status initControllers();
+  void onCacheError(std::string_view what, const Error& e);
+  void onLeaderChange(bool leading);
+  void superviseLeaderCaches();
+  Health healthz() const;
+  Health readyz() const;
+  std::string metricsText() const;
+  void notifySystemd(const Health& ready, bool first_ready, bool watchdog);
+
+  AgentOptions options_;
+  const base::Clock& clock_;
+  ErrorLog errors_;
+  base::MonoTime started_at_;
+  // /readyz: how long the API may go without answering the elector (set in init()).
+  std::chrono::milliseconds api_silence_limit_{std::chrono::seconds(20)};
+
+  CommandClient platform_;  // process and host filesystems, connection, transport, client
+  std::unique_ptr<kube::RestClient> lease_client_;
+  std::unique_ptr<kube::WebSocketExecutor> exec_;
+
+  std::unique_ptr<Manager> manager_;
+  std::unique_ptr<LeaderElector> elector_;
+  std::unique_ptr<Caches> caches_;
+  // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
+  std::unique_ptr<kube::Informer<std::string>> lease_holder_;
+  std::thread lease_holder_thread_;
+  std::vector<Built> controllers_;  // the table's order
+  mutable std::set<std::string> exported_leader_caches_;  // cache labels last sent to /metrics
+
+  MetricsRegistry metrics_;
+  const Gauge* leader_gauge_ = nullptr;
+  const Gauge* api_gauge_ = nullptr;
+  const Gauge* cache_objects_ = nullptr;
+  const Gauge* cache_synced_ = nullptr;
+  const Counter* reconciles_ = nullptr;
+  const Counter* reconcile_errors_ = nullptr;
+  const Histogram* reconcile_seconds_ = nullptr;
+  const Counter* actions_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_requested_ = false;
+  bool leading_ = false;        // as the elector last said
+  bool leader_changed_ = false;  // the supervisor has a leadership change to act on
+  bool api_down_ = false;  // "api unreachable" was logged and recovery not yet
+  bool ready_sent_ = false;
+  std::string last_status_;  // the last STATUS= sent to systemd
+};
+
+base::Status Agent::Impl::registerMetrics() {
+  auto leader = metrics_.gauge("ekco_leader", "1 while this agent holds the ekco-leader Lease");
+  auto api = metrics_.gauge("ekco_api_reachable", "1 while the Kubernetes API answers");
+  auto objects = metrics_.gauge("ekco_cache_objects", "Objects in each informer cache", {"cache"});
+  auto synced = metrics_.gauge("ekco_cache_synced", "1 once the cache has listed", {"cache"});
+  auto runs = metrics_.counter("ekco_reconcile_total", "Reconciles run, by controller and result",
+                               {"controller", "result"});
+  auto errs = metrics_.counter("ekco_reconcile_errors_total", "Failed reconciles, by controller",
+                               {"controller"});
+  auto seconds_h = metrics_.histogram("ekco_reconcile_duration_seconds",
+                                      "Time each reconcile took", {"controller"},
+                                      kReconcileDurationBuckets);
+  auto actions = metrics_.counter("ekco_actions_total", "Changes ekco made, by kind", {"kind"});
+  for (const Error* e : {leader ? nullptr : &leader.error(), api ? nullptr : &api.error(),
+                         objects ? nullptr : &objects.error(), synced ? nullptr : &synced.error(),
+                         runs ? nullptr : &runs.error(), errs ? nullptr : &errs.error(),
+                         seconds_h ? nullptr : &seconds_h.error(),
+                         actions ? nullptr : &actions.error()}) {
+    if (e != nullptr) return *e;
+  }
+  leader_gauge_ = *leader;
+  api_gauge_ = *api;
+  cache_objects_ = *objects;
+  cache_synced_ = *synced;
+  reconciles_ = *runs;
+  reconcile_errors_ = *errs;
+  reconcile_seconds_ = *seconds_h;
+  actions_ = *actions;
+  return base::ok();
+}
+
+void Agent::Impl::onCacheError(std::string_view what, const Error& e) {
+  errors_.report(what, e.message());
+  // The caches readiness depends on stand for the API's reachability (logged once each way;
+  // "api reachable" when the agent is ready again).
+  if (what != "node cache" && what != "pod cache" && what != "cluster node cache") return;
+  if (e.code() == ErrorCode::kParse) return;  // bad data, not an outage
+  std::lock_guard lock(mu_);
+  if (api_down_) return;
+  api_down_ = true;
+  base::logWarn("api unreachable",
+                {{"api", platform_.connection.server}, {"error", e.message()}});
+}
+
+base::Status Agent::Impl::init() {
+  EKCO_TRY(registerMetrics());
+  // (1) The side-effect edge, built as every command builds it.
+  EKCO_TRY(buildClient(
+      platform_,
+      {.host_root = options_.host_root,
+       .kubeconfig = options_.kubeconfig,
+       .connect_timeout = seconds(5),
+       .rest = kube::RestClientOptions{.request_timeout = seconds(30),
+                                       .reporting_instance = options_.node_name}},
+      options_.env, options_.working_dir, clock_));
+  if (options_.socket_path.empty()) {
+    options_.socket_path = healthSocketPath(options_.host_root, options_.config.health_socket);
+  }
+  exec_ = std::make_unique<kube::WebSocketExecutor>(platform_.connection);
+
+  const Config& c = options_.config;
+  const auto ms = [](base::Duration d) { return std::chrono::duration_cast<milliseconds>(d); };
+  // The elector steps again every retry period, so its calls are not retried inside the client,
+  // and each must answer well within the renew deadline.
+  const auto lease_timeout =
+      std::clamp(ms(c.leader_election_renew_deadline) / 2, milliseconds(1000), milliseconds(5000));
+  lease_client_ = std::make_unique<kube::RestClient>(
+      *platform_.transport, clock_,
+      kube::RestClientOptions{.request_timeout = lease_timeout,
+                              .retry = {.max_attempts = 1},
+                              .reporting_instance = options_.node_name});
+
+  // (2) The manager and the elector.
+  manager_ = std::make_unique<Manager>(
+      clock_, ManagerOptions{.on_reconciled = [this](const ControllerStatus& s, bool ok) {
+        reconciles_->inc({s.name, ok ? "success" : "error"});
+        reconcile_seconds_->observe(
+            {s.name}, std::chrono::duration<double>(s.last_duration).count());
+        if (!ok) {
+          reconcile_errors_->inc({s.name});
+          base::logWarn("reconcile failed",
+                        {{"controller", s.name},
+                         {"error", s.last_error},
+                         {"consecutive", s.consecutive_errors}});
+        } else {
+          base::logDebug("reconciled", {{"controller", s.name}, {"result", s.last_result}});
+        }
+      }});
+
+  auto elector = LeaderElector::create(
+      *lease_client_, clock_,
+      {.ns = c.leader_election_namespace,
+       .name = "ekco-leader",
+       .identity = options_.node_name,
+       .lease_duration = ms(c.leader_election_lease_duration),
+       .renew_deadline = ms(c.leader_election_renew_deadline),
+       .retry_period = ms(c.leader_election_retry_period)},
+      {.on_started_leading = [this] { onLeaderChange(true); },
+       .on_stopped_leading = [this] { onLeaderChange(false); },
+       .on_new_leader =
+           [this](const std::string& holder) {
+             base::logInfo("leader observed", {{"leader", holder.empty() ? "-" : holder},
+                                               {"lease", options_.config.leader_election_namespace +
+                                                             "/ekco-leader"}});
+           }});
+  if (!elector) return std::move(elector).error();
+  elector_ = std::move(*elector);
+  // Every agent's elector asks the API every retry period (up to 2.2 of them with jitter when not
+  // leading), each call bounded by lease_timeout: longer than this without an answer means an
+  // API that is down or hangs, whatever the caches' watches (silent for up to
+  // watch_idle_timeout) still say.
+  api_silence_limit_ = std::max(ms(c.leader_election_lease_duration),
+                                3 * ms(c.leader_election_retry_period)) +
+                       lease_timeout;
+
+  // (3) The caches: this node and its pods always; the rest as the controllers ask.
+  caches_ = std::make_unique<Caches>(
+      *platform_.client, clock_,
+      CachesOptions{.node_name = options_.node_name,
+                    .on_error = [this](std::string_view what, const Error& e) {
+                      onCacheError(what, e);
+                    }});
+
+  // A released (holder "") or deleted Lease makes the elector step now: a clean hand-over then
+  // takes one round trip, not up to 2.2 retry periods. Renewals change only renewTime, so the
+  // projection (the holder) is unchanged and they call nothing.
+  auto nudge = [this] { elector_->nudge(); };
+  lease_holder_ = std::make_unique<kube::Informer<std::string>>(
+      *platform_.client, clock_, kube::resources::kLeases, c.leader_election_namespace,
+      kube::InformerOptions{.field_selector = "metadata.name=ekco-leader"},
+      [](const json& object) -> base::Result<std::string> {
+        auto lease = kube::parseLease(object);
+        if (!lease) return std::move(lease).error();
+        return lease->holder_identity;
+      },
+      kube::InformerHandlers<std::string>{
+          .on_add = [nudge](const std::string& holder) { if (holder.empty()) nudge(); },
+          .on_update = [nudge](const std::string&,
+                               const std::string& holder) { if (holder.empty()) nudge(); },
+          .on_delete = [nudge](const std::string&) { nudge(); },
+          .on_error = [this](const Error& e) { errors_.report("lease watch", e.message()); }});
+
+  // (4) The controllers, from the table.
+  return initControllers();
+}
+
+base::Status Agent::Impl::initControllers() {
+  const ControllerDeps deps{
+      .config = options_.config,
+      .node_name = options_.node_name,
+      .host_root = options_.host_root,
+      .units_bin = options_.units_bin,
+      .dry_run = options_.dry_run,
+      .clock = clock_,
+      .host_fs = *platform_.host_fs,
+      .process_fs = *platform_.process_fs,
+      .client = *platform_.client,
+      .exec = *exec_,
+      .caches = *caches_,
+      .metrics = metrics_,
+      .is_leader_fresh = [this] { return elector_->isLeaderFresh(); },
+      .count_action = [this](std::string_view kind) { actions_->inc({std::string(kind)}); },
+      .report = [this](std::string_view what, const std::string& message) {
+        errors_.report(what, message);
+      }};
+  for (const ControllerSpec& spec : controllerSpecs()) {
+    Built built{.spec = &spec};
+    if (spec.enabled && spec.enabled(options_.config)) {
+      auto controller = spec.build(deps);
+      if (!controller) return std::move(controller).error().wrap(std::string(spec.name));
+      built.controller = std::move(*controller);
+      for (CacheName cache : spec.caches) {
+        caches_->require(cache, [this, name = std::string(spec.name)] { manager_->wake(name); });
+      }
+      EKCO_TRY(manager_->add(spec.scope, built.controller));
+    }
+    controllers_.push_back(std::move(built));
+  }
+  return base::ok();
+}
+
+void Agent::Impl::onLeaderChange(bool leading) {
+  // The elector's thread: record and hand over to the supervisor, which starts or stops the
+  // leader caches (that may block) and the manager.
+  manager_->setLeader(leading);
+  leader_gauge_->set(leading ? 1 : 0);
+  for (const Built& b : controllers_) {
+    if (b.controller && b.spec->scope == Scope::kLeader) b.controller->leadershipChanged(leading);
+  }
+  actions_->inc({leading ? "lease_acquired" : "lease_lost"});
+  base::logInfo(leading ? "became leader" : "stopped leading",
+                {{"node", options_.node_name},
+                 {"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
+  std::lock_guard lock(mu_);
+  leading_ = leading;
+  leader_changed_ = true;
+  cv_.notify_all();
+}
+
+void Agent::Impl::superviseLeaderCaches() {
+  bool leading = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!leader_changed_) return;
+    leader_changed_ = false;
+    leading = leading_;
+  }
+  caches_->setLeading(leading);
+  if (!leading) return;
+  // As client-go's elector does: an Event on the Lease says who leads.
+  auto recorded = platform_.client->recordEvent(
+      {.involved_resource = kube::resources::kLeases,
+       .involved_namespace = options_.config.leader_election_namespace,
+       .involved_name = "ekco-leader",
+       .reason = "LeaderElection",
+       .message = options_.node_name + " became leader"});
+  if (!recorded) errors_.report("event", recorded.error().message());
+}
+
+Health Agent::Impl::healthz() const {
+  // A reconcile may legitimately run up to reconcile_timeout; a loop that has not turned for
+  // 30 s while idle is stuck.
+  const auto max_reconcile = std::chrono::duration_cast<milliseconds>(
+      options_.config.reconcile_timeout + std::chrono::minutes(1));
+  if (!manager_->alive(seconds(30), max_reconcile)) {
+    return {.ok = false, .reason = "the controller manager loop is not running"};
+  }
+  return {.ok = true};
+}
+
+Health Agent::Impl::readyz() const {
+  const auto node_stats = caches_->ownNodeStats();
+  const auto pod_stats = caches_->ownPodsStats();
+  if (!node_stats.synced) {
+    return {.ok = false, .reason = "the node cache has not synced: " + node_stats.last_error};
+  }
+  if (!pod_stats.synced) {
+    return {.ok = false, .reason = "the pod cache has not synced: " + pod_stats.last_error};
+  }
+  if (!node_stats.connected) {
+    return {.ok = false, .reason = "the Kubernetes API is unreachable: " + node_stats.last_error};
+  }
+  if (!pod_stats.connected) {
+    return {.ok = false,
+            .reason = "the Kubernetes API is unreachable (pod cache): " + pod_stats.last_error};
+  }
+  // An API that accepts connections and answers nothing leaves open watches looking healthy
+  // until their idle bound: the elector's round trips notice first.
+  const auto now = clock_.monoNow();
+  const auto silent_since = elector_->lastAnswer().value_or(started_at_);
+  if (now - silent_since > api_silence_limit_) {
+    const auto lease = elector_->status();
+    return {.ok = false,
+            .reason = "the Kubernetes API has not answered for " +
+                      base::formatDuration(
+                          std::chrono::duration_cast<std::chrono::seconds>(now - silent_since)) +
+                      (lease.last_error.empty() ? "" : ": " + lease.last_error)};
+  }
+  if (auto stats = caches_->clusterNodesStats(); stats && stats->synced && !stats->connected) {
+    return {.ok = false, .reason = "the Kubernetes API is unreachable (cluster node cache): " +
+                                   stats->last_error};
+  }
+  return {.ok = true};
+}
+
+json Agent::Impl::status() const {
+  json out;
+  out["node"] = options_.node_name;
+  out["version"] = std::string(EKCO_VERSION) + " (" + EKCO_GIT_SHA + ")";
+  const auto lease = elector_->status();
+  out["leader"] = lease.holder;
+  out["is_leader"] = lease.is_leader;
+  out["lease"] = {{"name", options_.config.leader_election_namespace + "/ekco-leader"},
+                  {"holder", lease.holder},
+                  {"renew_time", timeJson(lease.renew_time)},
+                  {"acquire_time", timeJson(lease.acquire_time)},
+                  {"transitions", lease.transitions},
+                  {"fresh", lease.is_fresh},
+                  {"last_error", lease.last_error}};
+  const Health ready = readyz();
+  out["ready"] = ready.ok;
+  out["ready_reason"] = ready.reason;
+  out["api_reachable"] = caches_->ownNodeStats().connected;
+  out["dry_run"] = options_.dry_run;
+  json caches = json::array();
+  caches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {
+    caches.push_back({{"name", name},
+                      {"synced", s.synced},
+                      {"objects", s.objects},
+                      {"resource_version", s.resource_version},
+                      {"last_sync", timeJson(s.last_sync)},
+                      {"last_error", s.last_error}});
+  });
+  out["caches"] = caches;
+  json controllers = json::array();
+  for (const auto& s : manager_->status()) {
+    controllers.push_back({{"name", s.name},
+                           {"scope", std::string(scopeName(s.scope))},
+                           {"active", s.active},
+                           {"last_run", timeJson(s.last_run)},
+                           {"last_result", s.last_result},
+                           {"last_error", s.last_error},
+                           {"next_run", timeJson(s.next_run)},
+                           {"last_plan", s.last_plan},
+                           {"runs", s.runs},
+                           {"errors", s.errors}});
+  }
+  out["controllers"] = controllers;
+  // Each controller's own object, under its spec's key (null while disabled).
+  for (const Built& b : controllers_) {
+    if (b.spec->status_key.empty()) continue;
+    out[std::string(b.spec->status_key)] = b.controller ? b.controller->status() : json(nullptr);
+  }
+  return out;
+}
+
+std::string Agent::Impl::metricsText() const {
+  // The leader's caches come and go: series of caches that are gone are removed.
+  std::set<std::string> current;
+  caches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {
+    cache_objects_->set({name}, static_cast<double>(s.objects));
+    cache_synced_->set({name}, s.synced ? 1 : 0);
+    current.insert(name);
+  });
+  {
+    std::lock_guard lock(mu_);
+    for (const std::string& name : exported_leader_caches_) {
+      if (current.count(name) != 0) continue;
+      cache_objects_->remove({name});
+      cache_synced_->remove({name});
+    }
+    exported_leader_caches_ = std::move(current);
+  }
+  api_gauge_->set(caches_->ownNodeStats().connected ? 1 : 0);
+  return metrics_.render();
+}
+
+void Agent::Impl::notifySystemd(const Health& ready, bool first_ready, bool watchdog) {
+  const auto lease = elector_->status();
+  std::string state = "node " + options_.node_name + ", " +
+                      (lease.is_leader ? std::string("leader")
+                                       : "leader " + (lease.holder.empty() ? "-" : lease.holder));
+  state += ready.ok ? ", ready" : ", not ready: " + ready.reason;
+  std::replace(state.begin(), state.end(), '\n', ' ');
+  std::string message;
+  if (first_ready) message += "READY=1\n";
+  if (state != last_status_) {
+    message += "STATUS=" + state + "\n";
+    last_status_ = state;
+  }
+  if (watchdog && healthz().ok) message += "WATCHDOG=1\n";
+  if (!message.empty()) sd_notify(0, message.c_str());
+}
+
+int Agent::Impl::run() {
+  auto server = HealthServer::start(
+      {.socket_path = options_.socket_path,
+       .handlers = {.healthz = [this] { return healthz(); },
+                    .readyz = [this] { return readyz(); },
+                    .status = [this] { return status(); },
+                    .metrics = [this] { return metricsText(); }}});
+  if (!server) {
+    base::logError("cannot open the health socket", {{"error", server.error().message()}});
+    return 1;
+  }
+  base::logInfo("agent started",
+                {{"node", options_.node_name},
+                 {"version", EKCO_VERSION},
+                 {"host_root", options_.host_root},
+                 {"config", options_.config_source},
+                 {"api", platform_.connection.server},
+                 {"credentials", platform_.connection.source},
+                 {"socket", options_.socket_path},
+                 {"dry_run", options_.dry_run}});
+
+  caches_->start();
+  lease_holder_thread_ = std::thread([this] { lease_holder_->run(); });
+  std::thread manager_thread([this] { manager_->run(); });
+  std::thread elector_thread([this] { elector_->run(); });
+
+  std::uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
+  // Readiness and leadership changes show within half a second; the watchdog is pinged at
+  // least twice per WatchdogSec.
+  const milliseconds tick = watchdog ? std::clamp(milliseconds(watchdog_usec / 2000),
+                                                   milliseconds(100), milliseconds(500))
+                                     : milliseconds(500);
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, tick, [&] { return stop_requested_ || leader_changed_; });
+      if (stop_requested_) break;
+    }
+    superviseLeaderCaches();
+    caches_->superviseUnhealthyNodePods();
+    const Health ready = readyz();
+    bool recovered = false;
+    if (ready.ok) {
+      std::lock_guard lock(mu_);
+      recovered = std::exchange(api_down_, false);
+    }
+    if (recovered) base::logInfo("api reachable", {{"api", platform_.connection.server}});
+    bool first_ready = false;
+    if (ready.ok && !ready_sent_) {
+      ready_sent_ = true;
+      first_ready = true;
+      base::logInfo("agent ready", {{"node", options_.node_name}});
+    }
+    notifySystemd(ready, first_ready, watchdog);
+  }
+
+  base::logInfo("agent stopping", {{"node", options_.node_name}});
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping");
+  manager_->stop();
+  elector_->stop();
+  manager_thread.join();
+  elector_thread.join();
+  // Hand over at once instead of after the lease duration.
+  const bool was_leader = elector_->isLeader();
+  if (auto released = elector_->release(); !released) {
+    base::logWarn("lease release failed", {{"error", released.error().message()}});
+  } else if (was_leader) {
+    actions_->inc({"lease_released"});
+    base::logInfo("lease released", {{"lease", options_.config.leader_election_namespace +
+                                                   "/ekco-leader"}});
+  }
+  caches_->stop();
+  lease_holder_->stop();
+  if (lease_holder_thread_.joinable()) lease_holder_thread_.join();
+  (*server)->stop();
+  base::logInfo("agent stopped", {{"node", options_.node_name}});
+  return 0;
+}
+
+void Agent::Impl::requestStop() {
+  std::lock_guard lock(mu_);
+  stop_requested_ = true;
+  cv_.notify_all();
+}
+
+base::Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options, const base::Clock& clock) {
+  auto impl = std::make_unique<Impl>(std::move(options), clock);
+  EKCO_TRY(impl->init());
+  return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() = default;
+int Agent::run() { return impl_->run(); }
+void Agent::requestStop() { impl_->requestStop(); }
+json Agent::status() const { return impl_->status(); }
+
+}  // namespace ekco::agent

@@ -1,0 +1,269 @@
+#include "agent/runtime/caches.h"
+
+#include "agent/controllers/internal_lb.h"
+#include "base/result.h"
+#include "kube/objects.h"
+#include "kube/resource.h"
+
+namespace ekco::agent {
+
+namespace {
+
+// Not Ready, or tainted by the node lifecycle controller as unreachable or not ready: the nodes
+// whose pods the leader watches (clearing and purging decide on them).
+bool nodeUnhealthy(const kube::NodeRecord& node) {
+  const kube::ConditionRecord* ready = node.condition("Ready");
+  if (ready == nullptr || ready->status != "True") return true;
+  return node.taint("node.kubernetes.io/unreachable") != nullptr ||
+         node.taint("node.kubernetes.io/not-ready") != nullptr;
+}
+
+}  // namespace
+
+std::string_view cacheName(CacheName name) {
+  switch (name) {
+    case CacheName::kOwnNode: return "own-node";
+    case CacheName::kOwnPods: return "own-pods";
+    case CacheName::kApiservers: return "apiservers";
+    case CacheName::kClusterNodes: return "cluster-nodes";
+    case CacheName::kUnhealthyNodePods: return "unhealthy-node-pods";
+  }
+  return "?";
+}
+
+template <typename Record>
+void Caches::Running<Record>::start() {
+  if (informer && !thread.joinable()) thread = std::thread([this] { informer->run(); });
+}
+
+template <typename Record>
+void Caches::Running<Record>::stop() {
+  if (informer) informer->stop();
+  if (thread.joinable()) thread.join();
+}
+
+Caches::Caches(kube::KubeClient& client, const base::Clock& clock, CachesOptions options)
+    : client_(client), clock_(clock), options_(std::move(options)) {
+  // This node and its pods: always (readiness, the node controllers).
+  own_node_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
+      client_, clock_, kube::resources::kNodes, "",
+      kube::InformerOptions{.field_selector = "metadata.name=" + options_.node_name},
+      kube::projectNode, handlers<kube::NodeRecord>(CacheName::kOwnNode, "node cache"));
+  own_pods_.informer = std::make_unique<kube::Informer<kube::PodRecord>>(
+      client_, clock_, kube::resources::kPods, "",
+      kube::InformerOptions{.field_selector = "spec.nodeName=" + options_.node_name},
+      kube::projectPod, handlers<kube::PodRecord>(CacheName::kOwnPods, "pod cache"));
+}
+
+Caches::~Caches() { stop(); }
+
+void Caches::wake(CacheName name) const {
+  auto it = wakes_.find(name);
+  if (it == wakes_.end()) return;
+  for (const auto& f : it->second) f();
+}
+
+template <typename Record>
+kube::InformerHandlers<Record> Caches::handlers(CacheName name, std::string what,
+                                                std::atomic<bool>* absent) {
+  auto changed = [this, name] { wake(name); };
+  return {.on_add = [changed](const Record&) { changed(); },
+          .on_update = [changed](const Record&, const Record&) { changed(); },
+          .on_delete = [changed](const Record&) { changed(); },
+          .on_error = [this, name, what = std::move(what), absent](const base::Error& e) {
+            // A 404 on the resource means this cluster does not serve it (Kubernetes before 1.21
+            // for EndpointSlices): the source counts as listed and empty, not as an outage.
+            if (absent != nullptr && e.code() == base::ErrorCode::kNotFound) {
+              if (!absent->exchange(true)) wake(name);
+              return;
+            }
+            if (options_.on_error) options_.on_error(what, e);
+          }};
+}
+
+void Caches::require(CacheName name, std::function<void()> on_change) {
+  if (on_change) wakes_[name].push_back(std::move(on_change));
+  switch (name) {
+    case CacheName::kOwnNode:
+    case CacheName::kOwnPods:
+      return;  // always built
+    case CacheName::kClusterNodes: {
+      std::lock_guard lock(leader_mu_);
+      cluster_nodes_wanted_ = true;
+      return;
+    }
+    case CacheName::kUnhealthyNodePods: {
+      // The pods of unhealthy nodes are found from the cluster's node cache.
+      std::lock_guard lock(leader_mu_);
+      cluster_nodes_wanted_ = true;
+      unhealthy_pods_wanted_ = true;
+      return;
+    }
+    case CacheName::kApiservers:
+      break;
+  }
+  if (apiservers_) return;
+  apiservers_ = true;
+  lb_slices_.informer = std::make_unique<kube::Informer<EndpointList>>(
+      client_, clock_, kube::resources::kEndpointSlices, "default",
+      kube::InformerOptions{.label_selector = "kubernetes.io/service-name=kubernetes"},
+      endpointsOfSlice,
+      handlers<EndpointList>(CacheName::kApiservers, "apiserver endpointslices",
+                             &lb_slices_absent_));
+  lb_endpoints_.informer = std::make_unique<kube::Informer<EndpointList>>(
+      client_, clock_, kube::resources::kEndpoints, "default",
+      kube::InformerOptions{.field_selector = "metadata.name=kubernetes"}, endpointsOfEndpoints,
+      handlers<EndpointList>(CacheName::kApiservers, "apiserver endpoints",
+                             &lb_endpoints_absent_));
+  // Label selectors cannot say "a or b": one narrow informer per role label.
+  lb_control_plane_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
+      client_, clock_, kube::resources::kNodes, "",
+      kube::InformerOptions{.label_selector = "node-role.kubernetes.io/control-plane"},
+      kube::projectNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "control-plane nodes"));
+  lb_master_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
+      client_, clock_, kube::resources::kNodes, "",
+      kube::InformerOptions{.label_selector = "node-role.kubernetes.io/master"}, kube::projectNode,
+      handlers<kube::NodeRecord>(CacheName::kApiservers, "master nodes"));
+}
+
+void Caches::start() {
+  own_node_.start();
+  own_pods_.start();
+  lb_slices_.start();
+  lb_endpoints_.start();
+  lb_control_plane_nodes_.start();
+  lb_master_nodes_.start();
+}
+
+void Caches::stop() {
+  {
+    std::lock_guard lock(leader_mu_);
+    cluster_nodes_.stop();
+    for (auto& [name, running] : unhealthy_pods_) running->stop();
+    unhealthy_pods_.clear();
+  }
+  own_node_.stop();
+  own_pods_.stop();
+  lb_slices_.stop();
+  lb_endpoints_.stop();
+  lb_control_plane_nodes_.stop();
+  lb_master_nodes_.stop();
+}
+
+void Caches::setLeading(bool leading) {
+  std::lock_guard lock(leader_mu_);
+  if (leading && cluster_nodes_wanted_ && !cluster_nodes_.informer) {
+    cluster_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
+        client_, clock_, kube::resources::kNodes, "", kube::InformerOptions{}, kube::projectNode,
+        handlers<kube::NodeRecord>(CacheName::kClusterNodes, "cluster node cache"));
+    cluster_nodes_.start();
+  } else if (!leading && cluster_nodes_.informer) {
+    cluster_nodes_.stop();
+    cluster_nodes_.informer.reset();
+    for (auto& [name, running] : unhealthy_pods_) running->stop();
+    unhealthy_pods_.clear();
+  }
+}
+
+void Caches::superviseUnhealthyNodePods() {
+  std::lock_guard lock(leader_mu_);
+  if (!unhealthy_pods_wanted_ || !cluster_nodes_.informer || !cluster_nodes_.informer->synced()) {
+    return;
+  }
+  std::set<std::string> unhealthy;
+  cluster_nodes_.informer->forEach([&](const kube::NodeRecord& n) {
+    if (nodeUnhealthy(n)) unhealthy.insert(n.name.str());
+  });
+  for (auto it = unhealthy_pods_.begin(); it != unhealthy_pods_.end();) {
+    if (unhealthy.count(it->first) == 0) {
+      it->second->stop();
+      it = unhealthy_pods_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const std::string& name : unhealthy) {
+    if (unhealthy_pods_.count(name) != 0) continue;
+    auto running = std::make_unique<Running<kube::PodRecord>>();
+    running->informer = std::make_unique<kube::Informer<kube::PodRecord>>(
+        client_, clock_, kube::resources::kPods, "",
+        kube::InformerOptions{.field_selector = "spec.nodeName=" + name}, kube::projectPod,
+        handlers<kube::PodRecord>(CacheName::kUnhealthyNodePods, "pods on " + name));
+    running->start();
+    unhealthy_pods_.emplace(name, std::move(running));
+  }
+}
+
+ObservedNode Caches::ownNode() const {
+  return {.synced = own_node_.informer->synced(),
+          .node = own_node_.informer->get("", options_.node_name)};
+}
+
+std::vector<kube::PodRecord> Caches::ownPods() const { return own_pods_.informer->list(); }
+
+ObservedNodes Caches::clusterNodes() const {
+  ObservedNodes observed;
+  std::lock_guard lock(leader_mu_);
+  if (!cluster_nodes_.informer) return observed;
+  observed.synced = cluster_nodes_.informer->synced();
+  observed.nodes = cluster_nodes_.informer->list();
+  return observed;
+}
+
+std::vector<kube::PodRecord> Caches::unhealthyNodePods() const {
+  std::vector<kube::PodRecord> pods;
+  std::lock_guard lock(leader_mu_);
+  for (const auto& [name, running] : unhealthy_pods_) {
+    running->informer->forEach([&](const kube::PodRecord& p) { pods.push_back(p); });
+  }
+  return pods;
+}
+
+ObservedApiservers Caches::apiservers() const {
+  ObservedApiservers observed;
+  if (!apiservers_) return observed;
+  auto gather = [](const kube::Informer<EndpointList>& informer, bool absent) {
+    ApiserverSource source{.settled = absent || informer.synced()};
+    if (absent) return source;
+    informer.forEach([&](const EndpointList& list) {
+      source.endpoints.insert(source.endpoints.end(), list.begin(), list.end());
+    });
+    return source;
+  };
+  observed.slices = gather(*lb_slices_.informer, lb_slices_absent_.load());
+  observed.endpoints = gather(*lb_endpoints_.informer, lb_endpoints_absent_.load());
+  observed.nodes.settled =
+      lb_control_plane_nodes_.informer->synced() && lb_master_nodes_.informer->synced();
+  std::vector<kube::NodeRecord> nodes = lb_control_plane_nodes_.informer->list();
+  for (auto& n : lb_master_nodes_.informer->list()) nodes.push_back(std::move(n));
+  observed.nodes.endpoints = endpointsOfNodes(nodes);
+  return observed;
+}
+
+void Caches::forEachStats(const std::function<void(const std::string& label,
+                                                   const kube::InformerStats& stats)>& f) const {
+  f("node", own_node_.informer->stats());
+  f("pods", own_pods_.informer->stats());
+  if (apiservers_) {
+    f("apiserver-endpointslices", lb_slices_.informer->stats());
+    f("apiserver-endpoints", lb_endpoints_.informer->stats());
+    f("control-plane-nodes", lb_control_plane_nodes_.informer->stats());
+    f("master-nodes", lb_master_nodes_.informer->stats());
+  }
+  std::lock_guard lock(leader_mu_);
+  if (cluster_nodes_.informer) f("cluster-nodes", cluster_nodes_.informer->stats());
+  for (const auto& [name, running] : unhealthy_pods_) {
+    f("pods on " + name, running->informer->stats());
+  }
+}
+
+kube::InformerStats Caches::ownNodeStats() const { return own_node_.informer->stats(); }
+kube::InformerStats Caches::ownPodsStats() const { return own_pods_.informer->stats(); }
+
+std::optional<kube::InformerStats> Caches::clusterNodesStats() const {
+  std::lock_guard lock(leader_mu_);
+  if (!cluster_nodes_.informer) return std::nullopt;
+  return cluster_nodes_.informer->stats();
+}
+
+}  // namespace ekco::agent

@@ -1,0 +1,116 @@
+// The informer caches of the agent, built from what the enabled controllers' specs ask for
+// (agent/controllers/spec.h) and shared when two ask for the same. Controllers read them through
+// the observe*() functions, which return copies (slim records, kube/records.h); a change in a
+// cache wakes the controllers that asked for it.
+//
+// Node-scoped caches (this node, its pods, the apiserver endpoints) run from start() to stop().
+// Leader-scoped caches (every node; the pods of each unhealthy node, one narrow informer per
+// node) run only while this agent leads: setLeading(true) starts them, setLeading(false) stops
+// and drops them, and superviseUnhealthyNodePods() follows the set of unhealthy nodes.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "agent/controllers/observed.h"
+#include "base/clock.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "kube/records.h"
+
+namespace ekco::agent {
+
+enum class CacheName {
+  kOwnNode,            // this node (always: readiness needs it)
+  kOwnPods,            // the pods scheduled to this node (always)
+  kApiservers,         // the apiserver endpoints: EndpointSlices, Endpoints, control-plane nodes
+  kClusterNodes,       // every node; leader only
+  kUnhealthyNodePods,  // the pods of each not-Ready or tainted node; leader only
+};
+std::string_view cacheName(CacheName name);
+
+struct CachesOptions {
+  std::string node_name{};
+  // Informer failures, for the agent's rate-limited log ("node cache", message).
+  std::function<void(std::string_view what, const base::Error& error)> on_error{};
+};
+
+class Caches {
+ public:
+  Caches(kube::KubeClient& client, const base::Clock& clock, CachesOptions options);
+  ~Caches();
+  Caches(const Caches&) = delete;
+  Caches& operator=(const Caches&) = delete;
+
+  // Before start(): builds the cache (once) and calls `on_change` whenever it changes.
+  void require(CacheName name, std::function<void()> on_change);
+
+  void start();  // the node-scoped caches
+  void stop();   // every cache; idempotent
+  void setLeading(bool leading);
+  void superviseUnhealthyNodePods();
+
+  ObservedNode ownNode() const;
+  std::vector<kube::PodRecord> ownPods() const;
+  ObservedNodes clusterNodes() const;  // synced false while not leading
+  std::vector<kube::PodRecord> unhealthyNodePods() const;
+  ObservedApiservers apiservers() const;
+
+  // Each running cache's label ("node", "pods", "cluster-nodes", "pods on node-b", ...) and
+  // statistics, for /status, /metrics and /readyz.
+  void forEachStats(const std::function<void(const std::string& label,
+                                             const kube::InformerStats& stats)>& f) const;
+  kube::InformerStats ownNodeStats() const;
+  kube::InformerStats ownPodsStats() const;
+  // nullopt while not leading (or before the cluster node cache exists).
+  std::optional<kube::InformerStats> clusterNodesStats() const;
+
+ private:
+  template <typename Record>
+  struct Running {
+    std::unique_ptr<kube::Informer<Record>> informer;
+    std::thread thread;
+    void start();
+    void stop();
+  };
+  using EndpointList = std::vector<haproxy::Endpoint>;
+
+  void wake(CacheName name) const;
+  template <typename Record>
+  kube::InformerHandlers<Record> handlers(CacheName name, std::string what,
+                                          std::atomic<bool>* absent = nullptr);
+
+  kube::KubeClient& client_;
+  const base::Clock& clock_;
+  CachesOptions options_;
+  std::map<CacheName, std::vector<std::function<void()>>> wakes_;
+
+  Running<kube::NodeRecord> own_node_;
+  Running<kube::PodRecord> own_pods_;
+  bool apiservers_ = false;
+  Running<EndpointList> lb_slices_;
+  Running<EndpointList> lb_endpoints_;
+  Running<kube::NodeRecord> lb_control_plane_nodes_;
+  Running<kube::NodeRecord> lb_master_nodes_;
+  std::atomic<bool> lb_slices_absent_{false};  // the API has no discovery.k8s.io/v1
+  std::atomic<bool> lb_endpoints_absent_{false};
+
+  mutable std::mutex leader_mu_;
+  bool cluster_nodes_wanted_ = false;
+  bool unhealthy_pods_wanted_ = false;
+  Running<kube::NodeRecord> cluster_nodes_;
+  std::map<std::string, std::unique_ptr<Running<kube::PodRecord>>> unhealthy_pods_;
+};
+
+}  // namespace ekco::agent

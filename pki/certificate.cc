@@ -1,0 +1,71 @@
+#include "pki/certificate.h"
+
+#include <openssl/asn1.h>
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <optional>
+
+namespace ekco::pki {
+
+namespace {
+
+template <typename T, void (*Free)(T*)>
+struct Deleter {
+  void operator()(T* p) const { Free(p); }
+};
+using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
+using X509Ptr = std::unique_ptr<X509, Deleter<X509, X509_free>>;
+
+// An ASN1_TIME as seconds since the epoch, computed without time_t or nanoseconds (a year-9999
+// notAfter overflows neither), then clamped into ekco's window.
+std::optional<base::WallTime> toWallTime(const ASN1_TIME* time) {
+  std::tm tm{};
+  if (time == nullptr || ASN1_TIME_to_tm(time, &tm) != 1) return std::nullopt;
+  using namespace std::chrono;
+  const year_month_day ymd{year(tm.tm_year + 1900), month(static_cast<unsigned>(tm.tm_mon + 1)),
+                           day(static_cast<unsigned>(tm.tm_mday))};
+  if (!ymd.ok()) return std::nullopt;
+  const seconds since_epoch = sys_days(ymd).time_since_epoch() + hours(tm.tm_hour) +
+                              minutes(tm.tm_min) + seconds(tm.tm_sec);
+  return base::clampToWindow(since_epoch);
+}
+
+std::string name(const X509_NAME* n) {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!bio || n == nullptr) return {};
+  if (X509_NAME_print_ex(bio.get(), n, 0, XN_FLAG_RFC2253) < 0) return {};
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return size > 0 ? std::string(data, static_cast<std::size_t>(size)) : std::string();
+}
+
+}  // namespace
+
+base::Result<Certificate> parseCertificate(std::string_view pem, std::string_view source) {
+  const base::Error bad(std::string(source) + ": not a PEM certificate", base::ErrorCode::kParse);
+  if (pem.empty() || pem.size() > static_cast<std::size_t>(INT32_MAX)) return bad;
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (!bio) return bad;
+  X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (!cert) return bad;
+  auto not_before = toWallTime(X509_get0_notBefore(cert.get()));
+  auto not_after = toWallTime(X509_get0_notAfter(cert.get()));
+  if (!not_before || !not_after) {
+    return base::Error(std::string(source) + ": unreadable validity dates",
+                       base::ErrorCode::kParse);
+  }
+  return Certificate{.subject = name(X509_get_subject_name(cert.get())),
+                     .issuer = name(X509_get_issuer_name(cert.get())),
+                     .not_before = *not_before,
+                     .not_after = *not_after};
+}
+
+std::string libraryVersion() { return OpenSSL_version(OPENSSL_VERSION); }
+
+}  // namespace ekco::pki

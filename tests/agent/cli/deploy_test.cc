@@ -1,0 +1,282 @@
+// deploy/ (and deploy-rook-ceph/) as a user applies them: created with the real kubectl against
+// ekco-kubesim, the DaemonSet's contract with the agent (host root, node name, config mount,
+// probes the `ekco` CLI accepts), the ConfigMap equal to the packaged config, and the RBAC rules
+// answering `kubectl auth can-i` for the ServiceAccount exactly as README's Permissions table says.
+// That the agent needs no more than these rules — and uses every one of them — is proven by
+// tests/agent/purge_e2e_test.cc, which runs the real agent as this ServiceAccount.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/serve/health_server.h"
+#include "base/clock.h"
+#include "base/process.h"
+#include "tests/agent/cli_support.h"
+#include "tests/agent/process_support.h"
+#include "tests/kubesim/server.h"
+
+namespace ekco::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr const char* kKubectl = "/usr/bin/kubectl";
+const std::string kSource = EKCO_SOURCE_DIR;
+
+std::vector<YAML::Node> documents(const std::string& path) {
+  std::vector<YAML::Node> out;
+  for (const auto& d : YAML::LoadAllFromFile(path)) {
+    if (d.IsMap()) out.push_back(d);
+  }
+  return out;
+}
+
+YAML::Node find(const std::string& path, const std::string& kind, const std::string& name) {
+  for (const auto& d : documents(path)) {
+    if (d["kind"].as<std::string>() == kind && d["metadata"]["name"].as<std::string>() == name) {
+      return d;
+    }
+  }
+  ADD_FAILURE() << kind << " " << name << " not in " << path;
+  return YAML::Node();
+}
+
+TEST(Deploy, TheConfigMapHoldsThePackagedConfigAndItIsValid) {
+  const YAML::Node cm = find(kSource + "/deploy/20-config.yaml", "ConfigMap", "ekco-config");
+  ASSERT_TRUE(cm);
+  EXPECT_EQ(cm["metadata"]["namespace"].as<std::string>(), "kurl");
+  const std::string text = cm["data"]["config.yaml"].as<std::string>();
+  EXPECT_EQ(text, testing::readWholeFile(kSource + "/packaging/config.yaml"))
+      << "deploy/20-config.yaml and packaging/config.yaml differ: keep the defaults in one voice";
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/config.yaml";
+  std::ofstream(path) << text;
+  testing::CliRun r = testing::cli({"config", "check", path});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST(Deploy, TheDaemonSetRunsTheAgentOnEveryNodeWithTheHostMounted) {
+  const YAML::Node ds = find(kSource + "/deploy/30-daemonset.yaml", "DaemonSet", "ekco");
+  ASSERT_TRUE(ds);
+  EXPECT_EQ(ds["metadata"]["namespace"].as<std::string>(), "kurl");
+  const YAML::Node pod = ds["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["serviceAccountName"].as<std::string>(), "ekco");
+  EXPECT_EQ(pod["priorityClassName"].as<std::string>(), "system-node-critical");
+  EXPECT_TRUE(pod["hostPID"].as<bool>());
+  ASSERT_EQ(pod["tolerations"].size(), 1u);
+  EXPECT_EQ(pod["tolerations"][0]["operator"].as<std::string>(), "Exists");
+  EXPECT_FALSE(pod["tolerations"][0]["key"]);
+  const YAML::Node c = pod["containers"][0];
+  std::vector<std::string> args;
+  for (const auto& a : c["args"]) args.push_back(a.as<std::string>());
+  EXPECT_THAT(args, ElementsAre("agent", "--config=/etc/ekco/config.yaml", "--host-root=/host"));
+  EXPECT_EQ(c["env"][0]["name"].as<std::string>(), "NODE_NAME");
+  EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(), "spec.nodeName");
+  std::map<std::string, std::string> mounts;
+  for (const auto& m : c["volumeMounts"]) {
+    mounts[m["name"].as<std::string>()] = m["mountPath"].as<std::string>();
+  }
+  EXPECT_EQ(mounts["host"], "/host");
+  EXPECT_EQ(mounts["config"], "/etc/ekco");
+  for (const auto& v : pod["volumes"]) {
+    if (v["name"].as<std::string>() == "host") {
+      EXPECT_EQ(v["hostPath"]["path"].as<std::string>(), "/");
+    }
+    if (v["name"].as<std::string>() == "config") {
+      EXPECT_EQ(v["configMap"]["name"].as<std::string>(), "ekco-config");
+    }
+  }
+  EXPECT_TRUE(c["resources"]["requests"]["memory"]);
+  EXPECT_TRUE(c["resources"]["limits"]["memory"]);
+
+  // The probes are `ekco status` command lines the CLI accepts: against the host's socket under
+  // /host they answer from a live agent (here: a health server under a temp "/host"), and a
+  // missing agent is "cannot reach", not a usage error.
+  testing::TempDir dir;
+  const std::string host = dir.path() + "/host";
+  HealthHandlers h;
+  h.healthz = [] { return Health{.ok = true}; };
+  h.readyz = [] { return Health{.ok = false, .reason = "caches not synced: pods"}; };
+  auto server = HealthServer::start(
+      HealthServerOptions{.socket_path = host + "/run/ekco/ekco.sock", .handlers = h});
+  ASSERT_TRUE(server) << server.error().message();
+  for (const char* probe : {"livenessProbe", "readinessProbe"}) {
+    std::vector<std::string> command;
+    for (const auto& a : c[probe]["exec"]["command"]) command.push_back(a.as<std::string>());
+    ASSERT_GE(command.size(), 2u) << probe;
+    EXPECT_EQ(command[0], "ekco") << probe;
+    EXPECT_THAT(command, ::testing::Contains("--host-root=/host")) << probe;
+    std::vector<std::string> run(command.begin() + 1, command.end());
+    for (auto& a : run) {
+      if (a == "--host-root=/host") a = "--host-root=" + host;
+    }
+    testing::CliRun r = testing::cli(run);
+    if (std::string(probe) == "livenessProbe") {
+      EXPECT_EQ(r.code, 0) << r.err;  // alive though not ready: no restart
+      EXPECT_EQ(r.out, "ok\n");
+    } else {
+      EXPECT_EQ(r.code, 1) << r.err;
+      EXPECT_THAT(r.err, HasSubstr("caches not synced"));
+    }
+  }
+  (*server)->stop();
+  std::vector<std::string> live;
+  for (const auto& a : c["livenessProbe"]["exec"]["command"]) live.push_back(a.as<std::string>());
+  live.erase(live.begin());
+  for (auto& a : live) {
+    if (a == "--host-root=/host") a = "--host-root=" + dir.path() + "/absent";
+  }
+  testing::CliRun gone = testing::cli(live);
+  EXPECT_EQ(gone.code, 2);
+  EXPECT_THAT(gone.err, HasSubstr("cannot reach the ekco agent's health socket"));
+}
+
+class DeployKubectlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kKubectl)) GTEST_SKIP() << kKubectl << " is not installed";
+    auto server = kubesim::Server::start(
+        {.out_dir = dir_.path() + "/sim",
+         .tokens = {{.token = "sa-token", .user = "system:serviceaccount:kurl:ekco", .groups = {}}}});
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+    sa_kubeconfig_ = dir_.path() + "/sa.kubeconfig";
+    ASSERT_TRUE(server_->writeTokenKubeconfig(sa_kubeconfig_, "sa-token"));
+  }
+
+  base::ProcessResult kubectl(std::vector<std::string> args, const std::string& kubeconfig = "") {
+    base::ProcessRequest request;
+    request.argv = {kKubectl, "--kubeconfig",
+                    kubeconfig.empty() ? server_->kubeconfigPath() : kubeconfig, "--cache-dir",
+                    dir_.path() + "/cache"};
+    request.argv.insert(request.argv.end(), args.begin(), args.end());
+    request.timeout = std::chrono::seconds(30);
+    auto result = runner_.run(request);
+    EXPECT_TRUE(result) << result.error().message();
+    return result ? *result : base::ProcessResult{};
+  }
+
+  // `kubectl auth can-i` as the ServiceAccount: "yes" or "no".
+  std::string canI(std::vector<std::string> args) {
+    args.insert(args.begin(), {"auth", "can-i"});
+    return kubectl(args, sa_kubeconfig_).stdout_data;
+  }
+
+  testing::TempDir dir_{"ekco-deploy"};
+  base::SystemClock clock_;
+  base::BoostProcessRunner runner_{clock_};
+  std::unique_ptr<kubesim::Server> server_;
+  std::string sa_kubeconfig_;
+};
+
+TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable) {
+  // Before deploy/: the ServiceAccount may do nothing.
+  EXPECT_EQ(canI({"list", "nodes"}), "no\n");
+
+  base::ProcessResult created = kubectl({"create", "-f", kSource + "/deploy/", "-R"});
+  ASSERT_EQ(created.exit_code, 0) << created.stderr_data;
+  for (const char* line :
+       {"namespace/kurl created", "serviceaccount/ekco created",
+        "clusterrole.rbac.authorization.k8s.io/ekco created",
+        "clusterrolebinding.rbac.authorization.k8s.io/ekco created",
+        "role.rbac.authorization.k8s.io/ekco-leader-election created",
+        "rolebinding.rbac.authorization.k8s.io/ekco-leader-election created",
+        "role.rbac.authorization.k8s.io/ekco-internal-lb created",
+        "role.rbac.authorization.k8s.io/ekco-purge-kubeadm created",
+        "configmap/ekco-config created", "daemonset.apps/ekco created"}) {
+    EXPECT_THAT(created.stdout_data, HasSubstr(std::string(line) + "\n"));
+  }
+  // Rook is installed: its CephCluster CRD is served (kubectl resolves cephclusters through
+  // discovery).
+  const std::string crd = dir_.path() + "/cephcluster-crd.yaml";
+  std::ofstream(crd) << "apiVersion: apiextensions.k8s.io/v1\n"
+                        "kind: CustomResourceDefinition\n"
+                        "metadata: {name: cephclusters.ceph.rook.io}\n"
+                        "spec:\n"
+                        "  group: ceph.rook.io\n"
+                        "  scope: Namespaced\n"
+                        "  names: {plural: cephclusters, singular: cephcluster, kind: CephCluster}\n"
+                        "  versions:\n"
+                        "    - {name: v1, served: true, storage: true, subresources: {status: {}},\n"
+                        "       schema: {openAPIV3Schema: {type: object, "
+                        "x-kubernetes-preserve-unknown-fields: true}}}\n";
+  base::ProcessResult crd_created = kubectl({"create", "-f", crd});
+  ASSERT_EQ(crd_created.exit_code, 0) << crd_created.stderr_data;
+  base::ProcessResult rook = kubectl({"create", "-f", kSource + "/deploy-rook-ceph/"});
+  ASSERT_EQ(rook.exit_code, 0) << rook.stderr_data;
+  EXPECT_THAT(rook.stdout_data, HasSubstr("role.rbac.authorization.k8s.io/ekco-purge-rook created"));
+
+  base::ProcessResult ds = kubectl({"get", "daemonset", "ekco", "-n", "kurl", "-o", "json"});
+  ASSERT_EQ(ds.exit_code, 0) << ds.stderr_data;
+  const json daemonset = json::parse(ds.stdout_data);
+  EXPECT_EQ(daemonset["spec"]["template"]["spec"]["serviceAccountName"], "ekco");
+
+  // README's Permissions table, row by row, and what it leaves out.
+  struct Case {
+    std::vector<std::string> args;
+    const char* answer;
+  };
+  const std::vector<Case> cases = {
+      {{"get", "nodes"}, "yes"},
+      {{"list", "nodes"}, "yes"},
+      {{"watch", "nodes"}, "yes"},
+      {{"patch", "nodes"}, "yes"},
+      {{"delete", "nodes"}, "yes"},
+      {{"create", "nodes"}, "no"},
+      {{"update", "nodes"}, "no"},
+      {{"list", "pods", "--all-namespaces"}, "yes"},
+      {{"watch", "pods", "--all-namespaces"}, "yes"},
+      {{"delete", "pods", "-n", "default"}, "yes"},
+      {{"create", "pods", "-n", "default"}, "no"},
+      {{"get", "pods", "-n", "default"}, "no"},
+      {{"create", "pods", "--subresource=eviction", "-n", "default"}, "no"},
+      {{"create", "events", "-n", "default"}, "yes"},
+      {{"create", "events", "-n", "kurl"}, "yes"},
+      {{"get", "leases", "-n", "kurl"}, "yes"},
+      {{"create", "leases", "-n", "kurl"}, "yes"},
+      {{"update", "leases", "-n", "kurl"}, "yes"},
+      {{"watch", "leases", "-n", "kurl"}, "yes"},
+      {{"delete", "leases", "-n", "kurl"}, "no"},
+      {{"update", "leases", "-n", "kube-system"}, "no"},
+      {{"list", "endpointslices.discovery.k8s.io", "-n", "default"}, "yes"},
+      {{"watch", "endpoints", "-n", "default"}, "yes"},
+      {{"list", "endpointslices.discovery.k8s.io", "-n", "kube-system"}, "no"},
+      {{"get", "configmaps/kubeadm-config", "-n", "kube-system"}, "yes"},
+      {{"update", "configmaps/kubeadm-config", "-n", "kube-system"}, "yes"},
+      {{"update", "configmaps/kube-proxy", "-n", "kube-system"}, "no"},
+      {{"list", "configmaps", "-n", "kube-system"}, "no"},
+      {{"get", "cephclusters.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
+      {{"patch", "cephclusters.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
+      {{"list", "deployments.apps", "-n", "rook-ceph"}, "yes"},
+      {{"delete", "deployments.apps", "-n", "rook-ceph"}, "yes"},
+      {{"delete", "deployments.apps", "-n", "default"}, "no"},
+      {{"create", "pods", "--subresource=exec", "-n", "rook-ceph"}, "yes"},
+      {{"get", "pods", "--subresource=exec", "-n", "rook-ceph"}, "yes"},
+      {{"create", "pods", "--subresource=exec", "-n", "default"}, "no"},
+      {{"get", "secrets", "-n", "kurl"}, "no"},
+      {{"list", "secrets", "--all-namespaces"}, "no"},
+  };
+  for (const auto& c : cases) {
+    std::string what;
+    for (const auto& a : c.args) what += a + " ";
+    EXPECT_EQ(canI(c.args), std::string(c.answer) + "\n") << "kubectl auth can-i " << what;
+  }
+
+  // A forbidden call reads as kubectl users know it.
+  base::ProcessResult secrets = kubectl({"get", "secrets", "-n", "kurl"}, sa_kubeconfig_);
+  EXPECT_NE(secrets.exit_code, 0);
+  EXPECT_THAT(secrets.stderr_data, HasSubstr("Error from server (Forbidden)"));
+}
+
+}  // namespace
+}  // namespace ekco::agent

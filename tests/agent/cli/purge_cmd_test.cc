@@ -1,0 +1,124 @@
+// `ekco purge-node` (and `ekco-purge-node`) through the command line against the in-process
+// test API server: plan and dry run, EKCO's refusals, the confirmation, the purge itself.
+#include "agent/cli/purge_cmd.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/agent/cli_support.h"
+#include "tests/kubesim/server.h"
+
+namespace ekco::agent {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using testing::cli;
+using testing::CliRun;
+
+json node(const std::string& name, bool master, bool ready) {
+  json labels = {{"kubernetes.io/hostname", name}};
+  if (master) labels["node-role.kubernetes.io/control-plane"] = "";
+  json n = {{"apiVersion", "v1"},
+            {"kind", "Node"},
+            {"metadata", {{"name", name}, {"labels", labels}}},
+            {"spec", json::object()},
+            {"status", {{"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "Unknown"}}}}}}};
+  if (!ready) {
+    n["spec"]["taints"] = {{{"key", "node.kubernetes.io/unreachable"}, {"effect", "NoExecute"},
+                            {"timeAdded", "2026-01-01T00:00:00Z"}}};
+  }
+  return n;
+}
+
+class PurgeCmdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = kubesim::Server::start(
+        {.out_dir = dir_.path(),
+         .objects = {node("cp-1", true, true), node("cp-2", true, true), node("w-1", false, true),
+                     node("w-2", false, false)}});
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+  }
+  CliRun purge(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"purge-node", "--kubeconfig", server_->kubeconfigPath(),
+                                     "--node-name", "cp-1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return cli(args);
+  }
+  testing::TempDir dir_{"ekco-purge-cmd"};
+  std::unique_ptr<kubesim::Server> server_;
+};
+
+TEST_F(PurgeCmdTest, DryRunPrintsThePlanAndChangesNothing) {
+  CliRun r = purge({"w-2", "--dry-run"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Plan to purge node w-2:\n  - would delete node w-2\n"));
+  EXPECT_THAT(r.out, HasSubstr("Dry run: nothing was changed."));
+  EXPECT_TRUE(server_->get("nodes", "", "w-2"));
+}
+
+TEST_F(PurgeCmdTest, PurgesADeadWorkerWithYesAndRecordsEvents) {
+  CliRun r = purge({"w-2", "--yes"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("done: deleted node w-2"));
+  EXPECT_THAT(r.out, HasSubstr("Node w-2 purged."));
+  EXPECT_FALSE(server_->get("nodes", "", "w-2"));
+}
+
+TEST_F(PurgeCmdTest, EkcosRefusalsAndTheNodeItRunsOn) {
+  CliRun master = purge({"cp-2", "--yes"});
+  EXPECT_EQ(master.code, kExitFailure);
+  EXPECT_THAT(master.err, HasSubstr("cannot purge master: 2 ready masters"));
+  CliRun worker = purge({"w-1", "--yes", "--min-ready-worker-nodes", "1"});
+  EXPECT_EQ(worker.code, kExitFailure);
+  EXPECT_THAT(worker.err, HasSubstr("cannot purge worker: 1 ready workers"));
+  CliRun self = purge({"cp-1", "--yes", "--min_ready_master_nodes", "1"});  // EKCO's spelling
+  EXPECT_EQ(self.code, kExitFailure);
+  EXPECT_THAT(self.err, HasSubstr("the node this ekco runs on"));
+  EXPECT_TRUE(server_->get("nodes", "", "cp-2"));
+  EXPECT_TRUE(server_->get("nodes", "", "w-1"));
+}
+
+TEST_F(PurgeCmdTest, AsksOnATerminalAndANoKeepsTheNode) {
+  std::ostringstream out;
+  std::ostringstream err;
+  CliEnv env{.environment = {}, .out = &out, .err = &err, .default_config_path = "/nonexistent"};
+  PurgeNodeArgs args{.node = "w-2",
+                     .kubeconfig = server_->kubeconfigPath(),
+                     .self = "cp-1",
+                     .stdin_is_terminal = [] { return true; },
+                     .read_answer = [] { return std::string("n"); }};
+  EXPECT_EQ(runPurgeNodeCommand(Config{}, args, env), kExitFailure);
+  EXPECT_THAT(out.str(), HasSubstr("cannot rejoin the cluster as it is"));
+  EXPECT_THAT(out.str(), HasSubstr("Purge node w-2? [y/N] "));
+  EXPECT_THAT(out.str(), HasSubstr("Not purged."));
+  EXPECT_TRUE(server_->get("nodes", "", "w-2"));
+  args.read_answer = [] { return std::string("y"); };
+  EXPECT_EQ(runPurgeNodeCommand(Config{}, args, env), kExitOk) << err.str();
+  EXPECT_FALSE(server_->get("nodes", "", "w-2"));
+}
+
+TEST_F(PurgeCmdTest, InstalledAsEkcoPurgeNode) {
+  std::ostringstream out;
+  std::ostringstream err;
+  CliEnv env{.environment = {}, .out = &out, .err = &err, .default_config_path = "/nonexistent"};
+  const int code = runCli({"/usr/bin/ekco-purge-node", "w-2", "--dry-run", "--kubeconfig",
+                           server_->kubeconfigPath(), "--node-name", "cp-1"},
+                          env);
+  EXPECT_EQ(code, kExitOk) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("Plan to purge node w-2"));
+}
+
+TEST(PurgeCmd, UsageErrors) {
+  EXPECT_EQ(cli({"purge-node"}).code, kExitUsage);  // NAME is required
+  CliRun bad = cli({"purge-node", "x", "--min-ready-master-nodes", "zero"});
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("min_ready_master_nodes"));
+}
+
+}  // namespace
+}  // namespace ekco::agent

@@ -1,0 +1,343 @@
+#include "agent/cli/status_cmd.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agent/cli/cli.h"
+#include "agent/serve/health_server.h"
+#include "base/clock.h"
+#include "base/unique_fd.h"
+#include "kube/timestamp.h"
+#include "tests/agent/cli_support.h"
+
+namespace ekco::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+using testing::TempDir;
+
+base::WallTime at(std::string_view rfc3339) { return *kube::parseRfc3339(rfc3339); }
+
+// The document of the issue, with two controllers, two caches and a host check.
+json sampleStatus() {
+  return json::parse(R"json({
+    "node": "node-a", "version": "0.1.0 (abc1234)", "leader": "node-b", "is_leader": false,
+    "lease": {"holder": "node-b", "renew_time": "2026-11-22T10:00:00.123456Z",
+              "acquire_time": "2026-11-22T08:00:00Z", "transitions": 3},
+    "ready": true, "ready_reason": "", "api_reachable": true,
+    "caches": [{"name": "nodes", "synced": true, "objects": 5, "last_error": ""},
+               {"name": "pods", "synced": false, "objects": 0, "last_error": "list pods: 503"}],
+    "controllers": [
+      {"name": "internal-load-balancer", "scope": "node", "last_run": "2026-11-22T10:00:00Z",
+       "last_result": "config unchanged", "last_error": "", "next_run": "2026-11-22T10:01:00Z",
+       "last_plan": "nothing to do", "runs": 12, "errors": 0},
+      {"name": "clear-nodes", "scope": "cluster", "last_run": "2026-11-22T09:57:58Z",
+       "last_result": "", "last_error": "drain node-c:\nevict pod x: 429", "next_run": null,
+       "runs": 4, "errors": 1}],
+    "host_checks": [{"name": "haproxy-config", "ok": true,
+                     "message": "/etc/haproxy/haproxy.cfg up to date"}]
+  })json");
+}
+
+TEST(StatusTable, RendersEveryPartOfTheDocument) {
+  const std::string table =
+      renderStatusTable(sampleStatus(), Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  EXPECT_EQ(table,
+            "node:               node-a\n"
+            "version:            0.1.0 (abc1234)\n"
+            "ready:              yes\n"
+            "api reachable:      yes\n"
+            "leader:             node-b\n"
+            "is leader:          no\n"
+            "lease holder:       node-b\n"
+            "lease renewed:      2s ago (2026-11-22T10:00:00.123456Z)\n"
+            "lease transitions:  3\n"
+            "\n"
+            "CACHE  SYNCED  OBJECTS  LAST ERROR\n"
+            "nodes  yes     5        -\n"
+            "pods   no      0        list pods: 503\n"
+            "\n"
+            "CONTROLLER              SCOPE    LAST RUN  LAST RESULT       NEXT RUN  RUNS  ERRORS  "
+            "LAST ERROR\n"
+            "internal-load-balancer  node     3s ago    config unchanged  in 57s    12    0       "
+            "-\n"
+            "clear-nodes             cluster  2m5s ago  -                 -         4     1       "
+            "drain node-c: evict pod x: 429\n"
+            "\n"
+            "HOST CHECK      OK   MESSAGE\n"
+            "haproxy-config  yes  /etc/haproxy/haproxy.cfg up to date\n");
+}
+
+TEST(StatusTable, ShowsTheInternalLoadBalancerWhenEnabled) {
+  json doc = sampleStatus();
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              Not(HasSubstr("internal load balancer")));
+  doc["internal_load_balancer"] = json::parse(R"json({
+    "config": "/etc/haproxy/haproxy.cfg", "bind": "127.0.0.1:6444",
+    "backends": ["10.0.0.1:6443", "10.0.0.2:6443"], "source": "endpointslices",
+    "written_at": "2026-11-22T09:58:00Z", "last_reload": "reloaded master 812 (new worker 990)",
+    "reloaded_at": "2026-11-22T09:58:00Z", "problem": ""})json");
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              HasSubstr("\ninternal load balancer (127.0.0.1:6444):\n"
+                        "  backends:     10.0.0.1:6443, 10.0.0.2:6443\n"
+                        "  from:         endpointslices (written 2m3s ago)\n"
+                        "  last reload:  reloaded master 812 (new worker 990) (2m3s ago)\n"
+                        "  problem:      -\n"));
+  doc["internal_load_balancer"] = json::parse(R"json({"backends": [], "problem": "no apiserver\nknown"})json");
+  const std::string t = renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  EXPECT_THAT(t, HasSubstr("  backends:     -\n"));
+  EXPECT_THAT(t, HasSubstr("  problem:      no apiserver known\n"));
+}
+
+TEST(StatusTable, ShowsTheReadinessReason) {
+  const std::string table =
+      renderStatusTable(sampleStatus(), Readiness{.ready = false, .reason = "caches not synced"},
+                        at("2026-11-22T10:00:03Z"));
+  EXPECT_THAT(table, HasSubstr("\nready:              no (caches not synced)\n"));
+}
+
+TEST(StatusTable, MissingAndWrongTypedFieldsPrintADash) {
+  const json doc = json::parse(R"json({
+    "node": 5, "version": null, "leader": ["x"], "is_leader": "maybe",
+    "lease": "not an object", "api_reachable": {},
+    "caches": {"nodes": true},
+    "controllers": [{"name": null, "last_run": 12, "next_run": "soon", "runs": 1.5}, 7, "x"],
+    "host_checks": []
+  })json");
+  std::string table;
+  ASSERT_NO_THROW(table =
+                      renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")));
+  EXPECT_THAT(table, HasSubstr("node:               5\n"));
+  EXPECT_THAT(table, HasSubstr("version:            -\n"));
+  EXPECT_THAT(table, HasSubstr("leader:             -\n"));
+  EXPECT_THAT(table, HasSubstr("is leader:          maybe\n"));
+  EXPECT_THAT(table, HasSubstr("lease holder:       -\n"));
+  EXPECT_THAT(table, HasSubstr("lease renewed:      -\n"));
+  EXPECT_THAT(table, HasSubstr("api reachable:      -\n"));
+  EXPECT_THAT(table, HasSubstr("\ncaches: -\n"));
+  EXPECT_THAT(table,
+              HasSubstr("\n-           -      12        -            soon      1.5   -       -\n"));
+  EXPECT_THAT(table,
+              HasSubstr("\n-           -      -         -            -         -     -       -\n"));
+  EXPECT_THAT(table, HasSubstr("\nhost checks: none\n"));
+
+  for (const json& odd : {json(), json::array(), json("text"), json(42)}) {
+    std::string t;
+    ASSERT_NO_THROW(t = renderStatusTable(odd, Readiness{}, at("2026-11-22T10:00:03Z")));
+    EXPECT_THAT(t, HasSubstr("node:               -\n"));
+    EXPECT_THAT(t, HasSubstr("ready:              no (-)\n"));
+    EXPECT_THAT(t, HasSubstr("\ncontrollers: -\n"));
+  }
+}
+
+TEST(StatusTable, FormatsRelativeTimes) {
+  const base::WallTime now = at("2026-11-22T10:00:00Z");
+  EXPECT_EQ(formatRelativeTime(now, now), "now");
+  EXPECT_EQ(formatRelativeTime(now - 500ms, now), "now");
+  EXPECT_EQ(formatRelativeTime(now - 3s, now), "3s ago");
+  EXPECT_EQ(formatRelativeTime(now - 59s, now), "59s ago");
+  EXPECT_EQ(formatRelativeTime(now - 60s, now), "1m ago");
+  EXPECT_EQ(formatRelativeTime(now - 125s, now), "2m5s ago");
+  EXPECT_EQ(formatRelativeTime(now - 3h - 2min - 9s, now), "3h2m ago");
+  EXPECT_EQ(formatRelativeTime(now - 2h, now), "2h ago");
+  EXPECT_EQ(formatRelativeTime(now - 50h, now), "2d2h ago");
+  EXPECT_EQ(formatRelativeTime(now - 48h, now), "2d ago");
+  EXPECT_EQ(formatRelativeTime(now + 57s, now), "in 57s");
+  EXPECT_EQ(formatRelativeTime(now + 90min, now), "in 1h30m");
+}
+
+TEST(StatusTable, SocketPathUnderAHostRoot) {
+  EXPECT_EQ(statusSocketPath(StatusOptions{}), "/run/ekco/ekco.sock");
+  EXPECT_EQ(statusSocketPath(StatusOptions{.host_root = "/host"}), "/host/run/ekco/ekco.sock");
+  EXPECT_EQ(statusSocketPath(StatusOptions{.socket_path = "/var/run/x.sock", .host_root = "/h/"}),
+            "/h/var/run/x.sock");
+}
+
+using testing::cli;
+using testing::CliRun;
+
+// A live agent's socket with canned answers; times in the document are relative to the real
+// clock so the table's ages are predictable.
+class StatusCommand : public ::testing::Test {
+ protected:
+  void serve(bool ready, std::string socket_path = "") {
+    path_ = socket_path.empty() ? dir_.path() + "/ekco.sock" : socket_path;
+    const base::WallTime now = base::SystemClock().wallNow();
+    status_ = sampleStatus();
+    status_["controllers"][0]["last_run"] = kube::formatRfc3339Micro(now - 3s - 200ms);
+    status_["controllers"][0]["next_run"] = kube::formatRfc3339Micro(now + 57s + 700ms);
+    // Every time in the document follows the real clock, or the columns' widths would depend on
+    // the day the test runs.
+    status_["controllers"][1]["last_run"] = kube::formatRfc3339Micro(now - 2min - 5s - 200ms);
+    status_["lease"]["renew_time"] = kube::formatRfc3339Micro(now - 200ms);
+    HealthHandlers h;
+    h.healthz = [] { return Health{.ok = true}; };
+    h.readyz = [ready] {
+      return ready ? Health{.ok = true} : Health{.ok = false, .reason = "caches not synced: pods"};
+    };
+    h.status = [this] { return status_; };
+    auto server = HealthServer::start(HealthServerOptions{.socket_path = path_, .handlers = h});
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+  }
+
+  TempDir dir_;
+  std::string path_;
+  json status_;
+  std::unique_ptr<HealthServer> server_;
+};
+
+TEST_F(StatusCommand, PrintsTheTableAndExitsZeroWhenReady) {
+  serve(/*ready=*/true);
+  CliRun r = cli({"status", "--socket", path_});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(r.out, HasSubstr("node:               node-a\n"));
+  EXPECT_THAT(r.out, HasSubstr("version:            0.1.0 (abc1234)\n"));
+  EXPECT_THAT(r.out, HasSubstr("ready:              yes\n"));
+  EXPECT_THAT(r.out, HasSubstr("leader:             node-b\n"));
+  EXPECT_THAT(r.out, HasSubstr("is leader:          no\n"));
+  EXPECT_THAT(r.out, HasSubstr("lease transitions:  3\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nnodes  yes     5        -\n"));
+  EXPECT_THAT(r.out, HasSubstr("\ninternal-load-balancer  node     3s ago    config unchanged  "
+                               "in 57s    12    0       -\n"));
+  EXPECT_THAT(r.out, HasSubstr("haproxy-config  yes  /etc/haproxy/haproxy.cfg up to date\n"));
+}
+
+TEST_F(StatusCommand, ExitsOneAndPrintsTheReasonWhenDegraded) {
+  serve(/*ready=*/false);
+  CliRun r = cli({"status", "--socket", path_});
+  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_THAT(r.out, HasSubstr("ready:              no (caches not synced: pods)\n"));
+  EXPECT_THAT(r.out, HasSubstr("node:               node-a\n"));
+}
+
+TEST_F(StatusCommand, JsonPrintsTheDocumentAsServed) {
+  serve(/*ready=*/true);
+  CliRun r = cli({"status", "--socket", path_, "--json"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(json::parse(r.out), status_);
+  EXPECT_EQ(r.out, status_.dump() + "\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(StatusCommand, JsonWhenDegradedExitsOneWithTheReasonOnStderr) {
+  serve(/*ready=*/false);
+  CliRun r = cli({"status", "--json", "--socket", path_});
+  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_EQ(json::parse(r.out), status_);
+  EXPECT_EQ(r.err, "degraded: caches not synced: pods\n");
+}
+
+TEST_F(StatusCommand, ProbesAskOnlyTheirEndpointAndPrintOneLine) {
+  const std::string root = dir_.path() + "/host";
+  serve(/*ready=*/false, root + "/run/ekco/ekco.sock");
+  // Alive but not ready: the liveness probe passes, the readiness probe fails with the reason.
+  CliRun live = cli({"status", "--host-root", root, "--probe", "healthz"});
+  EXPECT_EQ(live.code, kExitOk) << live.err;
+  EXPECT_EQ(live.out, "ok\n");
+  EXPECT_EQ(live.err, "");
+  CliRun ready = cli({"status", "--host-root", root, "--probe", "readyz"});
+  EXPECT_EQ(ready.code, kExitFailure);
+  EXPECT_EQ(ready.out, "");
+  EXPECT_EQ(ready.err, "readyz: caches not synced: pods\n");
+
+  CliRun bad = cli({"status", "--probe", "status"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--probe"));
+  CliRun both = cli({"status", "--probe", "readyz", "--json"});
+  EXPECT_EQ(both.code, 2);
+
+  server_->stop();
+  CliRun gone = cli({"status", "--host-root", root, "--probe", "healthz"});
+  EXPECT_EQ(gone.code, 2);
+  EXPECT_THAT(gone.err, HasSubstr(root + "/run/ekco/ekco.sock"));
+}
+
+TEST_F(StatusCommand, FindsTheDefaultSocketUnderAHostRoot) {
+  const std::string root = dir_.path() + "/host";
+  serve(/*ready=*/true, root + "/run/ekco/ekco.sock");
+  CliRun r = cli({"status", "--host-root", root});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("node:               node-a\n"));
+}
+
+TEST_F(StatusCommand, ABrokenStatusDocumentIsAWarningNotACrash) {
+  path_ = dir_.path() + "/ekco.sock";
+  HealthHandlers h;
+  h.readyz = [] { return Health{.ok = true}; };
+  h.status = []() -> json { throw std::runtime_error("boom"); };
+  auto server = HealthServer::start(HealthServerOptions{.socket_path = path_, .handlers = h});
+  ASSERT_TRUE(server) << server.error().message();
+  CliRun r = cli({"status", "--socket", path_});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_THAT(r.err, HasSubstr("warning: GET /status on " + path_ + " answered HTTP 500"));
+  EXPECT_THAT(r.out, HasSubstr("node:               -\n"));
+  EXPECT_THAT(r.out, HasSubstr("ready:              yes\n"));
+}
+
+TEST_F(StatusCommand, ExitsTwoNamingTheSocketWhenItCannotBeReached) {
+  const std::string missing = dir_.path() + "/absent.sock";
+  CliRun r = cli({"status", "--socket", missing});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("error: cannot reach the ekco agent's health socket"));
+  EXPECT_THAT(r.err, HasSubstr(missing));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+
+  // A stale socket (the agent died): connection refused.
+  serve(/*ready=*/true);
+  server_->stop();
+  base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path_.data(), path_.size());
+  ASSERT_EQ(::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+  CliRun stale = cli({"status", "--socket", path_, "--json"});
+  EXPECT_EQ(stale.code, 2);
+  EXPECT_EQ(stale.out, "");
+  EXPECT_THAT(stale.err, HasSubstr(path_));
+}
+
+TEST_F(StatusCommand, ExitsTwoWhenTheAgentDoesNotAnswerInTime) {
+  const std::string path = dir_.path() + "/mute.sock";
+  base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  ASSERT_EQ(::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd.get(), 4), 0);
+  std::ostringstream out;
+  std::ostringstream err;
+  const int code = runStatus(StatusOptions{.socket_path = path, .timeout = 200ms}, out, err,
+                             base::SystemClock());
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err.str(), HasSubstr("no answer within 200 ms"));
+  EXPECT_THAT(err.str(), HasSubstr(path));
+}
+
+TEST(StatusCli, HelpListsStatusAndItsFlags) {
+  CliRun root = cli({"--help"});
+  EXPECT_THAT(root.out, HasSubstr("status"));
+  CliRun help = cli({"status", "--help"});
+  EXPECT_EQ(help.code, kExitOk);
+  for (const char* flag : {"--socket", "--host-root", "--json"}) {
+    EXPECT_THAT(help.out, HasSubstr(flag));
+  }
+  EXPECT_EQ(cli({"status", "--bogus"}).code, kExitUsage);
+  EXPECT_THAT(cli({"status", "--socket"}).err, Not(HasSubstr("cannot reach")));
+}
+
+}  // namespace
+}  // namespace ekco::agent

@@ -1,0 +1,387 @@
+#include "agent/config/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace ekco::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> problemLines(const ConfigLoader& l) {
+  std::vector<std::string> out;
+  for (const auto& p : l.problems()) out.push_back(p.toString());
+  return out;
+}
+
+// Loads `yaml` as file "config.yaml" and returns the problems, one line each.
+std::vector<std::string> problemsOf(std::string_view yaml) {
+  ConfigLoader l;
+  l.loadYaml(yaml, "config.yaml");
+  (void)l.finish();
+  return problemLines(l);
+}
+
+Config load(std::string_view yaml) {
+  ConfigLoader l;
+  l.loadYaml(yaml, "config.yaml");
+  Config c = l.finish();
+  EXPECT_THAT(problemLines(l), ElementsAre()) << yaml;
+  return c;
+}
+
+TEST(Config, DefaultsAreTheDocumentedProductDefaults) {
+  Config c;
+  EXPECT_EQ(c.node_unreachable_toleration, 5min);
+  EXPECT_TRUE(c.clear_dead_nodes);
+  EXPECT_FALSE(c.purge_dead_nodes);
+  EXPECT_EQ(c.min_ready_master_nodes, 2);
+  EXPECT_EQ(c.min_ready_worker_nodes, 0);
+  EXPECT_EQ(c.min_ceph_pool_replication, 1);
+  EXPECT_EQ(c.max_ceph_pool_replication, 3);
+  EXPECT_EQ(c.reconcile_interval, 1min);
+  EXPECT_TRUE(c.rotate_certs);
+  EXPECT_EQ(c.rotate_certs_check_interval, 24h);
+  EXPECT_EQ(c.rotate_certs_ttl, 720h);
+  EXPECT_TRUE(c.restart_failed_envoy_pods);
+  EXPECT_EQ(c.envoy_pods_not_ready_duration, 5min);
+  EXPECT_FALSE(c.enable_internal_load_balancer);
+  EXPECT_EQ(c.internal_load_balancer_haproxy_image, "haproxy:lts-alpine");
+  EXPECT_EQ(c.certificates_dir, "/etc/kubernetes/pki");
+  EXPECT_EQ(c.ceph_object_store, "rook-ceph-store");  // kURL's, not the binary's "replicated"
+  EXPECT_EQ(c.kotsadm_kubelet_cert_secret, "kubelet-client-cert");
+  EXPECT_TRUE(c.auto_approve_kubelet_csrs);  // kURL hard-codes true
+  EXPECT_FALSE(c.disable_reboot_service);
+  EXPECT_EQ(c.auto_upgrade_schedule, "");
+  EXPECT_EQ(c.leader_election_namespace, "kurl");
+  EXPECT_EQ(c.leader_election_lease_duration, std::chrono::seconds(15));
+  EXPECT_EQ(c.leader_election_renew_deadline, std::chrono::seconds(10));
+  EXPECT_EQ(c.leader_election_retry_period, std::chrono::seconds(2));
+  EXPECT_EQ(c.health_socket, "/run/ekco/ekco.sock");
+  EXPECT_EQ(c.log_level, "info");
+}
+
+// Every key's default, as `config show` prints it, is pinned by a golden file.
+TEST(Config, EveryKeyDefaultMatchesTheGoldenFile) {
+  ConfigLoader l;
+  Config c = l.finish();
+  EXPECT_TRUE(l.problems().empty());
+  EXPECT_EQ(renderConfigYaml(c), readFile(EKCO_TESTDATA_DIR "/config/defaults.yaml"));
+}
+
+TEST(Config, PackagedConfigIsValidAndEqualsTheDefaults) {
+  ConfigLoader l;
+  l.loadFile(EKCO_SOURCE_DIR "/packaging/config.yaml");
+  Config c = l.finish();
+  EXPECT_THAT(problemLines(l), ElementsAre());
+  EXPECT_TRUE(l.notices().empty());
+  EXPECT_EQ(renderConfigYaml(c), renderConfigYaml(Config{}));
+}
+
+TEST(Config, EveryNonIgnoredKeyIsInThePackagedConfig) {
+  std::string packaged = readFile(EKCO_SOURCE_DIR "/packaging/config.yaml");
+  for (const KeyInfo& k : configKeys()) {
+    if (k.ignored || !k.alias_of.empty()) continue;
+    EXPECT_THAT(packaged, HasSubstr("\n" + std::string(k.key) + ":")) << k.key;
+  }
+}
+
+TEST(Config, EveryKeyIsDocumentedInTheReadmeWithItsDefault) {
+  std::string readme = readFile(EKCO_SOURCE_DIR "/README.md");
+  std::string defaults = readFile(EKCO_TESTDATA_DIR "/config/defaults.yaml");
+  for (const KeyInfo& k : configKeys()) {
+    std::string row = "| `" + std::string(k.key) + "` |";
+    ASSERT_THAT(readme, HasSubstr(row)) << k.key;
+    if (k.ignored || !k.alias_of.empty()) continue;
+    // The row states the default exactly as `config show` prints it.
+    size_t at = defaults.find("\n" + std::string(k.key) + ": ");
+    if (at == std::string::npos) at = defaults.rfind(std::string(k.key) + ": ", 0);
+    ASSERT_NE(at, std::string::npos) << k.key;
+    size_t start = defaults.find(": ", at) + 2;
+    std::string value = defaults.substr(start, defaults.find('\n', start) - start);
+    size_t row_at = readme.find(row);
+    std::string line = readme.substr(row_at, readme.find('\n', row_at) - row_at);
+    EXPECT_THAT(line, HasSubstr("`" + value + "`")) << k.key;
+  }
+}
+
+TEST(Config, EmptyFileMeansDefaults) {
+  EXPECT_EQ(renderConfigYaml(load("")), renderConfigYaml(Config{}));
+  EXPECT_EQ(renderConfigYaml(load("# only a comment\n")), renderConfigYaml(Config{}));
+}
+
+TEST(Config, ReadsEveryValueKind) {
+  Config c = load(
+      "node_unreachable_toleration: 1h30m\n"
+      "purge_dead_nodes: true\n"
+      "clear_dead_nodes: no\n"
+      "min_ready_master_nodes: 3\n"
+      "rook_priority_class: node-critical\n"
+      "pod_image_overrides:\n"
+      "  - docker.io/a:1=registry.local/a:1\n"
+      "  - b=c\n"
+      "auto_upgrade_schedule: Sat 17:30\n");
+  EXPECT_EQ(c.node_unreachable_toleration, 90min);
+  EXPECT_TRUE(c.purge_dead_nodes);
+  EXPECT_FALSE(c.clear_dead_nodes);
+  EXPECT_EQ(c.min_ready_master_nodes, 3);
+  EXPECT_EQ(c.rook_priority_class, "node-critical");
+  EXPECT_THAT(c.pod_image_overrides, ElementsAre("docker.io/a:1=registry.local/a:1", "b=c"));
+  EXPECT_EQ(c.auto_upgrade_schedule, "Sat 17:30");
+}
+
+TEST(Config, PodImageOverridesAcceptKurlsCommaJoinedString) {
+  Config c = load("pod_image_overrides: \"a=b,c=d\"\n");
+  EXPECT_THAT(c.pod_image_overrides, ElementsAre("a=b", "c=d"));
+  EXPECT_TRUE(load("pod_image_overrides: \"\"\n").pod_image_overrides.empty());
+  EXPECT_TRUE(load("pod_image_overrides:\n").pod_image_overrides.empty());
+}
+
+TEST(Config, ZeroReconcileTimeoutMeansFifteenMinutesAsInEkco) {
+  EXPECT_EQ(load("reconcile_timeout: 0\n").reconcile_timeout, 15min);
+  EXPECT_EQ(load("reconcile_timeout: 2m\n").reconcile_timeout, 2min);
+}
+
+TEST(Config, UnknownKeyIsAnErrorNamingKeyAndLine) {
+  EXPECT_THAT(problemsOf("clear_dead_nodes: true\npurge_dead_node: true\n"),
+              ElementsAre("config.yaml:2: purge_dead_node: unknown key"));
+}
+
+TEST(Config, WrongTypesAreErrors) {
+  EXPECT_THAT(problemsOf("purge_dead_nodes: maybe\n"),
+              ElementsAre("config.yaml:1: purge_dead_nodes: want true or false, got \"maybe\""));
+  EXPECT_THAT(problemsOf("min_ready_worker_nodes: two\n"),
+              ElementsAre("config.yaml:1: min_ready_worker_nodes: want an integer, got \"two\""));
+  EXPECT_THAT(problemsOf("min_ready_worker_nodes: 1.5\n"),
+              ElementsAre(HasSubstr("want an integer")));
+  EXPECT_THAT(problemsOf("certificates_dir: [a, b]\n"),
+              ElementsAre("config.yaml:1: certificates_dir: want a string"));
+  EXPECT_THAT(problemsOf("pod_image_overrides: {a: b}\n"),
+              ElementsAre("config.yaml:1: pod_image_overrides: want a list of strings"));
+  EXPECT_THAT(problemsOf("pod_image_overrides:\n  - [a=b]\n"),
+              ElementsAre("config.yaml:2: pod_image_overrides: want a list of strings"));
+  EXPECT_THAT(problemsOf("clear_dead_nodes:\n"),
+              ElementsAre("config.yaml:1: clear_dead_nodes: missing value"));
+  EXPECT_THAT(problemsOf("reconcile_interval: {a: 1}\n"),
+              ElementsAre(HasSubstr("reconcile_interval: want a duration")));
+}
+
+TEST(Config, BadDurationsAreErrors) {
+  EXPECT_THAT(problemsOf("node_unreachable_toleration: 5 minutes\n"),
+              ElementsAre(HasSubstr("config.yaml:1: node_unreachable_toleration: invalid duration "
+                                    "\"5 minutes\"")));
+  // A bare number is nanoseconds to viper, and a mistake to everyone else.
+  EXPECT_THAT(problemsOf("reconcile_interval: 60\n"),
+              ElementsAre(HasSubstr("missing unit")));
+  EXPECT_THAT(problemsOf("rotate_certs_ttl: -720h\n"),
+              ElementsAre("config.yaml:1: rotate_certs_ttl: must not be negative (got -720h)"));
+  EXPECT_THAT(problemsOf("reconcile_interval: 0s\n"),
+              ElementsAre("config.yaml:1: reconcile_interval: must be greater than 0"));
+}
+
+TEST(Config, NegativeCountsAreErrors) {
+  EXPECT_THAT(problemsOf("min_ready_worker_nodes: -1\n"),
+              ElementsAre("config.yaml:1: min_ready_worker_nodes: must not be negative (got -1)"));
+}
+
+TEST(Config, MinReadyMasterNodesMustBeAtLeastOne) {
+  EXPECT_THAT(problemsOf("min_ready_master_nodes: 0\n"),
+              ElementsAre("config.yaml:1: min_ready_master_nodes: must be at least 1 (got 0)"));
+}
+
+TEST(Config, MinCephReplicationAboveMaxIsAnError) {
+  EXPECT_THAT(problemsOf("min_ceph_pool_replication: 4\n"),
+              ElementsAre("config.yaml:1: min_ceph_pool_replication: "
+                          "min_ceph_pool_replication (4) is greater than "
+                          "max_ceph_pool_replication (3)"));
+  EXPECT_THAT(problemsOf("max_ceph_pool_replication: 0\n"),
+              ElementsAre(HasSubstr("config.yaml:1: max_ceph_pool_replication: "
+                                    "min_ceph_pool_replication (1) is greater")));
+}
+
+TEST(Config, MalformedImageOverridesAreErrors) {
+  EXPECT_THAT(problemsOf("pod_image_overrides: [nothing-to-replace]\n"),
+              ElementsAre("config.yaml:1: pod_image_overrides: malformed entry "
+                          "\"nothing-to-replace\": no '=' (want original=overridden)"));
+  for (std::string_view bad : {"[=b]", "[a=]", "[a=b=c]", "[\"a b=c\"]"}) {
+    EXPECT_THAT(problemsOf("pod_image_overrides: " + std::string(bad) + "\n"),
+                ElementsAre(HasSubstr("malformed entry")))
+        << bad;
+  }
+}
+
+TEST(Config, InvalidCalendarScheduleIsAnErrorNamingTheKey) {
+  EXPECT_THAT(problemsOf("auto_upgrade_schedule: Sat 25:00\n"),
+              ElementsAre(HasSubstr("config.yaml:1: auto_upgrade_schedule: invalid calendar event "
+                                    "\"Sat 25:00\"")));
+  EXPECT_THAT(problemsOf("auto_upgrade_schedule: Mon..Fri 22:00\n"), ElementsAre());
+  EXPECT_THAT(problemsOf("auto_upgrade_schedule: weekly\n"), ElementsAre());
+}
+
+TEST(Config, OtherValueRulesAreChecked) {
+  EXPECT_THAT(problemsOf("log_level: loud\n"),
+              ElementsAre(HasSubstr("config.yaml:1: log_level: invalid log level \"loud\"")));
+  EXPECT_THAT(problemsOf("auto_upgrade_url: ftp://x\n"),
+              ElementsAre(HasSubstr("auto_upgrade_url: want an http:// or https:// URL")));
+  EXPECT_THAT(problemsOf("certificates_dir: etc/pki\n"),
+              ElementsAre(HasSubstr("certificates_dir: want an absolute path")));
+  EXPECT_THAT(problemsOf("leader_election_renew_deadline: 20s\n"),
+              ElementsAre(HasSubstr("leader_election_lease_duration: must be longer than "
+                                    "leader_election_renew_deadline (20s)")));
+  EXPECT_THAT(problemsOf("leader_election_retry_period: 10s\n"),
+              ElementsAre(HasSubstr("leader_election_renew_deadline: must be longer than "
+                                    "leader_election_retry_period (10s)")));
+  EXPECT_THAT(problemsOf("leader_election_retry_period: 0s\n"),
+              ElementsAre(HasSubstr("leader_election_retry_period: must be greater than 0")));
+  EXPECT_THAT(problemsOf("internal_load_balancer_haproxy_image: \"haproxy lts\"\n"),
+              ElementsAre(HasSubstr("internal_load_balancer_haproxy_image: ")));
+  EXPECT_THAT(problemsOf("leader_election_namespace: Kurl_NS\n"),
+              ElementsAre(HasSubstr("leader_election_namespace: want a namespace name")));
+  EXPECT_THAT(problemsOf("minio_namespace: \"\"\n"), ElementsAre());
+}
+
+TEST(Config, MalformedYamlIsAnErrorWithALineNotACrash) {
+  auto p = problemsOf("clear_dead_nodes: true\npurge_dead_nodes: [true\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_THAT(p[0], HasSubstr("config.yaml:"));
+  EXPECT_THAT(p[0], HasSubstr("malformed YAML"));
+  EXPECT_THAT(problemsOf("- a\n- b\n"),
+              ElementsAre("config.yaml:1: the file must be a mapping of key: value"));
+  EXPECT_THAT(problemsOf("just a string\n"),
+              ElementsAre("config.yaml:1: the file must be a mapping of key: value"));
+  EXPECT_THAT(problemsOf("a: b: c\n"), ElementsAre(HasSubstr("malformed YAML")));
+  EXPECT_THAT(problemsOf("\t- x\n"), ElementsAre(HasSubstr("malformed YAML")));
+}
+
+TEST(Config, DuplicateKeysAreErrors) {
+  EXPECT_THAT(problemsOf("purge_dead_nodes: true\npurge_dead_nodes: false\n"),
+              ElementsAre("config.yaml:2: purge_dead_nodes: duplicate key"));
+}
+
+TEST(Config, EveryProblemIsReportedOnItsOwnLine) {
+  EXPECT_THAT(problemsOf("bogus: 1\n"
+                         "min_ready_master_nodes: 0\n"
+                         "node_unreachable_toleration: soon\n"),
+              ElementsAre("config.yaml:1: bogus: unknown key",
+                          HasSubstr("config.yaml:3: node_unreachable_toleration: invalid duration"),
+                          "config.yaml:2: min_ready_master_nodes: must be at least 1 (got 0)"));
+}
+
+TEST(Config, MissingFileIsAnErrorUnlessOptional) {
+  ConfigLoader l;
+  l.loadFile("/nonexistent/ekco.yaml");
+  EXPECT_THAT(problemLines(l),
+              ElementsAre("/nonexistent/ekco.yaml: cannot read the file (does it exist?)"));
+  ConfigLoader optional;
+  optional.loadFile("/nonexistent/ekco.yaml", true);
+  EXPECT_TRUE(optional.problems().empty());
+}
+
+TEST(Config, IgnoredEkcoKeysAreAcceptedWithANotice) {
+  ConfigLoader l;
+  l.loadYaml(
+      "rotate_certs_image: replicated/ekco:v0.28.14\n"
+      "host_task_image: replicated/ekco:v0.28.14\n"
+      "host_task_namespace: kurl\n"
+      "rook_version: 1.4.3\n"
+      "internal_load_balancer_port: 6444\n",
+      "config.yaml");
+  (void)l.finish();
+  EXPECT_TRUE(l.problems().empty());
+  ASSERT_EQ(l.notices().size(), 5u);
+  EXPECT_THAT(l.notices()[0].toString(), HasSubstr("config.yaml:1: rotate_certs_image: ignored"));
+}
+
+TEST(Config, DeprecatedContourCertNamespaceFeedsContourNamespaceOnlyWhenUnset) {
+  EXPECT_EQ(load("contour_cert_namespace: ingress\n").contour_namespace, "ingress");
+  EXPECT_EQ(load("contour_cert_namespace: ingress\ncontour_namespace: contour\n").contour_namespace,
+            "contour");
+  EXPECT_EQ(load("contour_namespace: contour\ncontour_cert_namespace: ingress\n").contour_namespace,
+            "contour");
+}
+
+TEST(Config, EnvironmentOverridesFileAndFlagsOverrideEnvironment) {
+  ConfigLoader l;
+  l.loadYaml("min_ready_master_nodes: 3\npurge_dead_nodes: true\nlog_level: warn\n",
+             "config.yaml");
+  l.loadEnvironment({"EKCO_MIN_READY_MASTER_NODES=4", "EKCO_PURGE_DEAD_NODES=false",
+                     "EKCO_NODE_UNREACHABLE_TOLERATION=10m", "PATH=/usr/bin", "LOG_LEVEL=debug",
+                     "EKCO_POD_IMAGE_OVERRIDES=a=b,c=d"});
+  l.setFlag("min_ready_master_nodes", "5");
+  Config c = l.finish();
+  EXPECT_THAT(problemLines(l), ElementsAre());
+  EXPECT_EQ(c.min_ready_master_nodes, 5);
+  EXPECT_FALSE(c.purge_dead_nodes);
+  EXPECT_EQ(c.node_unreachable_toleration, 10min);
+  EXPECT_EQ(c.log_level, "debug");  // EKCO's bare LOG_LEVEL
+  EXPECT_THAT(c.pod_image_overrides, ElementsAre("a=b", "c=d"));
+  EXPECT_EQ(l.sources().at("min_ready_master_nodes"), "flag --min-ready-master-nodes");
+  EXPECT_EQ(l.sources().at("purge_dead_nodes"), "environment EKCO_PURGE_DEAD_NODES");
+  EXPECT_EQ(l.sources().at("log_level"), "environment LOG_LEVEL");
+}
+
+TEST(Config, PrefixedLogLevelBeatsBareLogLevel) {
+  ConfigLoader l;
+  l.loadEnvironment({"EKCO_LOG_LEVEL=error", "LOG_LEVEL=debug"});
+  EXPECT_EQ(l.finish().log_level, "error");
+}
+
+TEST(Config, EnvironmentAndFlagProblemsNameTheirSource) {
+  ConfigLoader l;
+  l.loadEnvironment({"EKCO_MIN_READY_WORKER_NODES=-2", "EKCO_RECONCILE_INTERVAL=often"});
+  l.setFlag("min_ready_master_nodes", "0");
+  (void)l.finish();
+  EXPECT_THAT(problemLines(l),
+              ElementsAre("environment EKCO_MIN_READY_WORKER_NODES: min_ready_worker_nodes: must "
+                          "not be negative (got -2)",
+                          HasSubstr("environment EKCO_RECONCILE_INTERVAL: reconcile_interval: "
+                                    "invalid duration \"often\""),
+                          "flag --min-ready-master-nodes: min_ready_master_nodes: must be at "
+                          "least 1 (got 0)"));
+}
+
+TEST(Config, RenderedYamlLoadsBackToTheSameConfig) {
+  Config c = load(
+      "node_unreachable_toleration: 1h30m\n"
+      "pod_image_overrides: [a=b, \"c:1=d:2\"]\n"
+      "rook_storage_nodes: |\n"
+      "  - name: node-a\n"
+      "    devices: [{name: sdb}]\n"
+      "auto_upgrade_schedule: \"Mon..Fri 22:00\"\n"
+      "rook_priority_class: \"yes\"\n"
+      "rook_ceph_image: \"17:30\"\n"
+      "minio_util_image: \"~\"\n"
+      "storage_migration_auth_token: \"# not a comment: 'x'\"\n");
+  std::string rendered = renderConfigYaml(c);
+  Config again = load(rendered);
+  EXPECT_EQ(renderConfigYaml(again), rendered);
+  EXPECT_EQ(again.rook_priority_class, "yes");
+  EXPECT_THAT(rendered, HasSubstr("\nrook_priority_class: \"yes\"\n"));
+  EXPECT_EQ(again.rook_storage_nodes, "- name: node-a\n  devices: [{name: sdb}]\n");
+  EXPECT_EQ(again.rook_ceph_image, "17:30");
+  EXPECT_THAT(rendered, HasSubstr("\nrook_ceph_image: \"17:30\"\n"));
+  EXPECT_EQ(again.minio_util_image, "~");
+  EXPECT_EQ(again.storage_migration_auth_token, "# not a comment: 'x'");
+}
+
+TEST(ParseImageOverride, SplitsOriginalAndOverridden) {
+  auto r = parseImageOverride("docker.io/library/nginx:1.25=registry.local:5000/nginx:1.25");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->first, "docker.io/library/nginx:1.25");
+  EXPECT_EQ(r->second, "registry.local:5000/nginx:1.25");
+}
+
+}  // namespace
+}  // namespace ekco::agent

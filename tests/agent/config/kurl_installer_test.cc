@@ -1,0 +1,124 @@
+#include "agent/config/kurl_installer.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace ekco::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using namespace std::chrono_literals;
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(EKCO_TESTDATA_DIR) + "/kurl/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> lines(const std::vector<ConfigProblem>& ps) {
+  std::vector<std::string> out;
+  for (const auto& p : ps) out.push_back(p.toString());
+  return out;
+}
+
+TEST(KurlInstaller, MapsTheDocumentedSpecFields) {
+  KurlConversion c = configFromKurlInstaller(fixture("installer-docs.yaml"), "installer.yaml");
+  ASSERT_THAT(lines(c.problems), IsEmpty());
+  const Config& cfg = c.config;
+  EXPECT_EQ(cfg.node_unreachable_toleration, 1h);
+  EXPECT_EQ(cfg.min_ready_master_nodes, 2);
+  EXPECT_EQ(cfg.min_ready_worker_nodes, 0);
+  EXPECT_FALSE(cfg.maintain_rook_storage_nodes);  // rookShouldUseAllNodes: true
+  EXPECT_TRUE(cfg.reconcile_rook_mds_placement);
+  EXPECT_TRUE(cfg.reconcile_ceph_csi_resources);
+  EXPECT_TRUE(cfg.disable_reboot_service);  // shouldDisableRebootServices
+  EXPECT_TRUE(cfg.clear_dead_nodes);
+  EXPECT_FALSE(cfg.purge_dead_nodes);
+  EXPECT_TRUE(cfg.enable_internal_load_balancer);
+  EXPECT_TRUE(cfg.restart_failed_envoy_pods);
+  EXPECT_EQ(cfg.envoy_pods_not_ready_duration, 5min);
+  EXPECT_TRUE(cfg.enable_ha_minio);    // MinIO + OpenEBS local PV, management not disabled
+  EXPECT_TRUE(cfg.enable_ha_kotsadm);  // KOTS + OpenEBS local PV, management not disabled
+  EXPECT_EQ(cfg.minio_namespace, "minio");
+  EXPECT_EQ(cfg.auto_upgrade_schedule, "Sat 17:30");
+  EXPECT_THAT(cfg.pod_image_overrides,
+              ElementsAre("docker.io/library/nginx:1.25=registry.local/nginx:1.25",
+                          "quay.io/app/api:2=registry.local/api:2"));
+  EXPECT_EQ(cfg.rook_minimum_node_count, 3);
+  EXPECT_EQ(cfg.rook_storage_class, "distributed");
+  // spec.ekco.version is the package version, not a config key.
+  ASSERT_EQ(c.notices.size(), 1u);
+  EXPECT_THAT(c.notices[0].toString(), HasSubstr("installer.yaml:28 (spec.ekco.version)"));
+}
+
+TEST(KurlInstaller, AddOnSwitchesFollowAddOnPresenceAsKurlRendersThem) {
+  KurlConversion c = configFromKurlInstaller(fixture("installer-minimal.yaml"), "i.yaml");
+  ASSERT_THAT(lines(c.problems), IsEmpty());
+  EXPECT_FALSE(c.config.clear_dead_nodes);  // shouldDisableClearNodes: true
+  EXPECT_TRUE(c.config.purge_dead_nodes);
+  // No Rook in the spec: nothing Rook-related is switched on, even with rookShouldUseAllNodes
+  // false; no Contour: no Envoy restarts; no MinIO/KOTS: no HA management.
+  EXPECT_FALSE(c.config.maintain_rook_storage_nodes);
+  EXPECT_FALSE(c.config.reconcile_rook_mds_placement);
+  EXPECT_FALSE(c.config.reconcile_ceph_csi_resources);
+  EXPECT_FALSE(c.config.restart_failed_envoy_pods);
+  EXPECT_FALSE(c.config.enable_ha_minio);
+  EXPECT_FALSE(c.config.enable_ha_kotsadm);
+  EXPECT_FALSE(c.config.disable_reboot_service);
+}
+
+TEST(KurlInstaller, RookWithoutUseAllNodesLetsEkcoMaintainStorageNodes) {
+  KurlConversion c = configFromKurlInstaller(
+      "apiVersion: cluster.kurl.sh/v1beta1\nkind: Installer\nspec:\n"
+      "  rook:\n    version: 1.0.4\n    nodes:\n      - name: node-a\n"
+      "  ekco:\n    rookShouldUseAllNodes: false\n",
+      "i.yaml");
+  ASSERT_THAT(lines(c.problems), IsEmpty());
+  EXPECT_TRUE(c.config.maintain_rook_storage_nodes);
+  EXPECT_EQ(c.config.rook_priority_class, "node-critical");  // kURL's Rook 1.0.4 special case
+  EXPECT_EQ(c.config.rook_storage_nodes, "- name: node-a");
+}
+
+TEST(KurlInstaller, InvalidFieldsAreReportedWithLineAndField) {
+  KurlConversion c = configFromKurlInstaller(fixture("installer-bad.yaml"), "bad.yaml");
+  EXPECT_THAT(
+      lines(c.problems),
+      ElementsAre(
+          "bad.yaml:9 (spec.ekco.shouldEnablePurgeNodes): want true or false",
+          "bad.yaml:11 (spec.ekco.enableInternalLoadBalancr): unknown spec.ekco field",
+          HasSubstr("bad.yaml:8 (spec.ekco.nodeUnreachableToleration): "
+                    "node_unreachable_toleration: invalid duration \"5 minutes\""),
+          "bad.yaml:7 (spec.ekco.minReadyMasterNodeCount): min_ready_master_nodes: must be at "
+          "least 1 (got 0)",
+          HasSubstr("bad.yaml:12 (spec.ekco.podImageOverrides): pod_image_overrides: malformed "
+                    "entry \"no-equals-sign\""),
+          HasSubstr("bad.yaml:10 (spec.ekco.autoUpgradeSchedule): auto_upgrade_schedule: "
+                    "invalid calendar event \"Caturday 17:30\"")));
+}
+
+TEST(KurlInstaller, RejectsWhatIsNotAnInstaller) {
+  EXPECT_THAT(lines(configFromKurlInstaller("kind: ConfigMap\napiVersion: v1\n", "x").problems),
+              ElementsAre("x: not a kURL Installer (kind must be Installer)"));
+  EXPECT_THAT(lines(configFromKurlInstaller("[1, 2]", "x").problems),
+              ElementsAre("x: not a kURL Installer (want a YAML mapping)"));
+  EXPECT_THAT(lines(configFromKurlInstaller("a: [", "x").problems),
+              ElementsAre(HasSubstr("malformed YAML")));
+  EXPECT_THAT(
+      lines(configFromKurlInstaller("apiVersion: cluster.kurl.sh/v1beta1\nkind: Installer\n", "x")
+                .problems),
+      ElementsAre("x: the Installer has no spec mapping"));
+  EXPECT_THAT(lines(configFromKurlInstaller("apiVersion: cluster.kurl.sh/v1beta1\nkind: "
+                                            "Installer\nspec:\n  ekco: [1]\n",
+                                            "x")
+                        .problems),
+              ElementsAre("x:4 (spec.ekco): want a mapping"));
+}
+
+}  // namespace
+}  // namespace ekco::agent

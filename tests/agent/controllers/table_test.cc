@@ -1,0 +1,72 @@
+// The controller table (agent/controllers/table.cc): every controller once, its scope, what
+// enables it, the caches it asks for and where its status goes, as the runtime relies on.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "agent/controllers/spec.h"
+
+namespace ekco::agent {
+namespace {
+
+using ::testing::ElementsAre;
+
+const ControllerSpec& spec(std::string_view name) {
+  for (const auto& s : controllerSpecs()) {
+    if (s.name == name) return s;
+  }
+  ADD_FAILURE() << "no spec " << name;
+  static const ControllerSpec kNone{};
+  return kNone;
+}
+
+TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
+  std::vector<std::string> names;
+  std::set<std::string> keys;
+  for (const auto& s : controllerSpecs()) {
+    names.emplace_back(s.name);
+    EXPECT_TRUE(s.enabled) << s.name;
+    EXPECT_TRUE(s.build) << s.name;
+    if (!s.status_key.empty()) {
+      EXPECT_TRUE(keys.insert(std::string(s.status_key)).second) << s.status_key;
+    }
+  }
+  // clear-nodes before purge-dead-nodes: when both are due at the same threshold, the pods go
+  // first (the purge also holds the node while pods are due: data, not only this order).
+  EXPECT_THAT(names, ElementsAre("host-checks", "host-units", "internal-lb", "clear-nodes",
+                                 "purge-dead-nodes"));
+  // /status keys are a contract (ekco status, scripts).
+  EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
+                                         "clear_nodes", "purge_dead_nodes"}));
+}
+
+TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
+  Config c;
+  c.enable_internal_load_balancer = false;
+  c.clear_dead_nodes = true;
+  c.purge_dead_nodes = false;
+  EXPECT_TRUE(spec("host-checks").enabled(c));
+  EXPECT_TRUE(spec("host-units").enabled(c));
+  EXPECT_FALSE(spec("internal-lb").enabled(c));
+  EXPECT_TRUE(spec("clear-nodes").enabled(c));
+  EXPECT_FALSE(spec("purge-dead-nodes").enabled(c));
+  c.enable_internal_load_balancer = true;
+  c.purge_dead_nodes = true;
+  EXPECT_TRUE(spec("internal-lb").enabled(c));
+  EXPECT_TRUE(spec("purge-dead-nodes").enabled(c));
+
+  EXPECT_EQ(spec("host-checks").scope, Scope::kNode);
+  EXPECT_EQ(spec("internal-lb").scope, Scope::kNode);
+  EXPECT_EQ(spec("clear-nodes").scope, Scope::kLeader);
+  EXPECT_EQ(spec("purge-dead-nodes").scope, Scope::kLeader);
+  EXPECT_THAT(spec("internal-lb").caches, ElementsAre(CacheName::kApiservers));
+  EXPECT_THAT(spec("clear-nodes").caches,
+              ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
+  EXPECT_THAT(spec("purge-dead-nodes").caches,
+              ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
+}
+
+}  // namespace
+}  // namespace ekco::agent

@@ -1,0 +1,356 @@
+// Three real `ekco agent` processes against ekco-kubesim (in-process, HTTPS): they elect
+// exactly one leader, agree on it in every /status, hand over after `kill -9` within the lease
+// duration plus a retry period, and after SIGTERM (the Lease is released) within ~3 s.
+#include <gmock/gmock.h>
+#include <iostream>
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "agent/serve/health_server.h"
+#include "tests/agent/process_support.h"
+#include "tests/kubesim/server.h"
+
+namespace ekco::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+json node(const std::string& name, const std::string& ready = "True") {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}}}},
+          {"spec", json::object()},
+          {"status",
+           {{"conditions", {{{"type", "Ready"}, {"status", ready}}}},
+            {"addresses", {{{"type", "InternalIP"}, {"address", "10.0.0.1"}}}}}}};
+}
+
+json pod(const std::string& name, const std::string& node_name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec", {{"nodeName", node_name}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+using testing::eventually;
+
+// Lease timings of the test config: a dead leader is replaced within lease + retry.
+constexpr milliseconds kLease{3000};
+constexpr milliseconds kRetry{500};
+
+class AgentClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "ekco-agents-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    auto server = kubesim::Server::start(
+        {.out_dir = (dir_ / "sim").string(), .objects = {node("node-a"), node("node-b"), node("node-c")}});
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+    std::ofstream(dir_ / "config.yaml") << "leader_election_lease_duration: 3s\n"
+                                           "leader_election_renew_deadline: 2s\n"
+                                           "leader_election_retry_period: 500ms\n";
+  }
+  void TearDown() override {
+    for (auto& [name, pid] : pids_) testing::killAndReap(pid);
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  std::string socket(const std::string& name) const { return (dir_ / (name + ".sock")).string(); }
+
+  void startAgent(const std::string& name, std::vector<std::string> extra_env = {}) {
+    const fs::path root = dir_ / ("root-" + name);
+    fs::create_directories(root / "etc/kubernetes");
+    std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
+    const std::string log = (dir_ / (name + ".log")).string();
+    std::vector<std::string> args = {EKCO_BIN,       "agent",
+                                     "--config",     (dir_ / "config.yaml").string(),
+                                     "--kubeconfig", server_->kubeconfigPath(),
+                                     "--node-name",  name,
+                                     "--host-root",  root.string(),
+                                     "--socket",     socket(name)};
+    const pid_t pid = testing::spawnLogged(std::move(args), log, std::move(extra_env));
+    ASSERT_GT(pid, 0);
+    pids_[name] = pid;
+  }
+
+  std::optional<json> status(const std::string& name) {
+    auto reply = queryHealthSocket(socket(name), "/status", milliseconds(2000));
+    if (!reply || reply->status != 200) return std::nullopt;
+    auto parsed = json::parse(reply->body, nullptr, false);
+    if (parsed.is_discarded()) return std::nullopt;
+    return parsed;
+  }
+  bool ready(const std::string& name) {
+    auto reply = queryHealthSocket(socket(name), "/readyz", milliseconds(2000));
+    return reply && reply->status == 200;
+  }
+  // The names of the running agents whose /status says is_leader.
+  std::vector<std::string> leaders() {
+    std::vector<std::string> out;
+    for (const auto& [name, pid] : pids_) {
+      auto s = status(name);
+      if (s && s->value("is_leader", false)) out.push_back(name);
+    }
+    return out;
+  }
+  std::string leaseHolder() {
+    auto lease = server_->get("leases.coordination.k8s.io", "kurl", "ekco-leader");
+    if (!lease) return "";
+    return (*lease)["spec"].value("holderIdentity", "");
+  }
+  std::string logOf(const std::string& name) {
+    return testing::readWholeFile((dir_ / (name + ".log")).string());
+  }
+  // Ends an agent: returns its exit status (-1: killed by a signal).
+  int reap(const std::string& name) {
+    int status = 0;
+    ::waitpid(pids_.at(name), &status, 0);
+    pids_.erase(name);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<kubesim::Server> server_;
+  std::map<std::string, pid_t> pids_;
+};
+
+TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigterm) {
+  for (const char* n : {"node-a", "node-b", "node-c"}) startAgent(n);
+  for (const char* n : {"node-a", "node-b", "node-c"}) {
+    ASSERT_TRUE(eventually([&] { return ready(n); }, seconds(20))) << n << ":\n" << logOf(n);
+  }
+  ASSERT_TRUE(eventually([&] { return leaders().size() == 1; }, seconds(10)));
+  const std::string first = leaders().front();
+  EXPECT_EQ(leaseHolder(), first);
+  // Every agent's /status names the same leader.
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& [name, pid] : pids_) {
+          auto s = status(name);
+          if (!s || s->value("leader", "") != first) return false;
+        }
+        return true;
+      },
+      seconds(5)));
+  {
+    auto s = status(first);
+    ASSERT_TRUE(s);
+    EXPECT_EQ((*s)["node"], first);
+    EXPECT_EQ((*s)["lease"]["holder"], first);
+    EXPECT_TRUE((*s)["ready"].get<bool>());
+    EXPECT_EQ((*s)["caches"].size(), 3U);  // node, pods and (leader) cluster-nodes
+    EXPECT_FALSE((*s)["controllers"].empty());
+    EXPECT_FALSE((*s)["host_checks"].empty());
+  }
+
+  // kill -9: nobody releases the Lease; another agent takes it once it expires.
+  auto killed = Clock::now();
+  ::kill(pids_.at(first), SIGKILL);
+  EXPECT_EQ(reap(first), -1);
+  std::string second;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto l = leaders();
+        if (l.size() != 1) return false;
+        second = l.front();
+        return true;
+      },
+      seconds(15)));
+  const auto kill_failover = Clock::now() - killed;
+  EXPECT_NE(second, first);
+  EXPECT_EQ(leaseHolder(), second);
+  // Lease duration + up to 2.2 retry periods (acquirers' jitter) + polling slack.
+  EXPECT_LT(kill_failover, kLease + 3 * kRetry + milliseconds(1500));
+
+  // SIGTERM: the leader releases the Lease on its way out; the last agent takes over at its
+  // next retry, far sooner than the lease duration.
+  auto termed = Clock::now();
+  ::kill(pids_.at(second), SIGTERM);
+  const std::string third = pids_.begin()->first == second ? std::next(pids_.begin())->first
+                                                           : pids_.begin()->first;
+  ASSERT_TRUE(eventually([&] { return status(third) && status(third)->value("is_leader", false); },
+                         seconds(10)));
+  const auto term_failover = Clock::now() - termed;
+  EXPECT_EQ(reap(second), 0) << logOf(second);
+  EXPECT_LT(term_failover, seconds(3));
+  // The Lease watch nudges the elector: far below one retry period plus jitter.
+  EXPECT_LT(term_failover, kRetry + milliseconds(700));
+  EXPECT_THAT(logOf(second), ::testing::HasSubstr("lease released"));
+  EXPECT_FALSE(fs::exists(socket(second))) << "the socket outlived a clean stop";
+  std::cerr << "failover after kill -9: "
+            << std::chrono::duration_cast<milliseconds>(kill_failover).count()
+            << " ms; after SIGTERM: "
+            << std::chrono::duration_cast<milliseconds>(term_failover).count() << " ms\n";
+}
+
+TEST_F(AgentClusterTest, AnAgentWithoutAReachableApiStaysUpNotReadyAndStopsCleanly) {
+  // The API server goes away before the agent starts: it must not crash, /healthz stays 200,
+  // /readyz says why, and SIGTERM still ends it with 0.
+  server_->stop();
+  startAgent("node-a");
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto r = queryHealthSocket(socket("node-a"), "/healthz", milliseconds(2000));
+        return r && r->status == 200;
+      },
+      seconds(10)))
+      << logOf("node-a");
+  auto ready_reply = queryHealthSocket(socket("node-a"), "/readyz", milliseconds(2000));
+  ASSERT_TRUE(ready_reply);
+  EXPECT_EQ(ready_reply->status, 503);
+  EXPECT_THAT(ready_reply->body, ::testing::HasSubstr("has not synced"));
+  ::kill(pids_.at("node-a"), SIGTERM);
+  EXPECT_EQ(reap("node-a"), 0) << logOf("node-a");
+}
+
+// The cache named `name` in the agent's /status, or null.
+json cacheNamed(const json& status, const std::string& name) {
+  for (const auto& c : status.value("caches", json::array())) {
+    if (c.value("name", "") == name) return c;
+  }
+  return nullptr;
+}
+
+TEST_F(AgentClusterTest, TheLeaderWatchesThePodsOfUnhealthyNodesOnly) {
+  ASSERT_TRUE(server_->put(node("node-b", "Unknown")));
+  for (const char* p : {"b1", "b2"}) ASSERT_TRUE(server_->put(pod(p, "node-b")));
+  ASSERT_TRUE(server_->put(pod("c1", "node-c")));
+  startAgent("node-a");
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = status("node-a");
+        if (!s) return false;
+        json c = cacheNamed(*s, "pods on node-b");
+        return c.is_object() && c["synced"].get<bool>() && c["objects"] == 2;
+      },
+      seconds(20)))
+      << logOf("node-a");
+  EXPECT_TRUE(cacheNamed(*status("node-a"), "pods on node-c").is_null());
+  auto metrics = queryHealthSocket(socket("node-a"), "/metrics", milliseconds(2000));
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body, ::testing::HasSubstr("ekco_cache_objects{cache=\"pods on node-b\"} 2"));
+  EXPECT_THAT(metrics->body, ::testing::HasSubstr("ekco_leader 1"));
+
+  // node-b recovers: its pod cache goes away.
+  ASSERT_TRUE(server_->put(node("node-b", "True")));
+  ASSERT_TRUE(eventually([&] { return cacheNamed(*status("node-a"), "pods on node-b").is_null(); },
+                         seconds(10)));
+
+  // `ekco status` reads the same socket: ready, exit 0, and the table names the node.
+  const std::string out = (dir_ / "status.out").string();
+  const std::string cmd = std::string(EKCO_BIN) + " status --socket " + socket("node-a") + " > " + out;
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(out);
+  const std::string table((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_THAT(table, ::testing::HasSubstr("node-a"));
+  EXPECT_THAT(table, ::testing::HasSubstr("host-checks"));
+}
+
+TEST_F(AgentClusterTest, AnApiOutageMakesTheAgentNotReadyAndItRecovers) {
+  startAgent("node-a");
+  ASSERT_TRUE(eventually([&] { return ready("node-a"); }, seconds(20))) << logOf("node-a");
+  // Every request fails and open watches are cut: the caches lose the API.
+  server_->setFaults({.rate_500 = 1.0, .drop_watch_after = milliseconds(50)});
+  ASSERT_TRUE(eventually([&] { return !ready("node-a"); }, seconds(15)));
+  auto reply = queryHealthSocket(socket("node-a"), "/readyz", milliseconds(2000));
+  ASSERT_TRUE(reply);
+  EXPECT_THAT(reply->body, ::testing::HasSubstr("the Kubernetes API is unreachable"));
+  auto alive = queryHealthSocket(socket("node-a"), "/healthz", milliseconds(2000));
+  ASSERT_TRUE(alive);
+  EXPECT_EQ(alive->status, 200);
+  server_->setFaults({});
+  ASSERT_TRUE(eventually([&] { return ready("node-a"); }, seconds(30))) << logOf("node-a");
+  // Logged once each way (the supervisor notices the recovery within half a second).
+  ASSERT_TRUE(eventually(
+      [&] { return logOf("node-a").find("msg=\"api reachable\"") != std::string::npos; },
+      seconds(5)))
+      << logOf("node-a");
+  const std::string log = logOf("node-a");
+  EXPECT_THAT(log, ::testing::HasSubstr("msg=\"api unreachable\""));
+  EXPECT_EQ(log.find("msg=\"api unreachable\""), log.rfind("msg=\"api unreachable\""));
+}
+
+TEST_F(AgentClusterTest, AHungApiMakesTheAgentNotReadyWithinSecondsAndItRecovers) {
+  // Defect: with the API accepting connections and answering nothing, /readyz said ok for
+  // 145 s (open watches looked healthy). With the test's lease timings the limit is
+  // max(3 s, 3 x 500 ms) + 1 s of lease request timeout = 4 s.
+  startAgent("node-a");
+  ASSERT_TRUE(eventually([&] { return ready("node-a"); }, seconds(20))) << logOf("node-a");
+  const auto hung = Clock::now();
+  server_->setFaults({.hang = true});
+  ASSERT_TRUE(eventually([&] { return !ready("node-a"); }, seconds(20)));
+  const auto noticed = Clock::now() - hung;
+  EXPECT_LT(noticed, seconds(10));
+  auto reply = queryHealthSocket(socket("node-a"), "/readyz", milliseconds(2000));
+  ASSERT_TRUE(reply);
+  EXPECT_THAT(reply->body, ::testing::HasSubstr("the Kubernetes API has not answered for"));
+  auto alive = queryHealthSocket(socket("node-a"), "/healthz", milliseconds(2000));
+  ASSERT_TRUE(alive);
+  EXPECT_EQ(alive->status, 200);  // not restarted for the API's fault
+  server_->setFaults({});
+  const auto lifted = Clock::now();
+  ASSERT_TRUE(eventually([&] { return ready("node-a"); }, seconds(20))) << logOf("node-a");
+  EXPECT_LT(Clock::now() - lifted, seconds(10));
+  std::cerr << "hung API noticed after "
+            << std::chrono::duration_cast<milliseconds>(noticed).count() << " ms\n";
+}
+
+TEST_F(AgentClusterTest, UnderSystemdItSignalsReadyStatusWatchdogAndStopping) {
+  // A notify socket as systemd provides one ($NOTIFY_SOCKET, datagrams).
+  const std::string path = (dir_ / "notify.sock").string();
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{0, 100000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  startAgent("node-a", {"NOTIFY_SOCKET=" + path, "WATCHDOG_USEC=400000"});
+  std::string received;
+  auto drain = [&] {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      received.append(buf, static_cast<std::size_t>(n)).append("\n");
+    }
+  };
+  ASSERT_TRUE(eventually(
+      [&] {
+        drain();
+        return received.find("READY=1") != std::string::npos &&
+               std::count(received.begin(), received.end(), 'W') >= 3;  // WATCHDOG=1 pings
+      },
+      seconds(20)))
+      << received << logOf("node-a");
+  EXPECT_THAT(received, ::testing::HasSubstr("STATUS=node node-a, leader, ready"));
+  EXPECT_THAT(received, ::testing::HasSubstr("WATCHDOG=1"));
+  ::kill(pids_.at("node-a"), SIGTERM);
+  EXPECT_EQ(reap("node-a"), 0);
+  drain();
+  EXPECT_THAT(received, ::testing::HasSubstr("STOPPING=1"));
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace ekco::agent
