@@ -1,0 +1,268 @@
+// ekco-kubesim: routing, discovery and the resource verbs.
+#include "tests/kubesim/server_impl.h"
+
+namespace ekco::kubesim {
+
+using namespace server_detail;  // NOLINT(google-build-using-namespace): this server's internals
+
+Reply Server::Impl::route(const Request& req, const std::vector<std::string>& segs,
+                          const Query& query, bool* is_watch, ParsedRoute* watch_route,
+                          ResourceInfo* watch_resource) {
+  const bool get = req.method() == http::verb::get;
+  auto all = store_.resources();
+  if (segs.size() == 1 && (segs[0] == "healthz" || segs[0] == "readyz" || segs[0] == "livez")) {
+    return Reply{.code = 200, .body = "ok"};
+  }
+  if (segs.size() == 1 && segs[0] == "version" && get) {
+    return Reply{.code = 200,
+                 .body = {{"major", "1"},
+                          {"minor", "32"},
+                          {"gitVersion", "v1.32.4"},
+                          {"gitCommit", "kubesim"},
+                          {"gitTreeState", "clean"},
+                          {"buildDate", "2025-01-01T00:00:00Z"},
+                          {"goVersion", "go1.23.8"},
+                          {"compiler", "gc"},
+                          {"platform", "linux/amd64"}}};
+  }
+  if (segs.size() == 3 && segs[0] == "kubesim" && segs[1] == "v1" && segs[2] == "exec-log") {
+    json log = json::array();
+    std::lock_guard lock(mu_);
+    for (const ExecRecord& e : exec_log_) {
+      log.push_back({{"namespace", e.ns},
+                     {"pod", e.pod},
+                     {"container", e.container},
+                     {"command", e.command}});
+    }
+    return Reply{.code = 200, .body = log};
+  }
+  if (segs.size() == 3 && segs[0] == "kubesim" && segs[1] == "v1" && segs[2] == "request-log") {
+    if (req.method() == http::verb::delete_) {
+      std::lock_guard lock(log_mu_);
+      request_log_.clear();
+      return Reply{.code = 200, .body = json::array()};
+    }
+    std::vector<RequestRecord> records;
+    {
+      std::lock_guard lock(log_mu_);
+      records.assign(request_log_.begin(), request_log_.end());
+    }
+    json log = json::array();
+    for (const RequestRecord& r : records) {
+      log.push_back({{"user", r.user},
+                     {"verb", r.verb},
+                     {"apiGroup", r.api_group},
+                     {"resource", r.resource},
+                     {"subresource", r.subresource},
+                     {"namespace", r.ns},
+                     {"name", r.name},
+                     {"path", r.path},
+                     {"code", r.code},
+                     {"allowed", r.allowed}});
+    }
+    return Reply{.code = 200, .body = log};
+  }
+  if (segs.size() >= 2 && segs[0] == "openapi" && segs[1] == "v3" && get) {
+    if (segs.size() == 2) return Reply{.code = 200, .body = openapiRoot(all)};
+    if (segs.size() == 4 && segs[2] == "api") {
+      return Reply{.code = 200, .body = openapiGroupVersion(all, "", segs[3])};
+    }
+    if (segs.size() == 5 && segs[2] == "apis") {
+      return Reply{.code = 200, .body = openapiGroupVersion(all, segs[3], segs[4])};
+    }
+  }
+  if (!segs.empty() && segs[0] == "api") {
+    if (segs.size() == 1 && get) {
+      return Reply{.code = 200,
+                   .body = {{"kind", "APIVersions"},
+                            {"versions", {"v1"}},
+                            {"serverAddressByClientCIDRs",
+                             {{{"clientCIDR", "0.0.0.0/0"},
+                               {"serverAddress", "127.0.0.1:" + std::to_string(port_)}}}}}};
+    }
+    if (segs.size() == 2 && segs[1] == "v1" && get) {
+      return Reply{.code = 200, .body = resourceList(all, "", "v1")};
+    }
+    if (segs.size() >= 3 && segs[1] == "v1") {
+      auto r = parseResourcePath(std::vector<std::string>(segs.begin() + 2, segs.end()));
+      if (r) {
+        r->version = "v1";
+        Reply reply = serveResource(req, *r, query, is_watch, watch_resource);
+        if (*is_watch) *watch_route = *r;
+        return reply;
+      }
+    }
+  }
+  if (!segs.empty() && segs[0] == "apis") {
+    if (segs.size() == 1 && get) {
+      json groups = json::array();
+      std::vector<std::string> seen;
+      for (const ResourceInfo& r : all) {
+        if (r.group.empty() || std::find(seen.begin(), seen.end(), r.group) != seen.end()) {
+          continue;
+        }
+        seen.push_back(r.group);
+        json g = apiGroup(all, r.group);
+        g.erase("kind");
+        g.erase("apiVersion");
+        groups.push_back(g);
+      }
+      return Reply{.code = 200,
+                   .body = {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}}};
+    }
+    if (segs.size() == 2 && get) {
+      json g = apiGroup(all, segs[1]);
+      if (!g["versions"].empty()) return Reply{.code = 200, .body = g};
+    }
+    if (segs.size() == 3 && get && !groupVersions(all, segs[1]).empty()) {
+      json list = resourceList(all, segs[1], segs[2]);
+      if (!list["resources"].empty()) return Reply{.code = 200, .body = list};
+    }
+    if (segs.size() >= 4) {
+      auto r = parseResourcePath(std::vector<std::string>(segs.begin() + 3, segs.end()));
+      if (r) {
+        r->group = segs[1];
+        r->version = segs[2];
+        Reply reply = serveResource(req, *r, query, is_watch, watch_resource);
+        if (*is_watch) *watch_route = *r;
+        return reply;
+      }
+    }
+  }
+  return statusReply(404, "NotFound", "the server could not find the requested resource");
+}
+
+Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, const Query& query,
+                                  bool* is_watch, ResourceInfo* resource_out) {
+  auto resource = store_.findResource(route.group, route.version, route.resource);
+  const http::verb method = req.method();
+  json body;
+  bool has_body = !req.body().empty();
+  if (has_body && method != http::verb::patch) {
+    body = json::parse(req.body(), nullptr, false);
+    if (body.is_discarded()) {
+      return statusReply(400, "BadRequest",
+                         "the request body is not valid JSON (kubesim accepts only JSON)");
+    }
+  }
+  if (!resource && method == http::verb::post && route.name.empty() && body.is_object()) {
+    // A custom resource created before any object of its kind was seen: learn it from the body.
+    std::string api_version =
+        route.group.empty() ? route.version : route.group + "/" + route.version;
+    if (body.value("apiVersion", "") == api_version) {
+      auto learned = store_.resourceForObject(body);
+      if (learned && learned->plural == route.resource) resource = *learned;
+    }
+  }
+  if (!resource)
+    return statusReply(404, "NotFound", "the server could not find the requested resource");
+  const ResourceInfo& r = *resource;
+  if (!r.namespaced && !route.ns.empty()) {
+    return statusReply(404, "NotFound", "the server could not find the requested resource");
+  }
+  if (r.namespaced && route.ns.empty() && !route.name.empty()) {
+    return statusReply(404, "NotFound", "the server could not find the requested resource");
+  }
+  if (!route.sub.empty() && !r.hasSubresource(route.sub)) {
+    return statusReply(404, "NotFound", "the server could not find the requested resource");
+  }
+  auto method_not_allowed = [&] {
+    return statusReply(405, "MethodNotAllowed",
+                       "the server does not allow this method on the requested resource");
+  };
+  auto patch_type = [&] { return std::string(req[http::field::content_type]); };
+
+  if (route.name.empty()) {
+    if (method == http::verb::get) {
+      if (queryFlag(query, "watch")) {
+        auto labels = LabelSelector::parse(queryValue(query, "labelSelector"));
+        if (!labels) return statusReply(400, "BadRequest", labels.error().message());
+        auto fields = FieldSelector::parse(queryValue(query, "fieldSelector"));
+        if (!fields) return statusReply(400, "BadRequest", fields.error().message());
+        std::string rv = queryValue(query, "resourceVersion");
+        if (!rv.empty() && !toInt(rv)) {
+          return statusReply(400, "BadRequest", "invalid resourceVersion: " + rv);
+        }
+        *is_watch = true;
+        *resource_out = r;
+        return Reply{};
+      }
+      ListOptions options{.label_selector = queryValue(query, "labelSelector"),
+                          .field_selector = queryValue(query, "fieldSelector"),
+                          .limit = toInt(queryValue(query, "limit")).value_or(0),
+                          .continue_token = queryValue(query, "continue"),
+                          .resource_version = queryValue(query, "resourceVersion"),
+                          .resource_version_match = queryValue(query, "resourceVersionMatch")};
+      return store_.list(r, route.ns, options);
+    }
+    if (method == http::verb::post) {
+      if (r.namespaced && route.ns.empty()) return method_not_allowed();
+      if (!body.is_object())
+        return statusReply(400, "BadRequest", "the body must be a JSON object");
+      return store_.create(r, route.ns, std::move(body));
+    }
+    if (method == http::verb::delete_) {
+      ListOptions options = selectorsOnly(query);
+      Reply listed = store_.list(r, route.ns, options);
+      if (listed.code != 200) return listed;
+      for (const json& item : listed.body["items"]) {
+        (void)store_.remove(r, item["metadata"].value("namespace", ""),
+                            item["metadata"].value("name", ""), DeleteOptions{});
+      }
+      return listed;
+    }
+    return method_not_allowed();
+  }
+
+  if (route.sub == "scale") {
+    if (method == http::verb::get) return store_.getScale(r, route.ns, route.name);
+    if (method == http::verb::put) return store_.updateScale(r, route.ns, route.name, body);
+    if (method == http::verb::patch) {
+      return store_.patchScale(r, route.ns, route.name, patch_type(), req.body());
+    }
+    return method_not_allowed();
+  }
+  if (route.sub == "eviction") {
+    if (method != http::verb::post) return method_not_allowed();
+    return store_.evict(route.ns, route.name, body);
+  }
+  if (route.sub == "exec") {
+    return statusReply(400, "BadRequest",
+                       "Upgrade request required (kubesim serves exec over WebSocket only: "
+                       "v5.channel.k8s.io, v4.channel.k8s.io)");
+  }
+  switch (method) {
+    case http::verb::get:
+      return store_.get(r, route.ns, route.name);
+    case http::verb::put:
+      if (!body.is_object())
+        return statusReply(400, "BadRequest", "the body must be a JSON object");
+      return store_.update(r, route.ns, route.name, std::move(body), route.sub);
+    case http::verb::patch:
+      return store_.patch(r, route.ns, route.name, patch_type(), req.body(), route.sub);
+    case http::verb::delete_: {
+      if (!route.sub.empty()) return method_not_allowed();
+      DeleteOptions options;
+      if (body.is_object()) {
+        if (body.contains("gracePeriodSeconds") && body["gracePeriodSeconds"].is_number_integer()) {
+          options.grace_period_seconds = body["gracePeriodSeconds"].get<std::int64_t>();
+        }
+        options.propagation_policy = body.value("propagationPolicy", "");
+        const json& pre = body.value("preconditions", json::object());
+        if (pre.is_object()) {
+          options.precondition_uid = pre.value("uid", "");
+          options.precondition_resource_version = pre.value("resourceVersion", "");
+        }
+      }
+      if (auto g = toInt(queryValue(query, "gracePeriodSeconds"))) options.grace_period_seconds = g;
+      if (std::string p = queryValue(query, "propagationPolicy"); !p.empty()) {
+        options.propagation_policy = p;
+      }
+      return store_.remove(r, route.ns, route.name, options);
+    }
+    default:
+      return method_not_allowed();
+  }
+}
+
+}  // namespace ekco::kubesim

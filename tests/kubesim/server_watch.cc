@@ -1,0 +1,120 @@
+// ekco-kubesim: watch streams (events, bookmarks, 410 Gone, faults).
+#include "tests/kubesim/server_impl.h"
+
+namespace ekco::kubesim {
+
+using namespace server_detail;  // NOLINT(google-build-using-namespace): this server's internals
+
+void Server::Impl::serveWatch(SslStream& stream, const Request& req, const ResourceInfo& r,
+                              const ParsedRoute& route, const Query& query) {
+  // Selectors were validated by serveResource.
+  LabelSelector labels = *LabelSelector::parse(queryValue(query, "labelSelector"));
+  FieldSelector fields = *FieldSelector::parse(queryValue(query, "fieldSelector"));
+  const bool bookmarks = queryFlag(query, "allowWatchBookmarks");
+  const auto timeout =
+      std::chrono::seconds(toInt(queryValue(query, "timeoutSeconds")).value_or(1800));
+  const std::string rv_text = queryValue(query, "resourceVersion");
+  Faults faults;
+  bool force_gone = false;
+  {
+    std::lock_guard lock(mu_);
+    faults = faults_;
+    force_gone = std::exchange(force_gone_, false);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
+
+  http::response<http::empty_body> res{http::status::ok, req.version()};
+  res.set(http::field::server, "kubesim");
+  res.set(http::field::content_type, "application/json");
+  res.chunked(true);
+  res.keep_alive(false);
+  http::response_serializer<http::empty_body> serializer{res};
+  int sent = 0;
+  try {
+    http::write_header(stream, serializer);
+    auto send = [&](const json& event) {
+      std::string line = event.dump() + "\n";
+      net::write(stream, http::make_chunk(net::buffer(line)));
+    };
+    auto finish = [&] { net::write(stream, http::make_chunk_last()); };
+    std::uint64_t last = 0;
+    if (rv_text.empty() || rv_text == "0") {
+      // No resourceVersion: the current state as synthetic ADDED events, then changes.
+      ListOptions options = selectorsOnly(query);
+      Reply listed = store_.list(r, route.ns, options);
+      last = std::stoull(listed.body["metadata"]["resourceVersion"].get<std::string>());
+      for (const json& item : listed.body["items"]) {
+        if (faults.drop_watch_after_events > 0 && sent >= faults.drop_watch_after_events) break;
+        send({{"type", "ADDED"}, {"object", item}});
+        ++sent;
+      }
+    } else {
+      last = static_cast<std::uint64_t>(*toInt(rv_text));
+    }
+    auto bookmark = [&] {
+      send({{"type", "BOOKMARK"},
+            {"object",
+             {{"kind", r.kind},
+              {"apiVersion", r.apiVersion()},
+              {"metadata", {{"resourceVersion", std::to_string(last)}}}}}});
+    };
+    if (force_gone) {
+      send(goneEvent(last, store_.resourceVersion()));
+      finish();
+      return;
+    }
+    auto next_bookmark = start;
+    while (!stopping_ &&
+           !(faults.drop_watch_after_events > 0 && sent >= faults.drop_watch_after_events)) {
+      {
+        // Faults set while the stream is open apply to it too (an outage cuts open watches).
+        std::lock_guard lock(mu_);
+        faults = faults_;
+      }
+      if (faults.hang || faults.stall_watches) {
+        // Silent: no event, no bookmark, for as long as the fault lasts (or the watch's time).
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      std::uint64_t scanned = last;
+      auto events = store_.eventsAfter(last, r.key(), &scanned);
+      if (!events) {
+        // The apiserver's watch cache answers a too-old resourceVersion with an ERROR event
+        // (HTTP 200): Status code 410, reason Expired.
+        send(goneEvent(last, store_.resourceVersion()));
+        break;
+      }
+      for (const WatchEvent& e : *events) {
+        auto type = filteredType(e, route.ns, labels, fields);
+        if (!type) continue;
+        send({{"type", *type}, {"object", e.object}});
+        ++sent;
+        if (faults.drop_watch_after_events > 0 && sent >= faults.drop_watch_after_events) break;
+      }
+      last = scanned;
+      auto now = std::chrono::steady_clock::now();
+      if (faults.drop_watch_after_events > 0 && sent >= faults.drop_watch_after_events) break;
+      if (faults.drop_watch_after.count() > 0 && now - start >= faults.drop_watch_after) break;
+      if (now >= deadline) break;
+      if (bookmarks && now >= next_bookmark) {
+        bookmark();
+        next_bookmark = now + options_.bookmark_interval;
+      }
+      auto wake = deadline;
+      if (bookmarks) wake = std::min(wake, next_bookmark);
+      if (faults.drop_watch_after.count() > 0)
+        wake = std::min(wake, start + faults.drop_watch_after);
+      wake = std::min(wake, now + std::chrono::milliseconds(500));
+      store_.waitForChange(last, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now) +
+                                     std::chrono::milliseconds(1));
+      if (store_.isShutdown()) break;
+    }
+    finish();
+  } catch (const std::exception&) {
+    // The watcher went away.
+  }
+}
+
+}  // namespace ekco::kubesim
