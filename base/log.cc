@@ -1,5 +1,7 @@
 #include "base/log.h"
 
+#include <charconv>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -154,7 +156,15 @@ bool stderrIsJournal() {
   if (js == nullptr) return false;
   unsigned long long dev = 0;
   unsigned long long ino = 0;
-  if (std::sscanf(js, "%llu:%llu", &dev, &ino) != 2) return false;
+  const std::string_view text(js);
+  const std::size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return false;
+  const auto parsed_dev = std::from_chars(text.data(), text.data() + colon, dev);
+  const auto parsed_ino = std::from_chars(text.data() + colon + 1, text.data() + text.size(), ino);
+  if (parsed_dev.ec != std::errc() || parsed_dev.ptr != text.data() + colon ||
+      parsed_ino.ec != std::errc() || parsed_ino.ptr != text.data() + text.size()) {
+    return false;
+  }
   struct stat st {};
   if (fstat(STDERR_FILENO, &st) != 0) return false;
   return static_cast<unsigned long long>(st.st_dev) == dev &&

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -45,10 +46,14 @@ size_t onHeader(char* data, size_t size, size_t count, void* user) {
   if (line.rfind("HTTP/", 0) == 0) {
     // A new status line (after 100 Continue or a redirect): start over.
     ex->response.headers.clear();
+    // "HTTP/1.1 200 OK", "HTTP/2 200": the three digits after the first space (0 when absent).
     const auto space = line.find(' ');
-    ex->response.status = space == std::string_view::npos
-                              ? 0
-                              : std::atoi(std::string(line.substr(space + 1)).c_str());
+    int status = 0;
+    if (space != std::string_view::npos) {
+      const std::string_view rest = line.substr(space + 1);
+      std::from_chars(rest.data(), rest.data() + rest.size(), status);
+    }
+    ex->response.status = status;
     return n;
   }
   const auto colon = line.find(':');
