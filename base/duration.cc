@@ -85,7 +85,8 @@ Result<Duration> parseDuration(std::string_view text) {
     }
     if (unit == nullptr) {
       if (s.empty()) return bad(text, "missing unit (use ns, us, ms, s, m or h)");
-      return bad(text, fmt::format("unknown unit \"{}\"", s.substr(0, s.find_first_of("0123456789."))));
+      return bad(text,
+                 fmt::format("unknown unit \"{}\"", s.substr(0, s.find_first_of("0123456789."))));
     }
     s.remove_prefix(unit->name.size());
 

@@ -56,11 +56,21 @@ void appendValue(std::string& out, std::string_view v) {
   out += '"';
   for (char c : v) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
           out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
@@ -74,10 +84,14 @@ void appendValue(std::string& out, std::string_view v) {
 
 int syslogPriority(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return 7;
-    case LogLevel::kInfo: return 6;
-    case LogLevel::kWarn: return 4;
-    case LogLevel::kError: return 3;
+    case LogLevel::kDebug:
+      return 7;
+    case LogLevel::kInfo:
+      return 6;
+    case LogLevel::kWarn:
+      return 4;
+    case LogLevel::kError:
+      return 3;
   }
   return 6;
 }
@@ -125,10 +139,14 @@ Result<LogLevel> parseLogLevel(std::string_view text) {
 
 std::string_view logLevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
   }
   return "info";
 }

@@ -33,8 +33,8 @@ struct LogField {
   LogField(std::string_view k, const char* v) : key(k), value(v) {}
   LogField(std::string_view k, bool v) : key(k), value(v ? "true" : "false") {}
   template <std::integral T>
-    requires(!std::same_as<T, bool> && !std::same_as<T, char>)
-  LogField(std::string_view k, T v) : key(k), value(std::to_string(v)) {}
+  requires(!std::same_as<T, bool> && !std::same_as<T, char>) LogField(std::string_view k, T v)
+      : key(k), value(std::to_string(v)) {}
   LogField(std::string_view k, std::chrono::nanoseconds v);
   LogField(std::string_view k, const Error& e) : key(k), value(e.message()) {}
 

@@ -37,10 +37,10 @@
 #include <system_error>
 #include <utility>
 
+#include <fmt/format.h>
 #include <boost/process/child.hpp>
 #include <boost/process/error.hpp>
 #include <boost/process/extend.hpp>
-#include <fmt/format.h>
 
 #include "base/unique_fd.h"
 
@@ -68,7 +68,6 @@ constexpr std::size_t kChunk = 64 * 1024;
 // (errno values are below 4096).
 enum ChildStep : int { kStepExec = 0, kStepChdir = 1, kStepSetup = 2 };
 constexpr int kStepShift = 12;
-
 
 struct Pipe {
   UniqueFd read;
@@ -252,11 +251,13 @@ Error childFailureError(const ProcessRequest& request, int code) {
   const std::string& program = request.argv.front();
   int err = code & ((1 << kStepShift) - 1);
   switch (code >> kStepShift) {
-    case kStepExec: return errnoError(fmt::format("run {}", program), err);
+    case kStepExec:
+      return errnoError(fmt::format("run {}", program), err);
     case kStepChdir:
       return errnoError(fmt::format("run {}: working directory {}", program, request.working_dir),
                         err);
-    default: return errnoError(fmt::format("run {}: set up child", program), err);
+    default:
+      return errnoError(fmt::format("run {}: set up child", program), err);
   }
 }
 
@@ -380,8 +381,8 @@ struct Output {
 // the leftover rule, then reaps. See BoostProcessRunner in process.h for the contract.
 class Supervisor {
  public:
-  Supervisor(const ProcessRequest& request, const Clock& clock, pid_t pid, UniqueFd pidfd, UniqueFd stdin_fd,
-             UniqueFd stdout_fd, UniqueFd stderr_fd, ProcessResult& result)
+  Supervisor(const ProcessRequest& request, const Clock& clock, pid_t pid, UniqueFd pidfd,
+             UniqueFd stdin_fd, UniqueFd stdout_fd, UniqueFd stderr_fd, ProcessResult& result)
       : request_(request),
         clock_(clock),
         pid_(pid),
@@ -443,8 +444,11 @@ class Supervisor {
           }
           return true;
         case Phase::kTerminating:
-        case Phase::kLeaderExited: kill(SIGKILL); return true;
-        case Phase::kKilled: return false;  // the pipes are held outside the group: stop reading
+        case Phase::kLeaderExited:
+          kill(SIGKILL);
+          return true;
+        case Phase::kKilled:
+          return false;  // the pipes are held outside the group: stop reading
       }
     }
     waitForEvents();

@@ -17,8 +17,8 @@ namespace ekco::base {
 // The message is for people; the code is for programs.
 enum class ErrorCode {
   kUnknown,
-  kInvalidArgument,   // bad input: config, flag, path, spec
-  kNotFound,          // file, object or member does not exist
+  kInvalidArgument,  // bad input: config, flag, path, spec
+  kNotFound,         // file, object or member does not exist
   kAlreadyExists,
   kPermissionDenied,  // EACCES/EPERM, HTTP 403
   kUnauthenticated,   // HTTP 401
@@ -68,14 +68,14 @@ class [[nodiscard]] Result {
  public:
   using value_type = T;
 
-  Result(const T& value) : v_(std::in_place_index<0>, value) {}  // NOLINT: implicit by design
+  Result(const T& value) : v_(std::in_place_index<0>, value) {}        // NOLINT: implicit by design
   Result(T&& value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT
   Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
   template <typename U>
-    requires(std::is_constructible_v<T, U &&> && !std::is_same_v<std::decay_t<U>, T> &&
-             !std::is_same_v<std::decay_t<U>, Error> &&
-             !std::is_same_v<std::decay_t<U>, Result<T>>)
-  Result(U&& value) : v_(std::in_place_index<0>, T(std::forward<U>(value))) {}  // NOLINT
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, T> &&
+           !std::is_same_v<std::decay_t<U>, Error> && !std::is_same_v<std::decay_t<U>, Result<T>>)
+      Result(U&& value)
+      : v_(std::in_place_index<0>, T(std::forward<U>(value))) {}  // NOLINT
 
   bool has_value() const { return v_.index() == 0; }
   explicit operator bool() const { return has_value(); }
@@ -148,10 +148,10 @@ inline Status ok() { return {}; }
 }  // namespace ekco::base
 
 // Returns early with the error of a Result-valued expression, else evaluates to nothing.
-#define EKCO_TRY(expr)                                  \
-  do {                                                  \
-    auto&& ekco_try_result_ = (expr);                   \
-    if (!ekco_try_result_) {                            \
-      return std::move(ekco_try_result_).error();       \
-    }                                                   \
+#define EKCO_TRY(expr)                            \
+  do {                                            \
+    auto&& ekco_try_result_ = (expr);             \
+    if (!ekco_try_result_) {                      \
+      return std::move(ekco_try_result_).error(); \
+    }                                             \
   } while (false)

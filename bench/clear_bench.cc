@@ -153,9 +153,9 @@ struct Options {
 
 struct PodTrack {
   std::string name{};
-  int node = -1;        // index
-  bool control = false;  // on a live node: must stay
-  int offset_s = 0;      // deletion, relative to the node dropping off
+  int node = -1;          // index
+  bool control = false;   // on a live node: must stay
+  int offset_s = 0;       // deletion, relative to the node dropping off
   WallTime deleted_at{};  // deletionTimestamp
   WallTime threshold{};   // control pods: none
   WallTime written{};     // when the bench's last write that concerns it completed
@@ -164,8 +164,8 @@ struct PodTrack {
 
 // One write of the timeline.
 struct Action {
-  WallTime at{};  // a whole second; the write happens 20 ms later
-  int node = -1;  // >= 0: the node drops off
+  WallTime at{};                    // a whole second; the write happens 20 ms later
+  int node = -1;                    // >= 0: the node drops off
   std::vector<std::size_t> pods{};  // else: these pods are deleted
 };
 
@@ -217,11 +217,11 @@ int run(const Options& opt) {
                                       << "clear_pod_deletion_grace: " << opt.grace_s << "s\n";
   const std::string log = (home / "agent.log").string();
   const std::string socket = (home / "agent.sock").string();
-  const pid_t agent = g_children.spawn(
-      {opt.ekco, "agent", "--config", (home / "config.yaml").string(), "--kubeconfig",
-       api.kubeconfigPath(), "--node-name", nodeName(0), "--host-root", root.string(), "--socket",
-       socket},
-      log);
+  const pid_t agent =
+      g_children.spawn({opt.ekco, "agent", "--config", (home / "config.yaml").string(),
+                        "--kubeconfig", api.kubeconfigPath(), "--node-name", nodeName(0),
+                        "--host-root", root.string(), "--socket", socket},
+                       log);
   if (agent <= 0) fail("cannot start " + opt.ekco);
   auto status = [&]() -> json {
     auto reply = agent::queryHealthSocket(socket, "/status", milliseconds(2000));
@@ -241,8 +241,7 @@ int run(const Options& opt) {
     fail("the agent did not lead and sync:\n" + readFile(log));
   }
   std::fprintf(stderr, "ekco-bench-clear: the agent leads, clear-nodes synced after %.0f ms\n",
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                         started)
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
                    .count());
   std::this_thread::sleep_for(seconds(1));
 
@@ -332,8 +331,7 @@ int run(const Options& opt) {
                "ekco-bench-clear: %d nodes drop off from %s, %zu pods deleted (%d on live "
                "nodes); last threshold in %.1f s\n",
                opt.dead, kube::formatRfc3339(t0).c_str(), pods.size(),
-               control_nodes * opt.pods_per_node,
-               ms(last_threshold - clock.wallNow()) / 1000.0);
+               control_nodes * opt.pods_per_node, ms(last_threshold - clock.wallNow()) / 1000.0);
   for (const Action& a : actions) {
     std::this_thread::sleep_until(a.at + milliseconds(20));
     if (a.node >= 0) {
@@ -372,10 +370,9 @@ int run(const Options& opt) {
 
   const long rss = vmRssKib(agent);
   const json s = status();
-  const long long agent_total =
-      s.is_object() && s["clear_nodes"].is_object()
-          ? s["clear_nodes"].value("force_deleted_total", -1LL)
-          : -1LL;
+  const long long agent_total = s.is_object() && s["clear_nodes"].is_object()
+                                    ? s["clear_nodes"].value("force_deleted_total", -1LL)
+                                    : -1LL;
   if (!g_children.running(agent)) fail("the agent exited:\n" + readFile(log));
 
   // Report.
@@ -474,12 +471,10 @@ int run(const Options& opt) {
       std::to_string(wrong + static_cast<int>(unexpected.size())), "-");
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(rss) / 1024.0);
-  row("agent RSS after the run (leader, " + std::to_string(opt.nodes) + " nodes cached)", buf,
-      "-");
+  row("agent RSS after the run (leader, " + std::to_string(opt.nodes) + " nodes cached)", buf, "-");
 
   api.stop();
-  return early == 0 && missed == 0 && wrong == 0 && unexpected.empty() && late_writes == 0 ? 0
-                                                                                            : 2;
+  return early == 0 && missed == 0 && wrong == 0 && unexpected.empty() && late_writes == 0 ? 0 : 2;
 }
 
 }  // namespace

@@ -223,14 +223,14 @@ int run(const Options& opt) {
     n.log = (home / "agent.log").string();
     n.haproxy_log = (home / "haproxy.log").string();
     fs::create_directories(n.root / "etc/kubernetes");
-    std::ofstream(home / "config.yaml") << "enable_internal_load_balancer: true\n"
-                                        << "internal_load_balancer_bind: 127.0.0.1:" << n.port
-                                        << "\n";
-    n.agent = g_children.spawn({opt.ekco, "agent", "--config", (home / "config.yaml").string(),
-                                "--kubeconfig", (*api)->kubeconfigPath(), "--node-name", n.name,
-                                "--host-root", n.root.string(), "--socket",
-                                (home / "agent.sock").string()},
-                               n.log);
+    std::ofstream(home / "config.yaml")
+        << "enable_internal_load_balancer: true\n"
+        << "internal_load_balancer_bind: 127.0.0.1:" << n.port << "\n";
+    n.agent = g_children.spawn(
+        {opt.ekco, "agent", "--config", (home / "config.yaml").string(), "--kubeconfig",
+         (*api)->kubeconfigPath(), "--node-name", n.name, "--host-root", n.root.string(),
+         "--socket", (home / "agent.sock").string()},
+        n.log);
     if (n.agent <= 0) fail("cannot start " + opt.ekco);
   }
   const auto started = Clock::now();

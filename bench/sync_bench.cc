@@ -53,8 +53,7 @@ std::string mib(std::size_t bytes) {
 
 std::string ms(Clock::duration d) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f ms",
-                std::chrono::duration<double, std::milli>(d).count());
+  std::snprintf(buf, sizeof buf, "%.1f ms", std::chrono::duration<double, std::milli>(d).count());
   return buf;
 }
 
@@ -173,9 +172,9 @@ int main(int argc, char** argv) {
       arrived = false;
     }
     const auto start = Clock::now();
-    auto patched = client.patch(kube::resources::kPods, target.ns.view(), target.name,
-                                kube::PatchType::kMerge, Json{{"status", {{"phase", phase}}}},
-                                "status");
+    auto patched =
+        client.patch(kube::resources::kPods, target.ns.view(), target.name, kube::PatchType::kMerge,
+                     Json{{"status", {{"phase", phase}}}}, "status");
     if (!patched) return fail(patched.error().message());
     std::unique_lock lock(mu);
     if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return arrived; })) {
@@ -201,8 +200,8 @@ int main(int argc, char** argv) {
   row("pods cached", std::to_string(n_pods));
   row("pod list+watch sync (page size " + std::to_string(page_size) + ")", ms(pod_sync));
   row("pod sync rate",
-      std::to_string(static_cast<long long>(
-          static_cast<double>(n_pods) / std::chrono::duration<double>(pod_sync).count())) +
+      std::to_string(static_cast<long long>(static_cast<double>(n_pods) /
+                                            std::chrono::duration<double>(pod_sync).count())) +
           " pods/s");
   row("pod cache memory", mib(pod_bytes) + " (" + per(pod_bytes, n_pods) + " per pod)");
   row("same pod as whole nlohmann::json", std::to_string(json_per_pod) + " B per pod");

@@ -1,11 +1,14 @@
 // ekco-demo: the real `ekco agent` on a simulated cluster, narrated (README, Quick start 1).
 //
 // On loopback, with nothing installed system-wide and nothing left behind:
-//   - ekco-kubesim (in-process) serves a 5-node cluster: primaries cp-1..cp-3 (127.0.0.11-13), workers
-//     worker-1/-2, a few workloads, kubeadm's ClusterStatus and the default/kubernetes EndpointSlice;
-//     deploy/ (Namespace, ServiceAccount, RBAC, ConfigMap, DaemonSet) is loaded into it and every
-//     agent authenticates as the ServiceAccount kurl/ekco, with the RBAC rules enforced;
-//   - a real 3-member etcd (TLS, 127.0.0.11-13; tests/fakes/etcd_cluster.h), when etcd is installed;
+//   - ekco-kubesim (in-process) serves a 5-node cluster: primaries cp-1..cp-3 (127.0.0.11-13),
+//   workers
+//     worker-1/-2, a few workloads, kubeadm's ClusterStatus and the default/kubernetes
+//     EndpointSlice; deploy/ (Namespace, ServiceAccount, RBAC, ConfigMap, DaemonSet) is loaded into
+//     it and every agent authenticates as the ServiceAccount kurl/ekco, with the RBAC rules
+//     enforced;
+//   - a real 3-member etcd (TLS, 127.0.0.11-13; tests/fakes/etcd_cluster.h), when etcd is
+//   installed;
 //   - one `ekco agent` per node, each with its own temp host root (/etc/kubernetes, /etc/haproxy).
 // Then cp-3 dies (its agent and etcd member are killed; the node controller marks it unreachable
 // and the kubelet-less pods stay Terminating) and the demo prints what ekco does about it: the
@@ -122,9 +125,10 @@ std::string clusterStatus(const std::vector<NodeSpec>& primaries) {
 std::vector<json> workloads() {
   std::vector<json> out;
   for (const auto& n : kNodes) {
-    out.push_back(kubesim::runningPodObject("default", "web-5d8f7-" + n.name, n.name, {{"app", "web"}}));
+    out.push_back(
+        kubesim::runningPodObject("default", "web-5d8f7-" + n.name, n.name, {{"app", "web"}}));
     out.push_back(kubesim::runningPodObject("kube-system", "kube-proxy-" + n.name, n.name,
-                            {{"k8s-app", "kube-proxy"}}));
+                                            {{"k8s-app", "kube-proxy"}}));
     if (n.primary) {
       out.push_back(kubesim::runningPodObject(
           "kube-system", "kube-apiserver-" + n.name, n.name,
@@ -288,10 +292,10 @@ class Demo {
     }
     a.socket = (work_ / (n.name + ".sock")).string();
     a.log = (work_ / (n.name + ".log")).string();
-    a.pid = g_children.spawn({ekco_, "agent", "--config", config_, "--kubeconfig", kubeconfig_,
-                              "--node-name", n.name, "--host-root", a.root.string(), "--socket",
-                              a.socket},
-                             a.log);
+    a.pid = g_children.spawn(
+        {ekco_, "agent", "--config", config_, "--kubeconfig", kubeconfig_, "--node-name", n.name,
+         "--host-root", a.root.string(), "--socket", a.socket},
+        a.log);
     if (a.pid <= 0) fail("cannot start " + ekco_);
     agents_.push_back(a);
   }
@@ -439,11 +443,12 @@ class Demo {
       for (const auto& [ns, name] : stuck_) {
         if (gone.contains({ns, name}) || api_->get("pods", ns, name)) continue;
         gone.insert({ns, name});
-        say(fmt::format("pod {}/{} force-deleted by the leader, {} ms after cp-3 was dead "
-                        "(unreachable + node_unreachable_toleration {} s)",
-                        ns, name,
-                        std::chrono::duration_cast<milliseconds>(wall_.wallNow() - threshold_).count(),
-                        kToleration));
+        say(fmt::format(
+            "pod {}/{} force-deleted by the leader, {} ms after cp-3 was dead "
+            "(unreachable + node_unreachable_toleration {} s)",
+            ns, name,
+            std::chrono::duration_cast<milliseconds>(wall_.wallNow() - threshold_).count(),
+            kToleration));
       }
       auto node = api_->get("nodes", "", "cp-3");
       if (node) {
@@ -451,7 +456,8 @@ class Demo {
                                      .value("annotations", json::object())
                                      .value("ekco.kurl.sh/purge-step", "");
         if (!step.empty() && step != last_step) {
-          say("purge of cp-3 in progress: step " + step + " done (Node annotation "
+          say("purge of cp-3 in progress: step " + step +
+              " done (Node annotation "
               "ekco.kurl.sh/purge-step)");
           last_step = step;
         }
@@ -478,7 +484,8 @@ class Demo {
           std::vector<std::string> fields;
           std::istringstream cols(line);
           std::string col;
-          while (std::getline(cols, col, ',')) fields.push_back(col.substr(col.find_first_not_of(' ')));
+          while (std::getline(cols, col, ','))
+            fields.push_back(col.substr(col.find_first_not_of(' ')));
           if (fields.size() > 2) names += (names.empty() ? "" : ", ") + fields[2];
         }
         say(fmt::format("etcd (`etcdctl member list`): {} members: {}", count, names));
@@ -488,9 +495,9 @@ class Demo {
       }
       auto cm = api_->get("configmaps", "kube-system", "kubeadm-config");
       const std::string cs = cm ? (*cm)["data"].value("ClusterStatus", "") : "";
-      say(std::string("kubeadm-config ClusterStatus: ") +
-          (cs.find("cp-3") == std::string::npos ? "cp-3's apiEndpoint removed"
-                                                : "still lists cp-3"));
+      say(std::string("kubeadm-config ClusterStatus: ") + (cs.find("cp-3") == std::string::npos
+                                                               ? "cp-3's apiEndpoint removed"
+                                                               : "still lists cp-3"));
       if (cs.find("cp-3") != std::string::npos) problem("kubeadm-config still lists cp-3");
     }
     const bool others_intact = api_->get("pods", "default", "web-5d8f7-cp-1").has_value() &&
@@ -587,8 +594,9 @@ class Demo {
                     holder.empty() ? "released by the leader" : "still held by " + holder));
     api_->stop();
     etcd_->stop();
-    say(fmt::format("stopped {}the API server; {} {}", have_etcd_ ? "the 2 etcd members left, " : "",
-                    keep_ ? "kept" : "removing", work_.string()));
+    say(fmt::format("stopped {}the API server; {} {}",
+                    have_etcd_ ? "the 2 etcd members left, " : "", keep_ ? "kept" : "removing",
+                    work_.string()));
     if (problems_ > 0) say(fmt::format("{} PROBLEM(S), see above", problems_));
   }
 

@@ -278,10 +278,16 @@ base::Result<Scan> scan(const std::string& config_path, const ReloadOptions& opt
   for (int pid : pids) {
     const std::string pid_dir = pidDir(options, pid);
     switch (servesConfig(pid_dir, config)) {
-      case Match::kYes: break;
-      case Match::kNo: continue;
-      case Match::kUnreadable: ++out.unreadable; continue;
-      case Match::kInExec: ++out.in_exec; continue;
+      case Match::kYes:
+        break;
+      case Match::kNo:
+        continue;
+      case Match::kUnreadable:
+        ++out.unreadable;
+        continue;
+      case Match::kInExec:
+        ++out.in_exec;
+        continue;
     }
     auto stat = readProcStat(pid_dir);
     if (!stat) continue;  // exited meanwhile
@@ -349,7 +355,7 @@ Readiness waitUntilReady(const HaproxyProcess& master, const base::Clock& clock,
 }  // namespace
 
 base::Result<std::vector<HaproxyProcess>> findHaproxyMasters(const std::string& config_path,
-                                                            const ReloadOptions& options) {
+                                                             const ReloadOptions& options) {
   auto found = settledScan(config_path, options);
   if (!found) return std::move(found).error();
   return std::move(found->masters);
@@ -395,9 +401,8 @@ base::Result<ReloadResult> reloadHaproxy(const std::string& config_path, const b
     if (::kill(master.pid, SIGUSR2) != 0) {
       int err = errno;
       if (err == ESRCH) continue;  // exited since the check
-      return base::errnoError(fmt::format("signal HAProxy master {} to reload {}", master.pid,
-                                          config_path),
-                              err);
+      return base::errnoError(
+          fmt::format("signal HAProxy master {} to reload {}", master.pid, config_path), err);
     }
     result.masters.push_back(master.pid);
     pending.push_back({.before = before});
@@ -416,8 +421,7 @@ base::Result<ReloadResult> reloadHaproxy(const std::string& config_path, const b
       if (p.new_worker != 0 || p.exited) continue;
       auto it = std::find_if(now_found->masters.begin(), now_found->masters.end(),
                              [&](const HaproxyProcess& m) {
-                               return m.pid == p.before.pid &&
-                                      m.start_time == p.before.start_time;
+                               return m.pid == p.before.pid && m.start_time == p.before.start_time;
                              });
       if (it != now_found->masters.end()) {
         for (const ProcessIdentity& worker : it->workers) {

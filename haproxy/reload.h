@@ -123,9 +123,8 @@ struct ReloadResult {
 // Errors: those of findHaproxyMasters, and a master this process may not signal (EPERM,
 // kPermissionDenied, naming the pid). A master that starts no new worker is not an error:
 // confirmed is false and detail says which master and why.
-[[nodiscard]] base::Result<ReloadResult> reloadHaproxy(const std::string& config_path,
-                                                       const base::Clock& clock,
-                                                       const ReloadOptions& options =
-                                                           ReloadOptions{});
+[[nodiscard]] base::Result<ReloadResult> reloadHaproxy(
+    const std::string& config_path, const base::Clock& clock,
+    const ReloadOptions& options = ReloadOptions{});
 
 }  // namespace ekco::haproxy

@@ -161,8 +161,8 @@ base::Result<Parsed> parseBind(std::string_view text) {
   auto bind = parseHostPort(text, "bind address");
   if (!bind) return std::move(bind).error();
   if (bind->host.kind == HostKind::kName || !bind->has_port) {
-    return invalid(fmt::format("invalid bind address {}: want IPv4:PORT or [IPv6]:PORT",
-                               quoteValue(text)));
+    return invalid(
+        fmt::format("invalid bind address {}: want IPv4:PORT or [IPv6]:PORT", quoteValue(text)));
   }
   return bind;
 }
@@ -357,9 +357,8 @@ std::vector<Endpoint> parseConfigServers(std::string_view config) {
 base::Result<BindAddress> parseBindAddress(std::string_view text) {
   auto bind = parseBind(text);
   if (!bind) return std::move(bind).error();
-  return BindAddress{.host = bind->host.text,
-                     .port = bind->port,
-                     .ipv6 = bind->host.kind == HostKind::kIpv6};
+  return BindAddress{
+      .host = bind->host.text, .port = bind->port, .ipv6 = bind->host.kind == HostKind::kIpv6};
 }
 
 std::string formatBindAddress(const BindAddress& bind) {

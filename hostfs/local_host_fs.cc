@@ -34,7 +34,6 @@ constexpr std::size_t kNameMax = NAME_MAX;
 // Room left for the target's name inside a temp name of at most NAME_MAX bytes.
 constexpr std::size_t kTempNameRoom = kNameMax - 1 - kTempMarker.size() - kTempRandomHex;
 
-
 // "No such file or directory" with the code errnoError gives errno, for messages whose context
 // (operation and path) is added by the caller.
 Error bareErrno(int err) { return Error(std::strerror(err), base::errnoError("", err).code()); }
@@ -642,8 +641,7 @@ class LocalFileLock final : public FileLock {
 
 }  // namespace
 
-Result<std::unique_ptr<FileLock>> LocalHostFs::tryLock(std::string_view path,
-                                                       std::uint32_t mode) {
+Result<std::unique_ptr<FileLock>> LocalHostFs::tryLock(std::string_view path, std::uint32_t mode) {
   const std::string context = "lock " + std::string(path);
   Status valid = checkMode(mode, "mode");
   if (!valid) return std::move(valid).error().wrap(context);

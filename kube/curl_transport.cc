@@ -257,9 +257,10 @@ void configure(CURL* easy, const Connection& conn, const std::string& url,
     // libcurl's low-speed check: below 1 byte/s for this many seconds ends the transfer with
     // CURLE_OPERATION_TIMEDOUT. It also covers the wait for the response's headers.
     curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME,
-                     static_cast<long>(std::max<std::int64_t>(
-                         1, std::chrono::ceil<std::chrono::seconds>(request.idle_timeout).count())));
+    curl_easy_setopt(
+        easy, CURLOPT_LOW_SPEED_TIME,
+        static_cast<long>(std::max<std::int64_t>(
+            1, std::chrono::ceil<std::chrono::seconds>(request.idle_timeout).count())));
   }
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, onHeader);
@@ -387,11 +388,11 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
   }
   if (rc == CURLE_OPERATION_TIMEDOUT && request.idle_timeout.count() > 0 &&
       std::string_view(errbuf).find("too slow") != std::string_view::npos) {
-    return Error("request " + url + ": no data for " +
-                     std::to_string(
-                         std::chrono::ceil<std::chrono::seconds>(request.idle_timeout).count()) +
-                     " s (a silent stream)",
-                 ErrorCode::kTimeout);
+    return Error(
+        "request " + url + ": no data for " +
+            std::to_string(std::chrono::ceil<std::chrono::seconds>(request.idle_timeout).count()) +
+            " s (a silent stream)",
+        ErrorCode::kTimeout);
   }
   return transferError(easy.get(), rc, errbuf, url);
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include <fmt/format.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -16,7 +17,6 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "kube/errors.h"
@@ -220,13 +220,18 @@ class Session {
         auto channel = static_cast<unsigned char>(frame[0]);
         std::string_view payload(frame.data() + 1, frame.size() - 1);
         switch (channel) {
-          case kStdout: result_.stdout_data.append(payload); break;
-          case kStderr: result_.stderr_data.append(payload); break;
+          case kStdout:
+            result_.stdout_data.append(payload);
+            break;
+          case kStderr:
+            result_.stderr_data.append(payload);
+            break;
           case kError:
             status_.append(payload);
             status_seen_ = true;
             break;
-          default: break;  // resize/close signals from the server: nothing to do
+          default:
+            break;  // resize/close signals from the server: nothing to do
         }
       }
       read();
@@ -259,7 +264,8 @@ Result<std::unique_ptr<ssl::context>> tlsContext(const Connection& c) {
     ctx->set_verify_mode(ssl::verify_peer);
     if (!c.ca_pem.empty()) {
       ctx->add_certificate_authority(net::buffer(c.ca_pem), ec);
-      if (ec) return Error("exec: load CA certificate: " + ec.message(), ErrorCode::kInvalidArgument);
+      if (ec)
+        return Error("exec: load CA certificate: " + ec.message(), ErrorCode::kInvalidArgument);
     } else {
       ctx->set_default_verify_paths(ec);
     }
@@ -278,8 +284,8 @@ Result<std::unique_ptr<ssl::context>> tlsContext(const Connection& c) {
 }  // namespace
 
 std::string execPath(const ExecRequest& r) {
-  std::string path = fmt::format("/api/v1/namespaces/{}/pods/{}/exec?", percentEncode(r.ns),
-                                 percentEncode(r.pod));
+  std::string path =
+      fmt::format("/api/v1/namespaces/{}/pods/{}/exec?", percentEncode(r.ns), percentEncode(r.pod));
   for (const std::string& arg : r.command) path += "command=" + percentEncode(arg) + "&";
   if (!r.container.empty()) path += "container=" + percentEncode(r.container) + "&";
   if (!r.stdin_data.empty()) path += "stdin=true&";

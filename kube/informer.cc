@@ -21,7 +21,8 @@ base::Result<std::string> objectKey(const Json& object) {
     if (meta != object.end() && meta->is_object()) {
       auto name = meta->find("name");
       auto ns = meta->find("namespace");
-      if (name != meta->end() && name->is_string() && !name->get_ref<const std::string&>().empty()) {
+      if (name != meta->end() && name->is_string() &&
+          !name->get_ref<const std::string&>().empty()) {
         const bool has_ns = ns != meta->end() && ns->is_string();
         return objectKey(has_ns ? std::string_view(ns->get_ref<const std::string&>()) : "",
                          name->get_ref<const std::string&>());
@@ -147,8 +148,8 @@ InformerBase::ListOutcome InformerBase::list() {
       if (items->is_array()) {
         for (const Json& item : *items) {
           auto key = objectKey(item);
-          base::Status added = key ? addToReplace(std::move(*key), item)
-                                   : base::Status(std::move(key).error());
+          base::Status added =
+              key ? addToReplace(std::move(*key), item) : base::Status(std::move(key).error());
           if (!added) {
             {
               std::lock_guard lock(mu_);

@@ -74,16 +74,16 @@ struct InformerOptions {
 };
 
 struct InformerStats {
-  bool synced = false;     // a list has completed; the cache is usable
+  bool synced = false;  // a list has completed; the cache is usable
   // The last list succeeded or the last watch was accepted (and has not failed since).
   bool connected = false;
   std::string resource_version{};
   std::size_t objects = 0;
-  std::uint64_t lists = 0;        // completed lists (the first and every re-list)
+  std::uint64_t lists = 0;         // completed lists (the first and every re-list)
   std::uint64_t relists_gone = 0;  // re-lists caused by 410 Gone
-  std::uint64_t watches = 0;      // watch requests made
-  std::uint64_t failures = 0;     // failed lists and watches
-  std::uint64_t events = 0;       // ADDED/MODIFIED/DELETED events received
+  std::uint64_t watches = 0;       // watch requests made
+  std::uint64_t failures = 0;      // failed lists and watches
+  std::uint64_t events = 0;        // ADDED/MODIFIED/DELETED events received
   std::uint64_t bookmarks = 0;
   std::uint64_t unchanged = 0;     // MODIFIED events that changed no kept field
   std::uint64_t parse_errors = 0;  // objects the projection rejected

@@ -68,8 +68,10 @@ NodeRecord toRecord(const Node& node) {
   r.unschedulable = node.unschedulable;
   r.taints.reserve(node.taints.size());
   for (const auto& t : node.taints) {
-    r.taints.push_back(
-        {.key = Atom(t.key), .effect = Atom(t.effect), .value = t.value, .time_added = t.time_added});
+    r.taints.push_back({.key = Atom(t.key),
+                        .effect = Atom(t.effect),
+                        .value = t.value,
+                        .time_added = t.time_added});
   }
   r.conditions.reserve(node.conditions.size());
   for (const auto& c : node.conditions) {

@@ -97,8 +97,8 @@ base::Result<base::WallTime> parseRfc3339(std::string_view text) {
   if (pos != text.size()) return bad(text, "trailing text");
   // (4) Seconds since the epoch, exact for every year 0000-9999 (about ±2.6e11 s), then clamped
   // into the window before anything is counted in nanoseconds (which would overflow).
-  const seconds utc = sys_days(ymd).time_since_epoch() + hours(h) + minutes(mi) + seconds(s) -
-                      offset;
+  const seconds utc =
+      sys_days(ymd).time_since_epoch() + hours(h) + minutes(mi) + seconds(s) - offset;
   if (utc < floor<seconds>(base::kEarliestTime.time_since_epoch()) ||
       utc >= floor<seconds>(base::kLatestTime.time_since_epoch())) {
     return base::clampToWindow(utc);

@@ -45,9 +45,9 @@ std::string joinCommand(const std::vector<std::string>& argv) {
 // The pod that runs `ceph`: a Running rook-ceph-tools pod, else (Rook < 1.4) the operator.
 base::Result<std::string> cephPod(kube::KubeClient& client, const std::string& ns) {
   for (const char* app : {"rook-ceph-tools", "rook-ceph-operator"}) {
-    auto pods = client.list(kube::resources::kPods, ns,
-                            {.label_selector = std::string("app=") + app,
-                             .field_selector = "status.phase=Running"});
+    auto pods = client.list(
+        kube::resources::kPods, ns,
+        {.label_selector = std::string("app=") + app, .field_selector = "status.phase=Running"});
     if (!pods) return std::move(pods).error().wrap("find the " + std::string(app) + " pod");
     for (const json& pod : pods->value("items", json::array())) {
       if (stringAt(pod, {"metadata", "deletionTimestamp"}).empty()) {
@@ -55,9 +55,9 @@ base::Result<std::string> cephPod(kube::KubeClient& client, const std::string& n
       }
     }
   }
-  return Error("no Running rook-ceph-tools (or rook-ceph-operator) pod in " + ns +
-                   " to run ceph in",
-               ErrorCode::kNotFound);
+  return Error(
+      "no Running rook-ceph-tools (or rook-ceph-operator) pod in " + ns + " to run ceph in",
+      ErrorCode::kNotFound);
 }
 
 }  // namespace
@@ -110,8 +110,8 @@ std::vector<std::string> cephCrushRemoveCommand(std::string_view hostname) {
 }
 
 base::Result<PurgeResult> purgeNode(kube::KubeClient& client, kube::PodExecutor& exec,
-                                            std::string_view node, std::string_view hostname,
-                                            const PurgeOptions& options) {
+                                    std::string_view node, std::string_view hostname,
+                                    const PurgeOptions& options) {
   PurgeResult result;
   const std::string prefix = options.dry_run ? "would " : "";
   auto cluster = client.get(kube::resources::kCephClusters, options.ns, options.cluster);
@@ -130,8 +130,9 @@ base::Result<PurgeResult> purgeNode(kube::KubeClient& client, kube::PodExecutor&
     if (!options.dry_run) {
       auto patched = client.patch(kube::resources::kCephClusters, options.ns, options.cluster,
                                   kube::PatchType::kJson, *patch);
-      if (!patched) return std::move(patched).error().wrap("remove " + std::string(node) +
-                                                           " from the CephCluster's storage nodes");
+      if (!patched)
+        return std::move(patched).error().wrap("remove " + std::string(node) +
+                                               " from the CephCluster's storage nodes");
     }
     result.actions.push_back(prefix + "remove " + std::string(node) + " from CephCluster " +
                              options.ns + "/" + options.cluster + " spec.storage.nodes");
@@ -161,9 +162,9 @@ base::Result<PurgeResult> purgeNode(kube::KubeClient& client, kube::PodExecutor&
     if (ran->exit_code != 0) {
       std::string err = ran->stderr_data.empty() ? ran->stdout_data : ran->stderr_data;
       std::replace(err.begin(), err.end(), '\n', ' ');
-      return Error(fmt::format("`{}` in {} exited {}: {}", joinCommand(command), pod,
-                               ran->exit_code, err),
-                   ErrorCode::kUnknown);
+      return Error(
+          fmt::format("`{}` in {} exited {}: {}", joinCommand(command), pod, ran->exit_code, err),
+          ErrorCode::kUnknown);
     }
     result.actions.push_back("ran `" + joinCommand(command) + "` in " + pod);
     base::logInfo("ceph command", {{"pod", pod}, {"command", joinCommand(command)}});
@@ -175,7 +176,8 @@ base::Result<PurgeResult> purgeNode(kube::KubeClient& client, kube::PodExecutor&
     const auto commands = cephOsdPurgeCommands(osd.osd_id);
     // `ceph osd down` fails for an OSD that is already down or gone: EKCO ignored it too.
     if (auto down = run(commands[0]); !down) {
-      base::logWarn("ceph osd down failed", {{"osd", osd.osd_id}, {"error", down.error().message()}});
+      base::logWarn("ceph osd down failed",
+                    {{"osd", osd.osd_id}, {"error", down.error().message()}});
     }
     EKCO_TRY(run(commands[1]));
   }

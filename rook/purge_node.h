@@ -66,7 +66,7 @@ struct PurgeResult {
 // used the node name; they differ when kubelet's --hostname-override is set). Errors name the
 // object or the command; a ceph command that exits non-zero is an error with its stderr.
 base::Result<PurgeResult> purgeNode(kube::KubeClient& client, kube::PodExecutor& exec,
-                                            std::string_view node, std::string_view hostname,
-                                            const PurgeOptions& options = PurgeOptions{});
+                                    std::string_view node, std::string_view hostname,
+                                    const PurgeOptions& options = PurgeOptions{});
 
 }  // namespace ekco::rook

@@ -59,7 +59,6 @@ CivilDate civilFromDays(int64_t z) {
   return {.year = yoe + era * 400 + (m <= 2), .month = m, .day = d};
 }
 
-
 // Seconds since the epoch of a year (since 1900), 0-based day of year and time of day, counted as
 // if in UTC; the fields need not be in range (glibc's ydhms_diff against the epoch).
 int64_t linearSeconds(int64_t year, int64_t yday, int64_t hour, int64_t min, int64_t sec) {
@@ -67,11 +66,8 @@ int64_t linearSeconds(int64_t year, int64_t yday, int64_t hour, int64_t min, int
   return ((days * 24 + hour) * 60 + min) * 60 + sec;
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // POSIX TZ strings, as glibc's __tzset_parse_tz reads the footer of a TZif file.
-
-
 
 class TzStringReader {
  public:
@@ -276,7 +272,6 @@ int64_t readBe64(std::string_view d, size_t at) {
 
 }  // namespace
 
-
 namespace detail {
 
 // glibc's __offtime: breaks t + offset down as UTC. Fails when the year does not fit an int.
@@ -298,7 +293,6 @@ bool offtime(int64_t t, int64_t offset, Tm& out) {
 }
 
 }  // namespace detail
-
 
 std::optional<CalendarZone> CalendarZone::fromTzif(std::string_view data) {
   constexpr size_t kHeader = 44;
@@ -459,8 +453,7 @@ std::optional<int64_t> TimeConverter::make(Tm& tp) {
     const int64_t dt = diff(tm);
     if (dt == 0) break;
     if (t == t1 && t != t2 &&
-        (tm.isdst < 0 ||
-         (isdst < 0 ? dst2 <= (tm.isdst != 0) : (isdst != 0) != (tm.isdst != 0)))) {
+        (tm.isdst < 0 || (isdst < 0 ? dst2 <= (tm.isdst != 0) : (isdst != 0) != (tm.isdst != 0)))) {
       // Oscillating around a spring-forward gap: take the time dt away.
       found = true;
       break;

@@ -13,7 +13,6 @@
 namespace ekco::units {
 namespace detail {
 
-
 inline constexpr int kUsecPerSec = 1'000'000;
 inline constexpr int kMinYear = 1970;
 inline constexpr int kMaxYear = 2199;

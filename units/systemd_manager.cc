@@ -75,12 +75,17 @@ class Slot {
 
 ErrorCode codeForErrno(int err) {
   switch (err) {
-    case ENOENT: return ErrorCode::kNotFound;
-    case EEXIST: return ErrorCode::kAlreadyExists;
+    case ENOENT:
+      return ErrorCode::kNotFound;
+    case EEXIST:
+      return ErrorCode::kAlreadyExists;
     case EACCES:
-    case EPERM: return ErrorCode::kPermissionDenied;
-    case ETIMEDOUT: return ErrorCode::kTimeout;
-    case EINVAL: return ErrorCode::kInvalidArgument;
+    case EPERM:
+      return ErrorCode::kPermissionDenied;
+    case ETIMEDOUT:
+      return ErrorCode::kTimeout;
+    case EINVAL:
+      return ErrorCode::kInvalidArgument;
     case ECONNREFUSED:
     case ECONNRESET:
     case ENOTCONN:
@@ -88,8 +93,10 @@ ErrorCode codeForErrno(int err) {
     case ESHUTDOWN:
     case EHOSTUNREACH:  // org.freedesktop.DBus.Error.ServiceUnknown: systemd not on the bus
       return ErrorCode::kUnavailable;
-    case ECANCELED: return ErrorCode::kCancelled;
-    default: return ErrorCode::kUnknown;
+    case ECANCELED:
+      return ErrorCode::kCancelled;
+    default:
+      return ErrorCode::kUnknown;
   }
 }
 
@@ -383,9 +390,8 @@ std::string escapeAddressValue(const std::string& value) {
   out.reserve(value.size());
   for (const char ch : value) {
     const auto c = static_cast<unsigned char>(ch);
-    const bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                       (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || c == '/' || c == '.' ||
-                       c == '\\' || c == '*';
+    const bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       c == '-' || c == '_' || c == '/' || c == '.' || c == '\\' || c == '*';
     if (plain) {
       out += ch;
     } else {

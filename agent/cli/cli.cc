@@ -8,26 +8,26 @@
 #include <sstream>
 #include <tuple>
 
-#include <CLI/CLI.hpp>
-#include <boost/version.hpp>
 #include <curl/curl.h>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <boost/version.hpp>
 #include <nlohmann/json.hpp>
 
-#include "pki/certificate.h"
 #include "agent/cli/agent_cmd.h"
-#include "agent/config/config.h"
-#include "agent/config/kurl_installer.h"
-#include "agent/cli/shutdown_cmd.h"
 #include "agent/cli/purge_cmd.h"
+#include "agent/cli/shutdown_cmd.h"
 #include "agent/cli/status_cmd.h"
 #include "agent/cli/upgrade_cmd.h"
+#include "agent/config/config.h"
+#include "agent/config/kurl_installer.h"
+#include "agent/controllers/host_units.h"
 #include "base/log.h"
 #include "base/version_info.h"
 #include "haproxy/render.h"
 #include "hostfs/local_host_fs.h"
+#include "pki/certificate.h"
 #include "units/render.h"
-#include "agent/controllers/host_units.h"
 
 namespace ekco::agent {
 namespace {
@@ -134,8 +134,8 @@ int agentCommand(const std::string& file, const CLI::App* cmd, const FlagValues&
   std::string source = file;
   if (file.empty()) {
     std::error_code ec;
-    source = std::filesystem::exists(env.default_config_path, ec) ? env.default_config_path
-                                                                  : "defaults";
+    source =
+        std::filesystem::exists(env.default_config_path, ec) ? env.default_config_path : "defaults";
   }
   return runAgentCommand(*cfg, source, args, env);
 }
@@ -294,15 +294,16 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
   from_kurl->add_option("INSTALLER", kurl_file, "The kURL Installer YAML file")->required();
 
   StatusOptions status_options;
-  auto* status = app.add_subcommand(
-      "status", "Print the local agent's status from its health socket (exit 0 ready, "
-                "1 degraded, 2 unreachable)");
+  auto* status =
+      app.add_subcommand("status",
+                         "Print the local agent's status from its health socket (exit 0 ready, "
+                         "1 degraded, 2 unreachable)");
   status->add_option("--socket", status_options.socket_path,
                      "The agent's health socket (default /run/ekco/ekco.sock)");
   status->add_option("--host-root", status_options.host_root,
                      "Find the socket under this directory (e.g. /host in a DaemonSet pod)");
-  auto* status_json =
-      status->add_flag("--json", status_options.json, "Print the /status JSON as the agent serves it");
+  auto* status_json = status->add_flag("--json", status_options.json,
+                                       "Print the /status JSON as the agent serves it");
   status
       ->add_option("--probe", status_options.probe,
                    "Ask only /healthz or /readyz and print one line (a DaemonSet probe)")
@@ -313,8 +314,9 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
   FlagValues agent_flags;
   AgentCommandArgs agent_args;
   auto* agent = app.add_subcommand(
-      "agent", "Run the node agent: caches, leader election, controllers, health socket (until "
-               "SIGTERM)");
+      "agent",
+      "Run the node agent: caches, leader election, controllers, health socket (until "
+      "SIGTERM)");
   agent->add_option("--config", agent_config,
                     "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
   agent->add_option("--kubeconfig", agent_args.kubeconfig,
@@ -355,18 +357,17 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
                          "/etc/kubernetes/admin.conf and kubelet.conf)");
     cli->app->add_option("--node-name", cli->args.node_name,
                          "This node's name (default: NODE_NAME, then the host name)");
-    cli->app->add_option("--host-root", cli->args.host_root,
-                         "Where the host's / is (default /)");
-    cli->app->add_flag("--dry-run", cli->args.dry_run,
-                       "Log what would be done, change nothing");
+    cli->app->add_option("--host-root", cli->args.host_root, "Where the host's / is (default /)");
+    cli->app->add_flag("--dry-run", cli->args.dry_run, "Log what would be done, change nothing");
     addConfigFlags(cli->app, cli->flags);
   }
 
   std::string upgrade_config;
   UpgradeArgs upgrade_args;
-  auto* upgrade = app.add_subcommand(
-      "upgrade", "Auto-upgrade (ekco-upgrade.timer): re-run the kURL installer when its "
-                 "X-Kurl-Hash changed (single-node clusters only)");
+  auto* upgrade =
+      app.add_subcommand("upgrade",
+                         "Auto-upgrade (ekco-upgrade.timer): re-run the kURL installer when its "
+                         "X-Kurl-Hash changed (single-node clusters only)");
   upgrade->add_option("--config", upgrade_config,
                       "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
   upgrade->add_option("--url", upgrade_args.url,
@@ -376,8 +377,7 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
   upgrade->add_option("--kubeconfig", upgrade_args.kubeconfig,
                       "kubeconfig, to count the nodes (default: KUBECONFIG, in-cluster, then the "
                       "host's /etc/kubernetes/admin.conf and kubelet.conf)");
-  upgrade->add_option("--host-root", upgrade_args.host_root,
-                      "Where the host's / is (default /)");
+  upgrade->add_option("--host-root", upgrade_args.host_root, "Where the host's / is (default /)");
   upgrade->add_flag("--dry-run", upgrade_args.dry_run,
                     "Check and report what would be done; write nothing, never run the installer");
 
@@ -385,8 +385,9 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
   FlagValues purge_flags;
   PurgeNodeArgs purge_args;
   auto* purge = app.add_subcommand(
-      "purge-node", "Remove a node from the cluster for good: its Rook OSDs, its kubeadm and etcd "
-                    "membership, then the Node (also installed as ekco-purge-node)");
+      "purge-node",
+      "Remove a node from the cluster for good: its Rook OSDs, its kubeadm and etcd "
+      "membership, then the Node (also installed as ekco-purge-node)");
   purge->add_option("NAME", purge_args.node, "The node to purge")->required();
   purge->add_option("--config", purge_config,
                     "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
@@ -432,8 +433,9 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
       "units", "Write the systemd units and /opt/ekco scripts the agent installs, under --out");
   render_units->add_option("--config", render_units_args.config,
                            "Config file (default /etc/ekco/config.yaml; absent means defaults)");
-  render_units->add_option("--out", render_units_args.out,
-                           "Directory to write into, in the host's layout (created)")
+  render_units
+      ->add_option("--out", render_units_args.out,
+                   "Directory to write into, in the host's layout (created)")
       ->required();
   render_units->add_option("--bin", render_units_args.bin,
                            "The ekco binary the units run (default /usr/bin/ekco)");

@@ -4,9 +4,9 @@
 
 #include <iostream>
 
-#include "agent/runtime/command_env.h"
-#include "agent/runtime/agent.h"
 #include "agent/controllers/node_health.h"
+#include "agent/runtime/agent.h"
+#include "agent/runtime/command_env.h"
 #include "agent/tasks/purge.h"
 #include "base/log.h"
 #include "kube/exec.h"

@@ -22,10 +22,10 @@
 namespace ekco::agent {
 
 struct PurgeNodeArgs {
-  std::string node{};        // the node to purge (positional)
-  std::string kubeconfig{};  // --kubeconfig
+  std::string node{};           // the node to purge (positional)
+  std::string kubeconfig{};     // --kubeconfig
   std::string host_root = "/";  // where certificates_dir is (--host-root)
-  std::string self{};        // --node-name: this host's node (default NODE_NAME, host name)
+  std::string self{};           // --node-name: this host's node (default NODE_NAME, host name)
   bool dry_run = false;
   bool yes = false;
   // Reads the answer to the confirmation; tests replace it. Empty: stdin.

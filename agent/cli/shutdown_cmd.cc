@@ -126,11 +126,12 @@ class Shutdown {
   RebootStepReport run() {
     const MonoTime start = clock_.monoNow();
     deadline_ = start + options_.unmount_timeout + options_.deadline_margin;
-    base::logInfo("shutdown: starting",
-                  {{"node", options_.node_name},
-                   {"dry_run", options_.dry_run},
-                   {"unmount_timeout", durationText(options_.unmount_timeout)},
-                   {"deadline", durationText(options_.unmount_timeout + options_.deadline_margin)}});
+    base::logInfo(
+        "shutdown: starting",
+        {{"node", options_.node_name},
+         {"dry_run", options_.dry_run},
+         {"unmount_timeout", durationText(options_.unmount_timeout)},
+         {"deadline", durationText(options_.unmount_timeout + options_.deadline_margin)}});
     cordon();
     deletePods();
     waitForUnmounts();
@@ -139,10 +140,9 @@ class Shutdown {
     if (report_.ok()) {
       base::logInfo("shutdown: done", {{"node", options_.node_name}, {"took", took}});
     } else {
-      base::logError("shutdown: done with failures",
-                     {{"node", options_.node_name},
-                      {"failed_steps", report_.failures.size()},
-                      {"took", took}});
+      base::logError("shutdown: done with failures", {{"node", options_.node_name},
+                                                      {"failed_steps", report_.failures.size()},
+                                                      {"took", took}});
     }
     return report_;
   }
@@ -186,20 +186,20 @@ class Shutdown {
                       {{"node", name}, {"was_unschedulable", was_text}});
         return;
       }
-      json patch = {
-          {"metadata",
-           {{"annotations",
-             {{std::string(kCordonedByAnnotation), std::string(kCordonedByShutdown)},
-              {std::string(kWasUnschedulableAnnotation), was_text}}}}},
-          {"spec", {{"unschedulable", true}}}};
+      json patch = {{"metadata",
+                     {{"annotations",
+                       {{std::string(kCordonedByAnnotation), std::string(kCordonedByShutdown)},
+                        {std::string(kWasUnschedulableAnnotation), was_text}}}}},
+                    {"spec", {{"unschedulable", true}}}};
       guardWithResourceVersion(patch, *node);
       auto patched =
           client_.patch(kube::resources::kNodes, "", name, kube::PatchType::kMerge, patch);
       if (patched) {
         if (was) {
-          base::logInfo("shutdown: node was already cordoned (not by ekco); recorded "
-                        "was-unschedulable=true, startup will leave it cordoned",
-                        {{"node", name}});
+          base::logInfo(
+              "shutdown: node was already cordoned (not by ekco); recorded "
+              "was-unschedulable=true, startup will leave it cordoned",
+              {{"node", name}});
         } else {
           base::logInfo("shutdown: node cordoned", {{"node", name}, {"attempt", attempt}});
         }
@@ -210,8 +210,8 @@ class Shutdown {
       if (permanent(last->code())) break;
       sleepUntilAtMost(options_.cordon_retry_delay, deadline_);
     }
-    fail("cordon", last ? "node " + name + ": " + explain(*last)
-                        : "node " + name + ": the deadline passed");
+    fail("cordon",
+         last ? "node " + name + ": " + explain(*last) : "node " + name + ": the deadline passed");
   }
 
   void deletePods() {
@@ -220,8 +220,8 @@ class Shutdown {
       return;
     }
     const std::string& name = options_.node_name;
-    auto list = client_.listAll(kube::resources::kPods, "",
-                                {.field_selector = "spec.nodeName=" + name});
+    auto list =
+        client_.listAll(kube::resources::kPods, "", {.field_selector = "spec.nodeName=" + name});
     if (!list) {
       fail("pods", "list the pods on node " + name + ": " + explain(list.error()));
       return;
@@ -281,8 +281,8 @@ class Shutdown {
   void waitForUnmounts() {
     const MonoTime wait_start = clock_.monoNow();
     // Leave half the margin for the rook step and the overshoot of one API call.
-    const MonoTime wait_end = std::min(wait_start + options_.unmount_timeout,
-                                       deadline_ - options_.deadline_margin / 2);
+    const MonoTime wait_end =
+        std::min(wait_start + options_.unmount_timeout, deadline_ - options_.deadline_margin / 2);
     auto mounts = readMounts();
     if (!mounts) {
       fail("unmount", "read the mount table: " + mounts.error().message());
@@ -354,7 +354,8 @@ class Shutdown {
     int deleted = 0;
     for (const json& pod : (*list)["items"]) {
       const std::string pod_name = metaString(pod, "name");
-      if (pod_name.rfind("rook-ceph-operator", 0) != 0 && pod_name.rfind("rook-ceph-mds-", 0) != 0) {
+      if (pod_name.rfind("rook-ceph-operator", 0) != 0 &&
+          pod_name.rfind("rook-ceph-mds-", 0) != 0) {
         continue;
       }
       if (terminating(pod)) continue;
@@ -480,9 +481,10 @@ class Startup {
     const bool cordoned = unschedulable(node);
     if (annotation(node, kCordonedByAnnotation) != kCordonedByShutdown) {
       if (cordoned) {
-        base::logInfo("startup: node is cordoned without ekco's marker (an admin's cordon); "
-                      "left cordoned",
-                      {{"node", name}});
+        base::logInfo(
+            "startup: node is cordoned without ekco's marker (an admin's cordon); "
+            "left cordoned",
+            {{"node", name}});
       } else {
         base::logInfo("startup: node is schedulable and has no ekco marker; nothing to do",
                       {{"node", name}});
@@ -507,8 +509,7 @@ class Startup {
                     {{"node", name}, {"was_unschedulable", was}});
       return base::ok();
     }
-    auto patched =
-        client_.patch(kube::resources::kNodes, "", name, kube::PatchType::kMerge, patch);
+    auto patched = client_.patch(kube::resources::kNodes, "", name, kube::PatchType::kMerge, patch);
     if (!patched) return std::move(patched).error();
     base::logInfo(std::string("startup: ") + what, {{"node", name}, {"was_unschedulable", was}});
     return base::ok();
@@ -572,9 +573,8 @@ std::vector<PodVolumeMount> podVolumeMounts(std::string_view proc_mounts) {
     if (sp1 == std::string_view::npos) continue;
     const std::size_t sp2 = line.find(' ', sp1 + 1);
     std::string source = unescapeMountField(line.substr(0, sp1));
-    std::string mount_point = unescapeMountField(
-        line.substr(sp1 + 1, sp2 == std::string_view::npos ? std::string_view::npos
-                                                           : sp2 - sp1 - 1));
+    std::string mount_point = unescapeMountField(line.substr(
+        sp1 + 1, sp2 == std::string_view::npos ? std::string_view::npos : sp2 - sp1 - 1));
     bool pvc = false;
     if (mount_point.rfind(kPodsDir, 0) == 0) {
       const std::size_t volumes = mount_point.find("/volumes/", kPodsDir.size());
@@ -628,9 +628,10 @@ int runStartupCommand(const Config& config, const StartupArgs& args, const CliEn
     return kExitFailure;
   }
   if (!*joined) {
-    base::logInfo("startup: the node never joined a cluster (no /etc/kubernetes/kubelet.conf); "
-                  "nothing to do",
-                  {{"node", node_name}});
+    base::logInfo(
+        "startup: the node never joined a cluster (no /etc/kubernetes/kubelet.conf); "
+        "nothing to do",
+        {{"node", node_name}});
     return kExitOk;
   }
   if (auto built = buildClient(c, args, node_name, env, clock); !built) {

@@ -67,8 +67,8 @@ struct ShutdownOptions {
   std::vector<std::string> excluded_namespaces{};
   base::Duration unmount_timeout = std::chrono::minutes(5);
   base::Duration deadline_margin = kShutdownDeadlineMargin;
-  std::chrono::milliseconds poll_interval{1000};       // re-reads of the mount table
-  std::chrono::milliseconds progress_interval{5000};   // "waiting for ... to unmount" lines
+  std::chrono::milliseconds poll_interval{1000};      // re-reads of the mount table
+  std::chrono::milliseconds progress_interval{5000};  // "waiting for ... to unmount" lines
   int cordon_attempts = 5;
   std::chrono::milliseconds cordon_retry_delay{2000};
   bool dry_run = false;

@@ -179,9 +179,11 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
       }
     }
     std::string source = field(lb, "source");
-    if (member(lb, "written_at").is_string()) source += " (written " + timeField(lb, "written_at", now) + ")";
+    if (member(lb, "written_at").is_string())
+      source += " (written " + timeField(lb, "written_at", now) + ")";
     std::string reload = field(lb, "last_reload");
-    if (member(lb, "reloaded_at").is_string()) reload += " (" + timeField(lb, "reloaded_at", now) + ")";
+    if (member(lb, "reloaded_at").is_string())
+      reload += " (" + timeField(lb, "reloaded_at", now) + ")";
     out += "\n";
     out += fmt::format("internal load balancer ({}):\n", field(lb, "bind"));
     out += fmt::format("  backends:     {}\n", backends.empty() ? std::string(kNone) : backends);

@@ -1,5 +1,6 @@
-// `ekco status [--socket PATH] [--host-root DIR] [--json | --probe healthz|readyz]`: asks the local agent's health socket
-// for GET /readyz and GET /status and prints the status as a table (or the JSON as served).
+// `ekco status [--socket PATH] [--host-root DIR] [--json | --probe healthz|readyz]`: asks the local
+// agent's health socket for GET /readyz and GET /status and prints the status as a table (or the
+// JSON as served).
 //
 // Exit codes, so the command can be a DaemonSet exec probe:
 //   0  /readyz answered 200 (ready);

@@ -63,9 +63,7 @@ std::string escapeForMessage(std::string_view text) {
   return out;
 }
 
-std::string quoteForMessage(std::string_view text) {
-  return "\"" + escapeForMessage(text) + "\"";
-}
+std::string quoteForMessage(std::string_view text) { return "\"" + escapeForMessage(text) + "\""; }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -190,8 +188,8 @@ class CurlHttpFetcher final : public HttpFetcher {
     }
     if (rc != CURLE_OK) {
       std::string cause = errbuf[0] != '\0' ? std::string(trim(errbuf)) : curl_easy_strerror(rc);
-      return Error(cause, rc == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout
-                                                         : ErrorCode::kUnavailable);
+      return Error(cause,
+                   rc == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout : ErrorCode::kUnavailable);
     }
     long code = 0;
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
@@ -265,8 +263,8 @@ Result<std::string> fetchHash(const std::string& url, HttpFetcher& http) {
 }
 
 // Appends "<UTC RFC 3339> <hash>" to the record: the whole file is rewritten atomically.
-base::Status recordHash(hostfs::HostFs& fs, const std::string& record_path,
-                        const std::string& hash, const base::Clock& clock) {
+base::Status recordHash(hostfs::HostFs& fs, const std::string& record_path, const std::string& hash,
+                        const base::Clock& clock) {
   std::string content;
   auto exists = fs.exists(record_path);
   if (!exists) return std::move(exists).error();
@@ -311,9 +309,9 @@ base::Status runInstaller(const UpgradeOptions& options, const UpgradeDeps& deps
   bool streamed = false;
   request.on_output_line = [&](base::OutputStream stream, std::string_view line) {
     streamed = true;
-    base::logInfo("installer", {{"stream", stream == base::OutputStream::kStdout ? "stdout"
-                                                                                  : "stderr"},
-                                {"line", line}});
+    base::logInfo(
+        "installer",
+        {{"stream", stream == base::OutputStream::kStdout ? "stdout" : "stderr"}, {"line", line}});
     keep(line);
   };
   const std::string shown = base::formatArgv(request.argv);
@@ -321,8 +319,8 @@ base::Status runInstaller(const UpgradeOptions& options, const UpgradeDeps& deps
   auto result = deps.runner.run(request);
   if (!result) return std::move(result).error().wrap("run the installer");
   if (!streamed) {  // a runner that does not stream: log what it captured, after the fact
-    for (auto [stream, data] : {std::pair{"stdout", &result->stdout_data},
-                                std::pair{"stderr", &result->stderr_data}}) {
+    for (auto [stream, data] :
+         {std::pair{"stdout", &result->stdout_data}, std::pair{"stderr", &result->stderr_data}}) {
       for (std::string_view line : splitLines(*data)) {
         base::logInfo("installer", {{"stream", stream}, {"line", line}});
         keep(line);
@@ -347,8 +345,8 @@ base::Status runInstaller(const UpgradeOptions& options, const UpgradeDeps& deps
 bool isValidKurlHash(std::string_view hash) {
   if (hash.empty() || hash.size() > 128) return false;
   return std::all_of(hash.begin(), hash.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -460,8 +458,8 @@ Result<UpgradeOutcome> runUpgrade(const UpgradeOptions& options, const UpgradeDe
     return out;
   }
 
-  base::logInfo("upgrade due", {{"from", out.recorded_hash}, {"to", out.hash},
-                                {"url", options.url}});
+  base::logInfo("upgrade due",
+                {{"from", out.recorded_hash}, {"to", out.hash}, {"url", options.url}});
   auto body = deps.http.get(options.url);
   if (!body) return std::move(body).error().wrap("GET " + options.url);
   if (trim(*body).empty()) {
@@ -475,12 +473,13 @@ Result<UpgradeOutcome> runUpgrade(const UpgradeOptions& options, const UpgradeDe
 
   auto recorded_now = recordHash(deps.fs, record_path, out.hash, deps.clock);
   if (!recorded_now) {
-    return std::move(recorded_now).error().wrap(
-        fmt::format("the installer succeeded but hash {} could not be recorded", out.hash));
+    return std::move(recorded_now)
+        .error()
+        .wrap(fmt::format("the installer succeeded but hash {} could not be recorded", out.hash));
   }
   out.decision = UpgradeDecision::kUpgraded;
-  out.message = fmt::format("upgraded: installer hash {} -> {}, recorded in {}",
-                            out.recorded_hash, out.hash, record_path);
+  out.message = fmt::format("upgraded: installer hash {} -> {}, recorded in {}", out.recorded_hash,
+                            out.hash, record_path);
   return out;
 }
 
@@ -488,8 +487,7 @@ namespace {
 
 bool isHttpUrl(std::string_view url) {
   const auto starts = [&](std::string_view p) {
-    return url.size() > p.size() &&
-           std::equal(p.begin(), p.end(), url.begin(), [](char a, char b) {
+    return url.size() > p.size() && std::equal(p.begin(), p.end(), url.begin(), [](char a, char b) {
              return a == std::tolower(static_cast<unsigned char>(b));
            });
   };
@@ -545,11 +543,10 @@ int runUpgradeCommand(const Config& config, const UpgradeArgs& args, const CliEn
   auto http = makeCurlHttpFetcher(HttpFetchOptions{});
   base::BoostProcessRunner runner(clock);
 
-  auto outcome = runUpgrade(options, UpgradeDeps{.fs = *c.host_fs,
-                                                 .http = *http,
-                                                 .kube = *c.client,
-                                                 .runner = runner,
-                                                 .clock = clock});
+  auto outcome = runUpgrade(
+      options,
+      UpgradeDeps{
+          .fs = *c.host_fs, .http = *http, .kube = *c.client, .runner = runner, .clock = clock});
   if (!outcome) return fail(outcome.error());
   *env.out << outcome->message << "\n";
   return kExitOk;

@@ -18,9 +18,8 @@
 
 namespace ekco::agent {
 
-using FieldPtr = std::variant<std::monostate, bool Config::*, int64_t Config::*,
-                              Duration Config::*, std::string Config::*,
-                              std::vector<std::string> Config::*>;
+using FieldPtr = std::variant<std::monostate, bool Config::*, int64_t Config::*, Duration Config::*,
+                              std::string Config::*, std::vector<std::string> Config::*>;
 
 struct KeyDef {
   KeyInfo info;
@@ -38,15 +37,15 @@ struct RawValue {
 
 namespace {
 
-#define EKCO_KEY(name, kind, help) KeyDef{{#name, ValueKind::kind, help}, &Config::name}
+#define EKCO_KEY(name, kind, help) \
+  KeyDef { {#name, ValueKind::kind, help}, &Config::name }
 
 // Table order is the order of `config show` and of the README table.
 const std::vector<KeyDef>& keyDefs() {
   static const std::vector<KeyDef> defs = {
       EKCO_KEY(node_unreachable_toleration, kDuration,
                "How long a node must be unreachable before it is dead (cleared, or purged)"),
-      EKCO_KEY(clear_dead_nodes, kBool,
-               "Force-delete pods stuck terminating on dead nodes"),
+      EKCO_KEY(clear_dead_nodes, kBool, "Force-delete pods stuck terminating on dead nodes"),
       EKCO_KEY(clear_pod_deletion_grace, kDuration,
                "Force-delete a pod on a dead node once it has been terminating this long"),
       EKCO_KEY(storm_guard_percent, kInt,
@@ -54,8 +53,7 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(purge_dead_nodes, kBool, "Automatically purge dead nodes"),
       EKCO_KEY(min_ready_master_nodes, kInt,
                "Never purge if fewer ready primaries would remain (at least 1)"),
-      EKCO_KEY(min_ready_worker_nodes, kInt,
-               "Never purge if fewer ready workers would remain"),
+      EKCO_KEY(min_ready_worker_nodes, kInt, "Never purge if fewer ready workers would remain"),
       EKCO_KEY(maintain_rook_storage_nodes, kBool,
                "Add/remove nodes in CephCluster storage.nodes and scale pool replication"),
       EKCO_KEY(rook_storage_nodes_label, kString,
@@ -137,8 +135,8 @@ const std::vector<KeyDef>& keyDefs() {
       KeyDef{{"host_task_image", ValueKind::kString,
               "Ignored: EKCO's host task pod image; ekco acts on its own host", true},
              {}},
-      KeyDef{{"host_task_namespace", ValueKind::kString,
-              "Ignored: EKCO's host task pod namespace", true},
+      KeyDef{{"host_task_namespace", ValueKind::kString, "Ignored: EKCO's host task pod namespace",
+              true},
              {}},
       KeyDef{{"rook_version", ValueKind::kString,
               "Ignored: the Rook version is detected from the operator image", true},
@@ -290,8 +288,8 @@ RawValue rawFromYaml(const YAML::Node& node) {
 // "1.4.3", "17:30" is a base-60 integer in YAML 1.1). Such strings are written double-quoted.
 bool mightReadAsNonString(const std::string& s) {
   if (s.empty()) return true;
-  static const std::set<std::string> kWords = {"~",  "null", "true", "false", "yes", "no",
-                                               "on", "off",  "y",    "n"};
+  static const std::set<std::string> kWords = {"~",  "null", "true", "false", "yes",
+                                               "no", "on",   "off",  "y",     "n"};
   if (kWords.count(lower(s)) != 0) return true;
   char c = s.front();
   return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.';
@@ -490,7 +488,7 @@ Config ConfigLoader::finish() {
     if (sources_.count(target) != 0) continue;
     if (const KeyDef* def = findKey(target)) {
       if (auto* member = std::get_if<std::string Config::*>(&def->field)) {
-        c.**member = value.first;
+        c.** member = value.first;
         sources_[target] = value.second;
       }
     }
@@ -547,9 +545,8 @@ Config ConfigLoader::finish() {
   if (auto lvl = base::parseLogLevel(c.log_level); !lvl) {
     problem("log_level", lvl.error().message());
   }
-  for (auto [key, value] :
-       {std::pair{"certificates_dir", &c.certificates_dir},
-        std::pair{"health_socket", &c.health_socket}}) {
+  for (auto [key, value] : {std::pair{"certificates_dir", &c.certificates_dir},
+                            std::pair{"health_socket", &c.health_socket}}) {
     if (value->empty() || value->front() != '/') {
       problem(key, fmt::format("want an absolute path, got \"{}\"", *value));
     }
@@ -595,9 +592,9 @@ Config ConfigLoader::finish() {
 base::Result<std::pair<std::string, std::string>> parseImageOverride(std::string_view entry) {
   size_t eq = entry.find('=');
   auto bad = [&](std::string_view why) {
-    return base::Error(fmt::format("malformed entry \"{}\": {} (want original=overridden)", entry,
-                                   why),
-                       base::ErrorCode::kInvalidArgument);
+    return base::Error(
+        fmt::format("malformed entry \"{}\": {} (want original=overridden)", entry, why),
+        base::ErrorCode::kInvalidArgument);
   };
   if (eq == std::string_view::npos) return bad("no '='");
   std::string_view from = entry.substr(0, eq);

@@ -111,7 +111,7 @@ struct Config {
 // Where a problem (or a value) came from: "config.yaml:12", "environment EKCO_X", "flag --x".
 struct ConfigProblem {
   std::string source;
-  std::string key;      // empty when the problem is not about one key (e.g. malformed YAML)
+  std::string key;  // empty when the problem is not about one key (e.g. malformed YAML)
   std::string message;
 
   // "config.yaml:12: min_ready_master_nodes: must be at least 1 (got 0)"

@@ -53,7 +53,8 @@ class Converter {
     set("enable_ha_kotsadm", kotsadm && openebs_local_pv, "spec.kotsadm");
     if (rook) mapRook();
     if (minio) {
-      if (YAML::Node ns = spec_["minio"]["namespace"]; ns && ns.IsScalar() && !ns.Scalar().empty()) {
+      if (YAML::Node ns = spec_["minio"]["namespace"];
+          ns && ns.IsScalar() && !ns.Scalar().empty()) {
         loader_.setText("minio_namespace", ns.Scalar(), where(ns, "spec.minio.namespace"));
       }
     }
@@ -87,7 +88,8 @@ class Converter {
   void mapRook() {
     const YAML::Node r = spec_["rook"];
     if (YAML::Node n = r["minimumNodeCount"]; n) {
-      loader_.setText("rook_minimum_node_count", n.Scalar(), where(n, "spec.rook.minimumNodeCount"));
+      loader_.setText("rook_minimum_node_count", n.Scalar(),
+                      where(n, "spec.rook.minimumNodeCount"));
     }
     if (YAML::Node n = r["storageClassName"]; n && n.IsScalar()) {
       loader_.setText("rook_storage_class", n.Scalar(), where(n, "spec.rook.storageClassName"));
@@ -147,7 +149,8 @@ class Converter {
       };
     };
     const std::vector<std::pair<std::string_view, Handler>> fields = {
-        {"version", ignored("not a config key: the ekco package version is chosen by the installer")},
+        {"version",
+         ignored("not a config key: the ekco package version is chosen by the installer")},
         {"s3Override", ignored("not a config key: an installer download location")},
         {"nodeUnreachableToleration", direct("node_unreachable_toleration")},
         {"minReadyMasterNodeCount", direct("min_ready_master_nodes")},

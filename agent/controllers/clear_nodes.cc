@@ -25,9 +25,7 @@ base::WallTime plus(base::WallTime t, base::Duration d) { return base::saturatin
 
 std::string when(base::WallTime t) { return kube::formatRfc3339(t); }
 
-json timeJson(const std::optional<base::WallTime>& t) {
-  return t ? json(when(*t)) : json(nullptr);
-}
+json timeJson(const std::optional<base::WallTime>& t) { return t ? json(when(*t)) : json(nullptr); }
 
 // "in 12.5s" / "now".
 std::string inHowLong(base::WallTime at, base::WallTime now) {
@@ -88,14 +86,15 @@ std::string clearReason(const PodToClear& item, const ClearRules& rules) {
   return fmt::format(
       "node {} unreachable since {} (dead after {}); pod terminating since {} (force-deleted "
       "after {})",
-      item.node, when(item.unreachable_since), base::formatDuration(rules.node_unreachable_toleration),
-      when(item.deletion_timestamp), base::formatDuration(rules.pod_deletion_grace));
+      item.node, when(item.unreachable_since),
+      base::formatDuration(rules.node_unreachable_toleration), when(item.deletion_timestamp),
+      base::formatDuration(rules.pod_deletion_grace));
 }
 
-ClearNodesController::ClearNodesController(std::function<ObservedNodes()> observe_nodes,
-                                           std::function<std::vector<kube::PodRecord>()> observe_pods,
-                                           kube::KubeClient& client, const base::Clock& clock,
-                                           ClearNodesOptions options, ClearNodesCallbacks callbacks)
+ClearNodesController::ClearNodesController(
+    std::function<ObservedNodes()> observe_nodes,
+    std::function<std::vector<kube::PodRecord>()> observe_pods, kube::KubeClient& client,
+    const base::Clock& clock, ClearNodesOptions options, ClearNodesCallbacks callbacks)
     : observe_nodes_(std::move(observe_nodes)),
       observe_pods_(std::move(observe_pods)),
       client_(client),
@@ -220,7 +219,8 @@ base::Result<ReconcileResult> ClearNodesController::reconcile() {
   result.plan = text;
   if (!errors.empty()) {
     std::string message = errors.front().message();
-    if (errors.size() > 1) message += fmt::format(" (and {} more failed deletes)", errors.size() - 1);
+    if (errors.size() > 1)
+      message += fmt::format(" (and {} more failed deletes)", errors.size() - 1);
     return Error(message, errors.front().code());
   }
   if (options_.dry_run) {
@@ -231,8 +231,8 @@ base::Result<ReconcileResult> ClearNodesController::reconcile() {
   }
   result.summary += fmt::format("; {} dead nodes", plan.dead_nodes.size());
   if (plan.next) {
-    result.summary += fmt::format("; next threshold {} ({})", when(*plan.next),
-                                  inHowLong(*plan.next, end));
+    result.summary +=
+        fmt::format("; next threshold {} ({})", when(*plan.next), inHowLong(*plan.next, end));
   }
   return result;
 }
@@ -306,10 +306,11 @@ void ClearNodesController::noteStorm(const StormAssessment& storm) {
   std::string nodes;
   for (const std::string& n : storm.unreachable_nodes) nodes += (nodes.empty() ? "" : ",") + n;
   const std::string message =
-      started ? "Storm guard active: " + storm.reason +
-                    "; clear-nodes and purge act on no node until it passes"
-              : fmt::format("Storm guard lifted: {} of {} nodes unreachable (storm_guard_percent {}%)",
-                            storm.unreachable, storm.total, storm.percent);
+      started
+          ? "Storm guard active: " + storm.reason +
+                "; clear-nodes and purge act on no node until it passes"
+          : fmt::format("Storm guard lifted: {} of {} nodes unreachable (storm_guard_percent {}%)",
+                        storm.unreachable, storm.total, storm.percent);
   if (started) {
     base::logWarn("storm guard active: clearing and purging nothing",
                   {{"reason", storm.reason}, {"unreachable", nodes.empty() ? "-" : nodes}});
@@ -412,29 +413,30 @@ void ClearNodesController::leadershipChanged(bool leading) {
 }
 
 ControllerSpec clearNodesSpec() {
-  return {.name = "clear-nodes",
-          .scope = Scope::kLeader,
-          .status_key = "clear_nodes",
-          .enabled = [](const Config& c) { return c.clear_dead_nodes; },
-          .caches = {CacheName::kClusterNodes, CacheName::kUnhealthyNodePods},
-          .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
-            const Config& c = d.config;
-            auto storm = d.metrics.gauge("ekco_storm_guard",
-                                         "1 while the storm guard holds: too many nodes "
-                                         "unreachable, nothing is cleared or purged");
-            if (!storm) return storm.error();
-            const Gauge* gauge = *storm;
-            return std::make_shared<ClearNodesController>(
-                [&caches = d.caches] { return caches.clusterNodes(); },
-                [&caches = d.caches] { return caches.unhealthyNodePods(); }, d.client, d.clock,
-                ClearNodesOptions{.rules = clearRules(c),
-                                  .dry_run = d.dry_run,
-                                  .lease_namespace = c.leader_election_namespace,
-                                  .lease_name = "ekco-leader"},
-                ClearNodesCallbacks{.is_leader_fresh = d.is_leader_fresh,
-                                    .on_action = d.count_action,
-                                    .on_storm = [gauge](bool active) { gauge->set(active ? 1 : 0); }});
-          }};
+  return {
+      .name = "clear-nodes",
+      .scope = Scope::kLeader,
+      .status_key = "clear_nodes",
+      .enabled = [](const Config& c) { return c.clear_dead_nodes; },
+      .caches = {CacheName::kClusterNodes, CacheName::kUnhealthyNodePods},
+      .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+        const Config& c = d.config;
+        auto storm = d.metrics.gauge("ekco_storm_guard",
+                                     "1 while the storm guard holds: too many nodes "
+                                     "unreachable, nothing is cleared or purged");
+        if (!storm) return storm.error();
+        const Gauge* gauge = *storm;
+        return std::make_shared<ClearNodesController>(
+            [&caches = d.caches] { return caches.clusterNodes(); },
+            [&caches = d.caches] { return caches.unhealthyNodePods(); }, d.client, d.clock,
+            ClearNodesOptions{.rules = clearRules(c),
+                              .dry_run = d.dry_run,
+                              .lease_namespace = c.leader_election_namespace,
+                              .lease_name = "ekco-leader"},
+            ClearNodesCallbacks{.is_leader_fresh = d.is_leader_fresh,
+                                .on_action = d.count_action,
+                                .on_storm = [gauge](bool active) { gauge->set(active ? 1 : 0); }});
+      }};
 }
 
 }  // namespace ekco::agent

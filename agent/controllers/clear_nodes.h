@@ -44,10 +44,10 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/controllers/node_health.h"
 #include "agent/controllers/observed.h"
 #include "agent/controllers/spec.h"
 #include "agent/runtime/manager.h"
-#include "agent/controllers/node_health.h"
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/result.h"
@@ -96,7 +96,6 @@ ClearPlan planClear(const std::vector<kube::NodeRecord>& nodes,
 // "node node-b unreachable since 2026-11-22T10:00:00Z (dead after 5m); pod terminating since
 // 2026-11-22T10:04:00Z (force-deleted after 30s)"
 std::string clearReason(const PodToClear& item, const ClearRules& rules);
-
 
 struct ClearNodesOptions {
   ClearRules rules{};

@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "base/duration.h"
-#include "pki/certificate.h"
 #include "kube/timestamp.h"
+#include "pki/certificate.h"
 
 namespace ekco::agent {
 
@@ -16,7 +16,8 @@ std::string ago(base::WallTime since, base::WallTime now) {
 
 }  // namespace
 
-std::vector<HostCheck> evaluateHostChecks(const std::string& node_name, const ObservedNode& observed,
+std::vector<HostCheck> evaluateHostChecks(const std::string& node_name,
+                                          const ObservedNode& observed,
                                           bool kubelet_kubeconfig_present,
                                           const std::optional<std::string>& apiserver_cert_pem,
                                           const HostChecksOptions& options, base::WallTime now) {
@@ -35,7 +36,8 @@ std::vector<HostCheck> evaluateHostChecks(const std::string& node_name, const Ob
       if (ready->last_transition_time) {
         since = " for " + ago(*ready->last_transition_time, now);
       }
-      out.push_back({"node-ready", ready->status == "True", "Ready=" + ready->status.str() + since});
+      out.push_back(
+          {"node-ready", ready->status == "True", "Ready=" + ready->status.str() + since});
     }
   }
   out.push_back({"kubelet-kubeconfig", kubelet_kubeconfig_present,
@@ -50,8 +52,8 @@ std::vector<HostCheck> evaluateHostChecks(const std::string& node_name, const Ob
     if (!cert) {
       out.push_back({"apiserver-certificate", false, cert.error().message()});
     } else if (*expiry <= now) {
-      out.push_back({"apiserver-certificate", false,
-                     file + " expired " + kube::formatRfc3339(*expiry)});
+      out.push_back(
+          {"apiserver-certificate", false, file + " expired " + kube::formatRfc3339(*expiry)});
     } else {
       const auto left = std::chrono::duration_cast<std::chrono::seconds>(*expiry - now);
       std::string message = file + " expires " + kube::formatRfc3339(*expiry) + " (in " +
@@ -83,7 +85,8 @@ base::Result<ReconcileResult> HostChecks::reconcile() {
     if (!text) return std::move(text).error();
     cert = std::move(*text);
   }
-  auto checks = evaluateHostChecks(node_name_, observe_(), *kubelet, cert, options_, clock_.wallNow());
+  auto checks =
+      evaluateHostChecks(node_name_, observe_(), *kubelet, cert, options_, clock_.wallNow());
   std::size_t failing = 0;
   std::string first_failure;
   for (const auto& c : checks) {
@@ -131,8 +134,8 @@ ControllerSpec hostChecksSpec() {
                     .certificates_dir = c.certificates_dir,
                     .certificate_warning =
                         std::chrono::duration_cast<std::chrono::seconds>(c.rotate_certs_ttl),
-                    .interval =
-                        std::chrono::duration_cast<std::chrono::milliseconds>(c.reconcile_interval)});
+                    .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        c.reconcile_interval)});
           }};
 }
 

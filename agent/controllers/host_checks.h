@@ -44,7 +44,8 @@ struct HostChecksOptions {
 
 // Pure: the checks from what was observed. `apiserver_cert_pem` is nullopt when the file is
 // absent (not a control-plane node).
-std::vector<HostCheck> evaluateHostChecks(const std::string& node_name, const ObservedNode& observed,
+std::vector<HostCheck> evaluateHostChecks(const std::string& node_name,
+                                          const ObservedNode& observed,
                                           bool kubelet_kubeconfig_present,
                                           const std::optional<std::string>& apiserver_cert_pem,
                                           const HostChecksOptions& options, base::WallTime now);

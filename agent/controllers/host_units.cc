@@ -62,7 +62,8 @@ base::Result<ReconcileResult> HostUnitsController::reconcile() {
   if (!bin) return std::move(bin).error();
   if (!*bin) {
     std::lock_guard lock(mu_);
-    problem_ = fmt::format("{} is not on the host: systemd units not installed", options_.units.bin);
+    problem_ =
+        fmt::format("{} is not on the host: systemd units not installed", options_.units.bin);
     result.summary = "skipped: " + problem_;
     return result;
   }
@@ -144,7 +145,8 @@ base::Status HostUnitsController::applyToSystemd(const std::set<std::string>& ch
   base::logInfo("systemd reloaded", {{"changed", join(changed)}, {"removed", join(removed)}});
   // Enabled and started right after they were (re)written: the reboot service must be active
   // for its ExecStop to run at shutdown; the timer must be active to fire.
-  for (const std::string& name : {std::string(units::kRebootService), std::string(units::kUpgradeTimer)}) {
+  for (const std::string& name :
+       {std::string(units::kRebootService), std::string(units::kUpgradeTimer)}) {
     const bool timer = name == units::kUpgradeTimer;
     const bool touched = changed.count(name) != 0 ||
                          (timer && changed.count(std::string(units::kUpgradeService)) != 0);
@@ -201,22 +203,21 @@ json HostUnitsController::status() const {
 }
 
 ControllerSpec hostUnitsSpec() {
-  return {.name = "host-units",
-          .scope = Scope::kNode,
-          .status_key = "host_units",
-          .enabled = [](const Config&) { return true; },
-          .caches = {},
-          .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
-            // The node's systemd units (ekco-reboot.service, ekco-upgrade.timer), over the
-            // host's bus.
-            return std::make_shared<HostUnitsController>(
-                d.host_fs,
-                [root = d.host_root] {
-                  return units::connectSystemd(units::systemBusAddress(root));
-                },
-                HostUnitsControllerOptions{.units = hostUnitsOptions(d.config, d.units_bin),
-                                           .dry_run = d.dry_run});
-          }};
+  return {
+      .name = "host-units",
+      .scope = Scope::kNode,
+      .status_key = "host_units",
+      .enabled = [](const Config&) { return true; },
+      .caches = {},
+      .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+        // The node's systemd units (ekco-reboot.service, ekco-upgrade.timer), over the
+        // host's bus.
+        return std::make_shared<HostUnitsController>(
+            d.host_fs,
+            [root = d.host_root] { return units::connectSystemd(units::systemBusAddress(root)); },
+            HostUnitsControllerOptions{.units = hostUnitsOptions(d.config, d.units_bin),
+                                       .dry_run = d.dry_run});
+      }};
 }
 
 }  // namespace ekco::agent

@@ -2,9 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
-#include <fmt/format.h>
 
 #include "base/log.h"
 #include "kube/timestamp.h"
@@ -70,12 +70,14 @@ base::Result<std::uint16_t> pickPort(const json& ports, const std::string& what)
 }
 
 // An object's address is a bare host: an IP (or, in an FQDN EndpointSlice, a name), no port.
-base::Result<Endpoint> endpointOf(const json& address, std::uint16_t port, const std::string& what) {
-  if (!address.is_string()) return Error(what + ": an address that is not a string", ErrorCode::kParse);
+base::Result<Endpoint> endpointOf(const json& address, std::uint16_t port,
+                                  const std::string& what) {
+  if (!address.is_string())
+    return Error(what + ": an address that is not a string", ErrorCode::kParse);
   const std::string text = address.get<std::string>();
   auto endpoint = haproxy::parseEndpoint(text);
-  const bool has_port = text.find('[') != std::string::npos ||
-                        std::count(text.begin(), text.end(), ':') == 1;
+  const bool has_port =
+      text.find('[') != std::string::npos || std::count(text.begin(), text.end(), ':') == 1;
   if (!endpoint || has_port) {
     return Error(fmt::format("{}: invalid address {}", what, address.dump()), ErrorCode::kParse);
   }
@@ -136,11 +138,12 @@ base::Result<std::vector<Endpoint>> endpointsOfSlice(const json& slice) {
   const json endpoints = listAt(slice, "endpoints");
   if (!endpoints.is_array()) return Error(what + ": endpoints is not a list", ErrorCode::kParse);
   for (const json& e : endpoints) {
-    if (!e.is_object()) return Error(what + ": an endpoint that is not an object", ErrorCode::kParse);
+    if (!e.is_object())
+      return Error(what + ": an endpoint that is not an object", ErrorCode::kParse);
     const json conditions = e.value("conditions", json::object());
     // Unset means ready (discovery.k8s.io/v1: "nil should be interpreted as true").
-    if (conditions.is_object() && conditions.contains("ready") && conditions["ready"].is_boolean() &&
-        !conditions["ready"].get<bool>()) {
+    if (conditions.is_object() && conditions.contains("ready") &&
+        conditions["ready"].is_boolean() && !conditions["ready"].get<bool>()) {
       continue;
     }
     const json addresses = listAt(e, "addresses");
@@ -161,7 +164,8 @@ base::Result<std::vector<Endpoint>> endpointsOfEndpoints(const json& object) {
   if (!subsets.is_array()) return Error(what + ": subsets is not a list", ErrorCode::kParse);
   std::vector<Endpoint> out;
   for (const json& subset : subsets) {
-    if (!subset.is_object()) return Error(what + ": a subset that is not an object", ErrorCode::kParse);
+    if (!subset.is_object())
+      return Error(what + ": a subset that is not an object", ErrorCode::kParse);
     auto port = pickPort(listAt(subset, "ports"), what);
     if (!port) return std::move(port).error();
     const json addresses = listAt(subset, "addresses");  // notReadyAddresses: skipped
@@ -219,7 +223,8 @@ base::Result<std::optional<Endpoint>> localApiserver(const hostfs::HostFs& fs) {
       }
     }
     std::string host = flagValue(args, "--bind-address");
-    if (host.empty() || host == "0.0.0.0" || host == "::") host = flagValue(args, "--advertise-address");
+    if (host.empty() || host == "0.0.0.0" || host == "::")
+      host = flagValue(args, "--advertise-address");
     if (host.empty()) host = "127.0.0.1";
     auto endpoint = haproxy::parseEndpoint(host);
     if (!endpoint) return endpoint.error().wrap(file);
@@ -318,9 +323,9 @@ base::Result<ReconcileResult> InternalLoadBalancer::reconcile() {
           differs = backends_ != found.endpoints;
         }
         if (differs) {
-          return ReconcileResult{
-              .summary = "settling: " + joinEndpoints(found.endpoints),
-              .requeue_after = std::chrono::ceil<std::chrono::milliseconds>(options_.settle - waited)};
+          return ReconcileResult{.summary = "settling: " + joinEndpoints(found.endpoints),
+                                 .requeue_after = std::chrono::ceil<std::chrono::milliseconds>(
+                                     options_.settle - waited)};
         }
       }
     }
@@ -374,7 +379,8 @@ base::Result<ReconcileResult> InternalLoadBalancer::apply(const std::vector<Endp
                                               .bind_ipv6_loopback = options_.bind_ipv6_loopback,
                                               .image = options_.image});
   if (!config) return std::move(config).error();
-  auto manifest = haproxy::renderStaticPodManifest({.image = options_.image, .bind = options_.bind});
+  auto manifest =
+      haproxy::renderStaticPodManifest({.image = options_.image, .bind = options_.bind});
   if (!manifest) return std::move(manifest).error();
   const std::string backends = joinEndpoints(endpoints);
 
@@ -404,9 +410,9 @@ base::Result<ReconcileResult> InternalLoadBalancer::apply(const std::vector<Endp
       source_ = source;
       written_at_ = clock_.wallNow();
       reload_pending_ = true;
-      base::logInfo("haproxy config written",
-                    {{"path", fs_.realPath(kHaproxyConfigPath)}, {"backends", backends},
-                     {"source", source}});
+      base::logInfo(
+          "haproxy config written",
+          {{"path", fs_.realPath(kHaproxyConfigPath)}, {"backends", backends}, {"source", source}});
     } else if (source_ == "file") {
       source_ = source;  // the file already said this; now we know where it comes from
     }
@@ -439,8 +445,8 @@ base::Result<ReconcileResult> InternalLoadBalancer::apply(const std::vector<Endp
       base::logInfo("haproxy reloaded", {{"detail", reloaded->detail}});
     } else {
       base::logWarn("haproxy reload not confirmed", {{"detail", reloaded->detail}});
-      result.requeue_after = reloaded->not_ready.empty() ? std::chrono::seconds(10)
-                                                          : std::chrono::seconds(1);
+      result.requeue_after =
+          reloaded->not_ready.empty() ? std::chrono::seconds(10) : std::chrono::seconds(1);
     }
     result.summary += "; " + reloaded->detail;
   } else {
@@ -468,32 +474,31 @@ json InternalLoadBalancer::status() const {
 }
 
 ControllerSpec internalLbSpec() {
-  return {.name = "internal-lb",
-          .scope = Scope::kNode,
-          .status_key = "internal_load_balancer",
-          .enabled = [](const Config& c) { return c.enable_internal_load_balancer; },
-          .caches = {CacheName::kApiservers},
-          .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
-            const Config& c = d.config;
-            std::shared_ptr<HaproxyReloader> reloader =
-                makeProcReloader(d.host_fs.realPath(kHaproxyConfigPath), d.clock);
-            // The default loopback bind also listens on [::1] when this network namespace has
-            // it (a client resolving "localhost" may try ::1 first); binding [::1] without IPv6
-            // would stop HAProxy from starting.
-            const bool ipv6_loopback =
-                c.internal_load_balancer_bind.rfind("127.0.0.1:", 0) == 0 &&
-                hasIpv6Loopback(d.process_fs);
-            // The reloader lives as long as the controller (the deleter holds it).
-            return std::shared_ptr<Controller>(
-                new InternalLoadBalancer(
-                    d.host_fs, [&caches = d.caches] { return caches.apiservers(); }, *reloader,
-                    d.clock,
-                    InternalLbOptions{.image = c.internal_load_balancer_haproxy_image,
-                                      .bind = c.internal_load_balancer_bind,
-                                      .bind_ipv6_loopback = ipv6_loopback,
-                                      .dry_run = d.dry_run}),
-                [reloader](Controller* p) { delete p; });
-          }};
+  return {
+      .name = "internal-lb",
+      .scope = Scope::kNode,
+      .status_key = "internal_load_balancer",
+      .enabled = [](const Config& c) { return c.enable_internal_load_balancer; },
+      .caches = {CacheName::kApiservers},
+      .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+        const Config& c = d.config;
+        std::shared_ptr<HaproxyReloader> reloader =
+            makeProcReloader(d.host_fs.realPath(kHaproxyConfigPath), d.clock);
+        // The default loopback bind also listens on [::1] when this network namespace has
+        // it (a client resolving "localhost" may try ::1 first); binding [::1] without IPv6
+        // would stop HAProxy from starting.
+        const bool ipv6_loopback = c.internal_load_balancer_bind.rfind("127.0.0.1:", 0) == 0 &&
+                                   hasIpv6Loopback(d.process_fs);
+        // The reloader lives as long as the controller (the deleter holds it).
+        return std::shared_ptr<Controller>(
+            new InternalLoadBalancer(
+                d.host_fs, [&caches = d.caches] { return caches.apiservers(); }, *reloader, d.clock,
+                InternalLbOptions{.image = c.internal_load_balancer_haproxy_image,
+                                  .bind = c.internal_load_balancer_bind,
+                                  .bind_ipv6_loopback = ipv6_loopback,
+                                  .dry_run = d.dry_run}),
+            [reloader](Controller* p) { delete p; });
+      }};
 }
 
 }  // namespace ekco::agent

@@ -43,7 +43,7 @@ inline constexpr std::string_view kApiserverManifestPath =
 // One discovery source as the agent's caches see it.
 
 struct DiscoveredApiservers {
-  bool settled = false;  // every source has listed
+  bool settled = false;                        // every source has listed
   std::vector<haproxy::Endpoint> endpoints{};  // sorted, de-duplicated
   std::string source{};  // "endpointslices", "endpoints", "nodes", or "" when none had any
 };
@@ -119,7 +119,7 @@ class InternalLoadBalancer : public Controller {
   base::MonoTime settling_since_{};
 
   mutable std::mutex mu_;
-  bool loaded_ = false;  // the existing config was read once
+  bool loaded_ = false;                      // the existing config was read once
   std::vector<haproxy::Endpoint> backends_;  // in the config on disk
   std::string source_;                       // where they came from ("file" before the first write)
   std::optional<base::WallTime> written_at_;

@@ -39,7 +39,8 @@ namespace ekco::agent {
 
 inline constexpr std::string_view kTaintUnreachable = "node.kubernetes.io/unreachable";
 inline constexpr std::string_view kTaintNotReady = "node.kubernetes.io/not-ready";
-inline constexpr std::string_view kTaintNetworkUnavailable = "node.kubernetes.io/network-unavailable";
+inline constexpr std::string_view kTaintNetworkUnavailable =
+    "node.kubernetes.io/network-unavailable";
 inline constexpr std::string_view kTaintUnschedulable = "node.kubernetes.io/unschedulable";
 
 bool isUnreachable(const kube::NodeRecord& node);
@@ -58,7 +59,7 @@ struct StormAssessment {
   bool active = false;
   std::int64_t unreachable = 0;
   std::int64_t total = 0;
-  std::int64_t percent = 0;  // the configured threshold
+  std::int64_t percent = 0;                      // the configured threshold
   std::vector<std::string> unreachable_nodes{};  // sorted
   // "5 of 9 nodes (55.6%) are unreachable, more than storm_guard_percent 55%", or "".
   std::string reason{};

@@ -1,7 +1,7 @@
 #include "agent/controllers/purge_dead_nodes.h"
 
-#include "kube/resource.h"
 #include "base/log.h"
+#include "kube/resource.h"
 #include "kube/timestamp.h"
 
 namespace ekco::agent {
@@ -151,47 +151,47 @@ json PurgeDeadNodesController::status() const {
 }
 
 ControllerSpec purgeDeadNodesSpec() {
-  return {.name = "purge-dead-nodes",
-          .scope = Scope::kLeader,
-          .status_key = "purge_dead_nodes",
-          .enabled = [](const Config& c) { return c.purge_dead_nodes; },
-          .caches = {CacheName::kClusterNodes, CacheName::kUnhealthyNodePods},
-          .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
-            const Config& c = d.config;
-            auto purge = [d](const std::string& node,
-                             const PurgeOptions& given) -> base::Result<PurgeReport> {
-              PurgeOptions options = given;
-              options.event = [d, node](const std::string& reason, const std::string& message) {
-                auto recorded = d.client.recordEvent({.involved_resource = kube::resources::kNodes,
-                                                      .involved_name = node,
-                                                      .reason = reason,
-                                                      .message = message});
-                if (!recorded && d.report) d.report("event", recorded.error().message());
-              };
-              if (d.count_action) d.count_action("node_purge");
-              return purgeNode(
-                  {.client = d.client, .exec = d.exec, .fs = d.host_fs, .clock = d.clock}, node,
-                  options);
-            };
-            return std::make_shared<PurgeDeadNodesController>(
-                [&caches = d.caches] { return caches.clusterNodes(); },
-                [&client = d.client] { return readNodes(client); }, std::move(purge), d.clock,
-                PurgeDeadNodesOptions{
-                    .self = d.node_name,
-                    .node_unreachable_toleration = c.node_unreachable_toleration,
-                    .min_ready_master_nodes = c.min_ready_master_nodes,
-                    .min_ready_worker_nodes = c.min_ready_worker_nodes,
-                    .storm_guard_percent = c.storm_guard_percent,
-                    .purge = {.certificates_dir = c.certificates_dir,
-                              .maintain_rook_storage_nodes = c.maintain_rook_storage_nodes,
-                              .dry_run = d.dry_run,
-                              .allow_healthy_etcd_member = false,
-                              .may_continue = d.is_leader_fresh,
-                              .event = {}},
-                    .clear_first = c.clear_dead_nodes ? std::optional<ClearRules>(clearRules(c))
-                                                      : std::nullopt,
-                    .observe_pods = [&caches = d.caches] { return caches.unhealthyNodePods(); }});
-          }};
+  return {
+      .name = "purge-dead-nodes",
+      .scope = Scope::kLeader,
+      .status_key = "purge_dead_nodes",
+      .enabled = [](const Config& c) { return c.purge_dead_nodes; },
+      .caches = {CacheName::kClusterNodes, CacheName::kUnhealthyNodePods},
+      .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+        const Config& c = d.config;
+        auto purge = [d](const std::string& node,
+                         const PurgeOptions& given) -> base::Result<PurgeReport> {
+          PurgeOptions options = given;
+          options.event = [d, node](const std::string& reason, const std::string& message) {
+            auto recorded = d.client.recordEvent({.involved_resource = kube::resources::kNodes,
+                                                  .involved_name = node,
+                                                  .reason = reason,
+                                                  .message = message});
+            if (!recorded && d.report) d.report("event", recorded.error().message());
+          };
+          if (d.count_action) d.count_action("node_purge");
+          return purgeNode({.client = d.client, .exec = d.exec, .fs = d.host_fs, .clock = d.clock},
+                           node, options);
+        };
+        return std::make_shared<PurgeDeadNodesController>(
+            [&caches = d.caches] { return caches.clusterNodes(); },
+            [&client = d.client] { return readNodes(client); }, std::move(purge), d.clock,
+            PurgeDeadNodesOptions{
+                .self = d.node_name,
+                .node_unreachable_toleration = c.node_unreachable_toleration,
+                .min_ready_master_nodes = c.min_ready_master_nodes,
+                .min_ready_worker_nodes = c.min_ready_worker_nodes,
+                .storm_guard_percent = c.storm_guard_percent,
+                .purge = {.certificates_dir = c.certificates_dir,
+                          .maintain_rook_storage_nodes = c.maintain_rook_storage_nodes,
+                          .dry_run = d.dry_run,
+                          .allow_healthy_etcd_member = false,
+                          .may_continue = d.is_leader_fresh,
+                          .event = {}},
+                .clear_first =
+                    c.clear_dead_nodes ? std::optional<ClearRules>(clearRules(c)) : std::nullopt,
+                .observe_pods = [&caches = d.caches] { return caches.unhealthyNodePods(); }});
+      }};
 }
 
 }  // namespace ekco::agent

@@ -85,7 +85,9 @@ class ErrorLog {
 base::Result<std::string> resolveNodeName(const std::string& flag, const std::string& env_value,
                                           const std::string& hostname) {
   std::string name = !flag.empty() ? flag : !env_value.empty() ? env_value : hostname;
-  const char* from = !flag.empty() ? "--node-name" : !env_value.empty() ? "NODE_NAME" : "the host name";
+  const char* from = !flag.empty()        ? "--node-name"
+                     : !env_value.empty() ? "NODE_NAME"
+                                          : "the host name";
   std::string lowered = name;
   std::transform(lowered.begin(), lowered.end(), lowered.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -150,7 +152,7 @@ class Agent::Impl {
   // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
   std::unique_ptr<kube::Informer<std::string>> lease_holder_;
   std::thread lease_holder_thread_;
-  std::vector<Built> controllers_;  // the table's order
+  std::vector<Built> controllers_;                        // the table's order
   mutable std::set<std::string> exported_leader_caches_;  // cache labels last sent to /metrics
 
   MetricsRegistry metrics_;
@@ -166,9 +168,9 @@ class Agent::Impl {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_requested_ = false;
-  bool leading_ = false;        // as the elector last said
+  bool leading_ = false;         // as the elector last said
   bool leader_changed_ = false;  // the supervisor has a leadership change to act on
-  bool api_down_ = false;  // "api unreachable" was logged and recovery not yet
+  bool api_down_ = false;        // "api unreachable" was logged and recovery not yet
   bool ready_sent_ = false;
   std::string last_status_;  // the last STATUS= sent to systemd
 };
@@ -182,15 +184,14 @@ base::Status Agent::Impl::registerMetrics() {
                                {"controller", "result"});
   auto errs = metrics_.counter("ekco_reconcile_errors_total", "Failed reconciles, by controller",
                                {"controller"});
-  auto seconds_h = metrics_.histogram("ekco_reconcile_duration_seconds",
-                                      "Time each reconcile took", {"controller"},
-                                      kReconcileDurationBuckets);
+  auto seconds_h = metrics_.histogram("ekco_reconcile_duration_seconds", "Time each reconcile took",
+                                      {"controller"}, kReconcileDurationBuckets);
   auto actions = metrics_.counter("ekco_actions_total", "Changes ekco made, by kind", {"kind"});
-  for (const Error* e : {leader ? nullptr : &leader.error(), api ? nullptr : &api.error(),
-                         objects ? nullptr : &objects.error(), synced ? nullptr : &synced.error(),
-                         runs ? nullptr : &runs.error(), errs ? nullptr : &errs.error(),
-                         seconds_h ? nullptr : &seconds_h.error(),
-                         actions ? nullptr : &actions.error()}) {
+  for (const Error* e :
+       {leader ? nullptr : &leader.error(), api ? nullptr : &api.error(),
+        objects ? nullptr : &objects.error(), synced ? nullptr : &synced.error(),
+        runs ? nullptr : &runs.error(), errs ? nullptr : &errs.error(),
+        seconds_h ? nullptr : &seconds_h.error(), actions ? nullptr : &actions.error()}) {
     if (e != nullptr) return *e;
   }
   leader_gauge_ = *leader;
@@ -213,21 +214,19 @@ void Agent::Impl::onCacheError(std::string_view what, const Error& e) {
   std::lock_guard lock(mu_);
   if (api_down_) return;
   api_down_ = true;
-  base::logWarn("api unreachable",
-                {{"api", platform_.connection.server}, {"error", e.message()}});
+  base::logWarn("api unreachable", {{"api", platform_.connection.server}, {"error", e.message()}});
 }
 
 base::Status Agent::Impl::init() {
   EKCO_TRY(registerMetrics());
   // (1) The side-effect edge, built as every command builds it.
-  EKCO_TRY(buildClient(
-      platform_,
-      {.host_root = options_.host_root,
-       .kubeconfig = options_.kubeconfig,
-       .connect_timeout = seconds(5),
-       .rest = kube::RestClientOptions{.request_timeout = seconds(30),
-                                       .reporting_instance = options_.node_name}},
-      options_.env, options_.working_dir, clock_));
+  EKCO_TRY(buildClient(platform_,
+                       {.host_root = options_.host_root,
+                        .kubeconfig = options_.kubeconfig,
+                        .connect_timeout = seconds(5),
+                        .rest = kube::RestClientOptions{.request_timeout = seconds(30),
+                                                        .reporting_instance = options_.node_name}},
+                       options_.env, options_.working_dir, clock_));
   if (options_.socket_path.empty()) {
     options_.socket_path = healthSocketPath(options_.host_root, options_.config.health_socket);
   }
@@ -249,14 +248,13 @@ base::Status Agent::Impl::init() {
   manager_ = std::make_unique<Manager>(
       clock_, ManagerOptions{.on_reconciled = [this](const ControllerStatus& s, bool ok) {
         reconciles_->inc({s.name, ok ? "success" : "error"});
-        reconcile_seconds_->observe(
-            {s.name}, std::chrono::duration<double>(s.last_duration).count());
+        reconcile_seconds_->observe({s.name},
+                                    std::chrono::duration<double>(s.last_duration).count());
         if (!ok) {
           reconcile_errors_->inc({s.name});
-          base::logWarn("reconcile failed",
-                        {{"controller", s.name},
-                         {"error", s.last_error},
-                         {"consecutive", s.consecutive_errors}});
+          base::logWarn("reconcile failed", {{"controller", s.name},
+                                             {"error", s.last_error},
+                                             {"consecutive", s.consecutive_errors}});
         } else {
           base::logDebug("reconciled", {{"controller", s.name}, {"result", s.last_result}});
         }
@@ -274,9 +272,9 @@ base::Status Agent::Impl::init() {
        .on_stopped_leading = [this] { onLeaderChange(false); },
        .on_new_leader =
            [this](const std::string& holder) {
-             base::logInfo("leader observed", {{"leader", holder.empty() ? "-" : holder},
-                                               {"lease", options_.config.leader_election_namespace +
-                                                             "/ekco-leader"}});
+             base::logInfo("leader observed",
+                           {{"leader", holder.empty() ? "-" : holder},
+                            {"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
            }});
   if (!elector) return std::move(elector).error();
   elector_ = std::move(*elector);
@@ -284,17 +282,16 @@ base::Status Agent::Impl::init() {
   // leading), each call bounded by lease_timeout: longer than this without an answer means an
   // API that is down or hangs, whatever the caches' watches (silent for up to
   // watch_idle_timeout) still say.
-  api_silence_limit_ = std::max(ms(c.leader_election_lease_duration),
-                                3 * ms(c.leader_election_retry_period)) +
-                       lease_timeout;
+  api_silence_limit_ =
+      std::max(ms(c.leader_election_lease_duration), 3 * ms(c.leader_election_retry_period)) +
+      lease_timeout;
 
   // (3) The caches: this node and its pods always; the rest as the controllers ask.
   caches_ = std::make_unique<Caches>(
       *platform_.client, clock_,
-      CachesOptions{.node_name = options_.node_name,
-                    .on_error = [this](std::string_view what, const Error& e) {
-                      onCacheError(what, e);
-                    }});
+      CachesOptions{
+          .node_name = options_.node_name,
+          .on_error = [this](std::string_view what, const Error& e) { onCacheError(what, e); }});
 
   // A released (holder "") or deleted Lease makes the elector step now: a clean hand-over then
   // takes one round trip, not up to 2.2 retry periods. Renewals change only renewTime, so the
@@ -309,9 +306,14 @@ base::Status Agent::Impl::init() {
         return lease->holder_identity;
       },
       kube::InformerHandlers<std::string>{
-          .on_add = [nudge](const std::string& holder) { if (holder.empty()) nudge(); },
-          .on_update = [nudge](const std::string&,
-                               const std::string& holder) { if (holder.empty()) nudge(); },
+          .on_add =
+              [nudge](const std::string& holder) {
+                if (holder.empty()) nudge();
+              },
+          .on_update =
+              [nudge](const std::string&, const std::string& holder) {
+                if (holder.empty()) nudge();
+              },
           .on_delete = [nudge](const std::string&) { nudge(); },
           .on_error = [this](const Error& e) { errors_.report("lease watch", e.message()); }});
 
@@ -335,9 +337,8 @@ base::Status Agent::Impl::initControllers() {
       .metrics = metrics_,
       .is_leader_fresh = [this] { return elector_->isLeaderFresh(); },
       .count_action = [this](std::string_view kind) { actions_->inc({std::string(kind)}); },
-      .report = [this](std::string_view what, const std::string& message) {
-        errors_.report(what, message);
-      }};
+      .report = [this](std::string_view what,
+                       const std::string& message) { errors_.report(what, message); }};
   for (const ControllerSpec& spec : controllerSpecs()) {
     Built built{.spec = &spec};
     if (spec.enabled && spec.enabled(options_.config)) {
@@ -432,8 +433,9 @@ Health Agent::Impl::readyz() const {
                       (lease.last_error.empty() ? "" : ": " + lease.last_error)};
   }
   if (auto stats = caches_->clusterNodesStats(); stats && stats->synced && !stats->connected) {
-    return {.ok = false, .reason = "the Kubernetes API is unreachable (cluster node cache): " +
-                                   stats->last_error};
+    return {
+        .ok = false,
+        .reason = "the Kubernetes API is unreachable (cluster node cache): " + stats->last_error};
   }
   return {.ok = true};
 }
@@ -528,25 +530,23 @@ void Agent::Impl::notifySystemd(const Health& ready, bool first_ready, bool watc
 }
 
 int Agent::Impl::run() {
-  auto server = HealthServer::start(
-      {.socket_path = options_.socket_path,
-       .handlers = {.healthz = [this] { return healthz(); },
-                    .readyz = [this] { return readyz(); },
-                    .status = [this] { return status(); },
-                    .metrics = [this] { return metricsText(); }}});
+  auto server = HealthServer::start({.socket_path = options_.socket_path,
+                                     .handlers = {.healthz = [this] { return healthz(); },
+                                                  .readyz = [this] { return readyz(); },
+                                                  .status = [this] { return status(); },
+                                                  .metrics = [this] { return metricsText(); }}});
   if (!server) {
     base::logError("cannot open the health socket", {{"error", server.error().message()}});
     return 1;
   }
-  base::logInfo("agent started",
-                {{"node", options_.node_name},
-                 {"version", EKCO_VERSION},
-                 {"host_root", options_.host_root},
-                 {"config", options_.config_source},
-                 {"api", platform_.connection.server},
-                 {"credentials", platform_.connection.source},
-                 {"socket", options_.socket_path},
-                 {"dry_run", options_.dry_run}});
+  base::logInfo("agent started", {{"node", options_.node_name},
+                                  {"version", EKCO_VERSION},
+                                  {"host_root", options_.host_root},
+                                  {"config", options_.config_source},
+                                  {"api", platform_.connection.server},
+                                  {"credentials", platform_.connection.source},
+                                  {"socket", options_.socket_path},
+                                  {"dry_run", options_.dry_run}});
 
   caches_->start();
   lease_holder_thread_ = std::thread([this] { lease_holder_->run(); });
@@ -558,7 +558,7 @@ int Agent::Impl::run() {
   // Readiness and leadership changes show within half a second; the watchdog is pinged at
   // least twice per WatchdogSec.
   const milliseconds tick = watchdog ? std::clamp(milliseconds(watchdog_usec / 2000),
-                                                   milliseconds(100), milliseconds(500))
+                                                  milliseconds(100), milliseconds(500))
                                      : milliseconds(500);
   for (;;) {
     {
@@ -596,8 +596,8 @@ int Agent::Impl::run() {
     base::logWarn("lease release failed", {{"error", released.error().message()}});
   } else if (was_leader) {
     actions_->inc({"lease_released"});
-    base::logInfo("lease released", {{"lease", options_.config.leader_election_namespace +
-                                                   "/ekco-leader"}});
+    base::logInfo("lease released",
+                  {{"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
   }
   caches_->stop();
   lease_holder_->stop();

@@ -55,7 +55,8 @@ class Agent {
  public:
   // Opens the host root, loads the kubeconfig and builds the client; nothing is started.
   // Errors: a missing or broken kubeconfig, an unusable host root, a bad lease config.
-  static base::Result<std::unique_ptr<Agent>> create(AgentOptions options, const base::Clock& clock);
+  static base::Result<std::unique_ptr<Agent>> create(AgentOptions options,
+                                                     const base::Clock& clock);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;

@@ -22,11 +22,16 @@ bool nodeUnhealthy(const kube::NodeRecord& node) {
 
 std::string_view cacheName(CacheName name) {
   switch (name) {
-    case CacheName::kOwnNode: return "own-node";
-    case CacheName::kOwnPods: return "own-pods";
-    case CacheName::kApiservers: return "apiservers";
-    case CacheName::kClusterNodes: return "cluster-nodes";
-    case CacheName::kUnhealthyNodePods: return "unhealthy-node-pods";
+    case CacheName::kOwnNode:
+      return "own-node";
+    case CacheName::kOwnPods:
+      return "own-pods";
+    case CacheName::kApiservers:
+      return "apiservers";
+    case CacheName::kClusterNodes:
+      return "cluster-nodes";
+    case CacheName::kUnhealthyNodePods:
+      return "unhealthy-node-pods";
   }
   return "?";
 }
@@ -70,15 +75,17 @@ kube::InformerHandlers<Record> Caches::handlers(CacheName name, std::string what
   return {.on_add = [changed](const Record&) { changed(); },
           .on_update = [changed](const Record&, const Record&) { changed(); },
           .on_delete = [changed](const Record&) { changed(); },
-          .on_error = [this, name, what = std::move(what), absent](const base::Error& e) {
-            // A 404 on the resource means this cluster does not serve it (Kubernetes before 1.21
-            // for EndpointSlices): the source counts as listed and empty, not as an outage.
-            if (absent != nullptr && e.code() == base::ErrorCode::kNotFound) {
-              if (!absent->exchange(true)) wake(name);
-              return;
-            }
-            if (options_.on_error) options_.on_error(what, e);
-          }};
+          .on_error =
+              [this, name, what = std::move(what), absent](const base::Error& e) {
+                // A 404 on the resource means this cluster does not serve it (Kubernetes
+                // before 1.21 for EndpointSlices): the source counts as listed and empty, not as an
+                // outage.
+                if (absent != nullptr && e.code() == base::ErrorCode::kNotFound) {
+                  if (!absent->exchange(true)) wake(name);
+                  return;
+                }
+                if (options_.on_error) options_.on_error(what, e);
+              }};
 }
 
 void Caches::require(CacheName name, std::function<void()> on_change) {
@@ -113,8 +120,7 @@ void Caches::require(CacheName name, std::function<void()> on_change) {
   lb_endpoints_.informer = std::make_unique<kube::Informer<EndpointList>>(
       client_, clock_, kube::resources::kEndpoints, "default",
       kube::InformerOptions{.field_selector = "metadata.name=kubernetes"}, endpointsOfEndpoints,
-      handlers<EndpointList>(CacheName::kApiservers, "apiserver endpoints",
-                             &lb_endpoints_absent_));
+      handlers<EndpointList>(CacheName::kApiservers, "apiserver endpoints", &lb_endpoints_absent_));
   // Label selectors cannot say "a or b": one narrow informer per role label.
   lb_control_plane_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
       client_, clock_, kube::resources::kNodes, "",

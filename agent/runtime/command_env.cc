@@ -35,7 +35,7 @@ std::string workingDir() {
 }
 
 base::Result<std::unique_ptr<hostfs::LocalHostFs>> openHostRoot(const std::string& host_root,
-                                                               const base::Clock& clock) {
+                                                                const base::Clock& clock) {
   auto host_fs = hostfs::LocalHostFs::open(host_root.empty() ? "/" : host_root, clock);
   if (!host_fs) return std::move(host_fs).error().wrap("--host-root " + host_root);
   return std::move(*host_fs);

@@ -33,7 +33,7 @@ std::string workingDir();
 
 // The host root as a HostFs ("" means "/"); errors name --host-root.
 base::Result<std::unique_ptr<hostfs::LocalHostFs>> openHostRoot(const std::string& host_root,
-                                                               const base::Clock& clock);
+                                                                const base::Clock& clock);
 
 struct CommandClient {
   std::unique_ptr<hostfs::LocalHostFs> process_fs{};

@@ -198,7 +198,7 @@ class LeaderElector {
   bool stopped_ = false;
   bool nudged_ = false;
   bool leader_ = false;
-  base::MonoTime last_success_{};  // when our last successful write was sent
+  base::MonoTime last_success_{};                // when our last successful write was sent
   std::optional<base::MonoTime> last_answer_{};  // lastAnswer()
   // The last observed record: parsed, as stored (the base of the next update), and when it last
   // changed on the monotonic clock.

@@ -33,7 +33,8 @@ base::Status Manager::add(Scope scope, std::shared_ptr<Controller> controller) {
   }
   for (const auto& e : entries_) {
     if (e->status.name == name) {
-      return Error("manager: controller " + name + " registered twice", ErrorCode::kInvalidArgument);
+      return Error("manager: controller " + name + " registered twice",
+                   ErrorCode::kInvalidArgument);
     }
   }
   auto entry = std::make_unique<Entry>();

@@ -82,8 +82,8 @@ struct ControllerStatus {
   bool active = true;  // false: a leader controller on an agent that is not the leader
   bool running = false;
   std::optional<base::WallTime> last_run = std::nullopt;  // start of the last reconcile
-  std::string last_result{};  // the last success's summary
-  std::string last_error{};   // the last failure's message; cleared by a success
+  std::string last_result{};                              // the last success's summary
+  std::string last_error{};  // the last failure's message; cleared by a success
   std::string last_plan{};
   std::optional<base::WallTime> next_run = std::nullopt;  // scheduled; nullopt: on wake only
   std::chrono::nanoseconds last_duration{0};

@@ -17,11 +17,11 @@
 #include <optional>
 #include <thread>
 
+#include <fmt/format.h>
 #include <boost/asio.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <fmt/format.h>
 
 #include "base/clock.h"
 #include "base/unique_fd.h"
@@ -96,10 +96,13 @@ Result<bool> socketIsLive(const std::string& path) {
   }
   switch (errno) {
     case EAGAIN:
-    case EINPROGRESS: return true;
+    case EINPROGRESS:
+      return true;
     case ECONNREFUSED:
-    case ENOENT: return false;
-    default: return base::errnoError("connect " + path, errno);
+    case ENOENT:
+      return false;
+    default:
+      return base::errnoError("connect " + path, errno);
   }
 }
 

@@ -172,9 +172,12 @@ void appendLabelValue(std::string& out, std::string_view value) {
 
 std::string_view typeName(MetricType type) {
   switch (type) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }

@@ -6,11 +6,11 @@
 
 #include "agent/controllers/node_health.h"
 #include "agent/tasks/purge_kubeadm.h"
-#include "rook/purge_node.h"
 #include "base/log.h"
 #include "etcd/removal.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
+#include "rook/purge_node.h"
 
 namespace ekco::agent {
 
@@ -95,14 +95,15 @@ class Purge {
       EKCO_TRY(checkpoint());
       const std::string hostname =
           node && !node->hostname.str().empty() ? node->hostname.str() : name_;
-      auto rook = rook::purgeNode(deps_.client, deps_.exec, name_, hostname,
-                                {.dry_run = options_.dry_run});
+      auto rook =
+          rook::purgeNode(deps_.client, deps_.exec, name_, hostname, {.dry_run = options_.dry_run});
       if (rook) {
         for (auto& a : rook->actions) report_.actions.push_back(std::move(a));
         done("PurgeRook", "Rook storage of " + name_ + " removed", "rook");
       } else {
         report_.warnings.push_back("rook: " + rook.error().message());
-        base::logWarn("purge: rook step failed", {{"node", name_}, {"error", rook.error().message()}});
+        base::logWarn("purge: rook step failed",
+                      {{"node", name_}, {"error", rook.error().message()}});
       }
     }
 
@@ -131,8 +132,8 @@ class Purge {
       if (options_.dry_run) {
         report_.actions.push_back("would delete node " + name_);
       } else {
-        auto removed = deps_.client.remove(kube::resources::kNodes, "", name_,
-                                           {.precondition_uid = uid_});
+        auto removed =
+            deps_.client.remove(kube::resources::kNodes, "", name_, {.precondition_uid = uid_});
         if (!removed && removed.error().code() != ErrorCode::kNotFound) {
           return removed.error().wrap("delete node " + name_);
         }
@@ -179,7 +180,8 @@ class Purge {
     if (options_.dry_run) return;
     if (options_.event) options_.event(reason, message);
     if (auto marked = mark(step); !marked) {
-      base::logWarn("purge: progress not recorded", {{"node", name_}, {"error", marked.error().message()}});
+      base::logWarn("purge: progress not recorded",
+                    {{"node", name_}, {"error", marked.error().message()}});
     }
   }
 

@@ -51,7 +51,8 @@ base::Result<ClusterStatusEdit> removeApiEndpoint(std::string_view cluster_statu
   std::map<std::string, ApiEndpoint> entries;
   if (endpoints) {
     if (!endpoints.IsMap()) {
-      return Error("kubeadm-config ClusterStatus: apiEndpoints is not a mapping", ErrorCode::kParse);
+      return Error("kubeadm-config ClusterStatus: apiEndpoints is not a mapping",
+                   ErrorCode::kParse);
     }
     try {
       for (const auto& kv : endpoints) {
@@ -143,8 +144,8 @@ base::Result<std::vector<std::string>> apiserverAddresses(kube::KubeClient& clie
     if (pod.value("spec", json::object()).value("nodeName", "") == except_node) continue;
     const json annotations =
         pod.value("metadata", json::object()).value("annotations", json::object());
-    const std::string endpoint = annotations.value(
-        "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint", "");
+    const std::string endpoint =
+        annotations.value("kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint", "");
     if (std::string host = hostOf(endpoint); !host.empty()) out.push_back(host);
   }
   std::sort(out.begin(), out.end());

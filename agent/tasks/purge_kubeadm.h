@@ -16,8 +16,8 @@
 namespace ekco::agent {
 
 struct ClusterStatusEdit {
-  bool had_entry = false;        // the node was in apiEndpoints
-  std::string removed_address{};  // its advertiseAddress
+  bool had_entry = false;                          // the node was in apiEndpoints
+  std::string removed_address{};                   // its advertiseAddress
   std::vector<std::string> remaining_addresses{};  // the other entries' advertiseAddress, sorted
   // The ClusterStatus text to write back (canonical camelCase keys), or "" when unchanged.
   std::string rewritten{};

@@ -37,8 +37,8 @@ TEST(ParseDuration, AcceptsGoSyntax) {
 }
 
 TEST(ParseDuration, RejectsWhatGoRejects) {
-  for (std::string_view bad : {"", "5", "60", "m", "1x", "1 m", " 1m", "1m ", "1.s.", "--1s",
-                               "1d", "1hour", ".s", "-", "9999999999h"}) {
+  for (std::string_view bad : {"", "5", "60", "m", "1x", "1 m", " 1m", "1m ", "1.s.", "--1s", "1d",
+                               "1hour", ".s", "-", "9999999999h"}) {
     auto r = parseDuration(bad);
     EXPECT_FALSE(r) << "accepted \"" << bad << "\"";
     if (!r) {

@@ -55,8 +55,12 @@ TEST_F(LogTest, DropsEventsBelowTheLevel) {
 }
 
 TEST(FormatLogLine, QuotesValuesThatWouldBreakTheLine) {
-  EXPECT_EQ(formatLogLine(LogLevel::kInfo, "m", {{"a", ""}, {"b", "x=y"}, {"c", "two\nlines"},
-                                                 {"d", "say \"hi\""}, {"e", std::chrono::minutes(5)}}),
+  EXPECT_EQ(formatLogLine(LogLevel::kInfo, "m",
+                          {{"a", ""},
+                           {"b", "x=y"},
+                           {"c", "two\nlines"},
+                           {"d", "say \"hi\""},
+                           {"e", std::chrono::minutes(5)}}),
             "level=info msg=m a=\"\" b=\"x=y\" c=\"two\\nlines\" d=\"say \\\"hi\\\"\" e=5m");
   EXPECT_EQ(formatLogLine(LogLevel::kWarn, "m", {{"err", Error("boom: x")}}),
             "level=warn msg=m err=\"boom: x\"");

@@ -198,12 +198,14 @@ TEST(BoostProcessRunner, StreamsOutputLinesWhileTheChildRuns) {
   const std::string go = (dir.path() / "go").string();
   std::vector<std::string> out_lines;
   std::vector<std::string> err_lines;
-  ProcessRequest request{
-      .argv = {"/bin/sh", "-c",
-               "echo first; i=0; while [ ! -e '" + go + "' ] && [ $i -lt 200 ]; do "
-               "sleep 0.05; i=$((i+1)); done; [ -e '" + go + "' ] || exit 7; "
-               "echo err >&2; printf '\\n'; printf 'no newline'"},
-      .timeout = 30s};
+  ProcessRequest request{.argv = {"/bin/sh", "-c",
+                                  "echo first; i=0; while [ ! -e '" + go +
+                                      "' ] && [ $i -lt 200 ]; do "
+                                      "sleep 0.05; i=$((i+1)); done; [ -e '" +
+                                      go +
+                                      "' ] || exit 7; "
+                                      "echo err >&2; printf '\\n'; printf 'no newline'"},
+                         .timeout = 30s};
   request.on_output_line = [&](OutputStream stream, std::string_view line) {
     (stream == OutputStream::kStdout ? out_lines : err_lines).emplace_back(line);
     if (line == "first") std::ofstream{go} << "go";

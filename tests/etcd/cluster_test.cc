@@ -74,8 +74,10 @@ TEST_F(EtcdClusterTest, RemovesTheDeadMemberAndNeverALiveOne) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(by_name.count(kNames[i])) << kNames[i];
     const Member& m = by_name[kNames[i]];
-    EXPECT_EQ(m.peer_urls, std::vector<std::string>{"https://" + std::string(fakes::kEtcdIps[i]) + ":2380"});
-    EXPECT_EQ(m.client_urls, std::vector<std::string>{"https://" + std::string(fakes::kEtcdIps[i]) + ":2379"});
+    EXPECT_EQ(m.peer_urls,
+              std::vector<std::string>{"https://" + std::string(fakes::kEtcdIps[i]) + ":2380"});
+    EXPECT_EQ(m.client_urls,
+              std::vector<std::string>{"https://" + std::string(fakes::kEtcdIps[i]) + ":2379"});
     EXPECT_FALSE(m.learner);
     EXPECT_NE(m.id, 0u);
     // etcdctl prints the same ID in hex.
@@ -148,7 +150,8 @@ TEST_F(EtcdClusterTest, RemovesTheDeadMemberAndNeverALiveOne) {
   ASSERT_TRUE(removed) << removed.error().message() << "\n" << logs();
   std::cout << "[timing] removal: " << secondsSince(t) << " s, " << attempts << " attempt(s)\n";
 
-  const std::string listed = etcdctlMemberList(std::string("https://") + fakes::kEtcdIps[live] + ":2379");
+  const std::string listed =
+      etcdctlMemberList(std::string("https://") + fakes::kEtcdIps[live] + ":2379");
   EXPECT_NE(listed.find(kNames[live]), std::string::npos) << listed;
   EXPECT_NE(listed.find(kNames[other]), std::string::npos) << listed;
   EXPECT_EQ(listed.find(kNames[v]), std::string::npos) << listed;

@@ -96,7 +96,8 @@ class EtcdCluster {
       }
     }
     std::string tmpl = (fs::temp_directory_path() / "ekco-etcd-test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) return Error("mkdtemp: " + std::string(std::strerror(errno)));
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      return Error("mkdtemp: " + std::string(std::strerror(errno)));
     dir_ = tmpl;
     pki_ = hostRoot() + "/etc/kubernetes/pki/etcd";
     fs::create_directories(pki_);
@@ -134,8 +135,10 @@ class EtcdCluster {
       }
       if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    if (!ready) return Error("the etcd cluster did not become healthy within 60 s; logs:\n" + logs());
-    if (verbose_) std::cout << "[timing] 3-member TLS cluster healthy: " << secondsSince(started) << " s\n";
+    if (!ready)
+      return Error("the etcd cluster did not become healthy within 60 s; logs:\n" + logs());
+    if (verbose_)
+      std::cout << "[timing] 3-member TLS cluster healthy: " << secondsSince(started) << " s\n";
     return base::ok();
   }
 
@@ -276,9 +279,9 @@ class EtcdCluster {
   // server certificate needs clientAuth too: the gateway dials etcd's own gRPC port with it.
   base::Status makeCertificates() {
     const std::string ec = "ec_paramgen_curve:prime256v1";
-    EKCO_TRY(openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", ec, "-nodes",
-                                     "-keyout", pki_ + "/ca.key", "-out", pki_ + "/ca.crt", "-days",
-                                     "2", "-subj", "/CN=etcd-ca"}));
+    EKCO_TRY(openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", ec, "-nodes", "-keyout",
+                      pki_ + "/ca.key", "-out", pki_ + "/ca.crt", "-days", "2", "-subj",
+                      "/CN=etcd-ca"}));
     auto issue = [&](const std::string& name, const std::string& cn, const std::string& eku,
                      const std::string& san, int serial) -> base::Status {
       const std::string ext = dir_ + "/work/" + name + ".ext";
@@ -289,9 +292,10 @@ class EtcdCluster {
       EKCO_TRY(openssl({"req", "-newkey", "ec", "-pkeyopt", ec, "-nodes", "-keyout",
                         pki_ + "/" + name + ".key", "-out", dir_ + "/work/" + name + ".csr",
                         "-subj", "/CN=" + cn}));
-      return openssl({"x509", "-req", "-in", dir_ + "/work/" + name + ".csr", "-CA", pki_ + "/ca.crt",
-               "-CAkey", pki_ + "/ca.key", "-set_serial", std::to_string(serial), "-out",
-               pki_ + "/" + name + ".crt", "-days", "2", "-extfile", ext});
+      return openssl({"x509", "-req", "-in", dir_ + "/work/" + name + ".csr", "-CA",
+                      pki_ + "/ca.crt", "-CAkey", pki_ + "/ca.key", "-set_serial",
+                      std::to_string(serial), "-out", pki_ + "/" + name + ".crt", "-days", "2",
+                      "-extfile", ext});
     };
     const std::string sans = "IP:127.0.0.11,IP:127.0.0.12,IP:127.0.0.13,IP:127.0.0.1,DNS:localhost";
     EKCO_TRY(issue("server", "etcd-server", "serverAuth,clientAuth", sans, 2));
@@ -354,7 +358,8 @@ class EtcdCluster {
     const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return base::Error("cannot start /usr/bin/etcd: " + std::string(std::strerror(rc)));
+    if (rc != 0)
+      return base::Error("cannot start /usr/bin/etcd: " + std::string(std::strerror(rc)));
     pids_[static_cast<std::size_t>(i)] = pid;
     return base::ok();
   }

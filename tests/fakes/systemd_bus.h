@@ -75,7 +75,8 @@ class SystemdBus {
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>system</type>
-  <listen>)" << xmlEscape(address_) << R"(</listen>
+  <listen>)"
+        << xmlEscape(address_) << R"(</listen>
   <auth>EXTERNAL</auth>
   <policy context="default">
     <allow user="*"/> <allow own="*"/>
@@ -91,10 +92,10 @@ class SystemdBus {
     using namespace std::chrono_literals;
     base::SystemClock clock;
     base::BoostProcessRunner runner(clock);
-    auto daemon = runner.run(base::ProcessRequest{
-        .argv = {"dbus-daemon", "--config-file=" + conf, "--print-address=1", "--print-pid=1",
-                 "--fork"},
-        .timeout = 30s});
+    auto daemon =
+        runner.run(base::ProcessRequest{.argv = {"dbus-daemon", "--config-file=" + conf,
+                                                 "--print-address=1", "--print-pid=1", "--fork"},
+                                        .timeout = 30s});
     if (!daemon) return daemon.error().message();
     if (!daemon->success()) return base::failureError({.argv = {"dbus-daemon"}}, *daemon).message();
     std::istringstream out(daemon->stdout_data);
@@ -103,9 +104,14 @@ class SystemdBus {
 
     // The mock, as our child, its output to mock.out.
     const std::string mock_out = options_.work_dir + "/mock.out";
-    std::vector<std::string> args = {"/usr/bin/python3", "-m", "dbusmock", "--system", "-t",
+    std::vector<std::string> args = {"/usr/bin/python3",
+                                     "-m",
+                                     "dbusmock",
+                                     "--system",
+                                     "-t",
                                      std::string(EKCO_SOURCE_DIR) + "/tests/units/systemd_mock.py",
-                                     "-l", log_path_};
+                                     "-l",
+                                     log_path_};
     if (!options_.unit_dir.empty()) {
       args.push_back("-p");
       args.push_back(R"({"unit_dir": ")" + jsonEscape(options_.unit_dir) + R"("})");
@@ -141,9 +147,9 @@ class SystemdBus {
     for (;;) {
       sd_bus_error error = SD_BUS_ERROR_NULL;
       sd_bus_message* reply = nullptr;
-      int r = sd_bus_call_method(bus_.get(), "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                 "org.freedesktop.DBus", "NameHasOwner", &error, &reply, "s",
-                                 kSystemd);
+      int r =
+          sd_bus_call_method(bus_.get(), "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                             "org.freedesktop.DBus", "NameHasOwner", &error, &reply, "s", kSystemd);
       int has_owner = 0;
       if (r >= 0) r = sd_bus_message_read(reply, "b", &has_owner);
       sd_bus_message_unref(reply);
@@ -222,9 +228,9 @@ class SystemdBus {
     sd_bus_error error = SD_BUS_ERROR_NULL;
     sd_bus_message* reply = nullptr;
     std::string why;
-    int r = sd_bus_call_method(bus_.get(), kSystemd, kManagerPath,
-                               "org.freedesktop.systemd1.Manager", "GetUnit", &error, &reply, "s",
-                               name.c_str());
+    int r =
+        sd_bus_call_method(bus_.get(), kSystemd, kManagerPath, "org.freedesktop.systemd1.Manager",
+                           "GetUnit", &error, &reply, "s", name.c_str());
     const char* path = nullptr;
     if (r >= 0) r = sd_bus_message_read(reply, "o", &path);
     if (callOk(r, error, why)) {

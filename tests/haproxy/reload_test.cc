@@ -145,14 +145,15 @@ void addFakeProcess(const fs::path& proc, const FakeProcess& p) {
   for (const std::string& arg : p.argv) cmdline += arg + '\0';
   writeFile(dir / "cmdline", cmdline);
   // Fields 5..21 are zeros here; field 22 is the start time.
-  std::string stat = std::to_string(p.pid) + " (" + p.comm + ") " + p.state + " " +
-                     std::to_string(p.ppid);
+  std::string stat =
+      std::to_string(p.pid) + " (" + p.comm + ") " + p.state + " " + std::to_string(p.ppid);
   for (int field = 5; field <= 21; ++field) stat += " 0";
   stat += " " + std::to_string(p.start_time) + " 12345 67 0 0\n";
   writeFile(dir / "stat", stat);
   // SIGUSR2 not caught (yet): reloadHaproxy never signals a fake process, whose pid may be real.
-  writeFile(dir / "status", "Name:\t" + p.comm + "\nSigBlk:\t0000000000000000\n"
-                            "SigIgn:\t0000000000001802\nSigCgt:\t0000000100702205\n");
+  writeFile(dir / "status", "Name:\t" + p.comm +
+                                "\nSigBlk:\t0000000000000000\n"
+                                "SigIgn:\t0000000000001802\nSigCgt:\t0000000100702205\n");
   fs::create_directory_symlink(p.root, dir / "root");
   fs::create_directory_symlink(p.cwd, dir / "cwd");
 }
@@ -186,9 +187,15 @@ class FakeProcTest : public ::testing::Test {
 
 TEST_F(FakeProcTest, FindsTheMasterAndItsWorkers) {
   const std::string cfg = config_.string();
-  add({.pid = 100, .comm = "haproxy", .argv = {"haproxy", "-W", "-db", "-f", cfg}, .ppid = 90,
+  add({.pid = 100,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-W", "-db", "-f", cfg},
+       .ppid = 90,
        .start_time = 500});
-  add({.pid = 101, .comm = "haproxy", .argv = {"haproxy", "-W", "-db", "-f", cfg}, .ppid = 100,
+  add({.pid = 101,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-W", "-db", "-f", cfg},
+       .ppid = 100,
        .start_time = 510});
   // A worker after a reload: HAProxy 2.6 puts "-sf OLD -x sockpair@N" in front.
   add({.pid = 107,
@@ -198,7 +205,9 @@ TEST_F(FakeProcTest, FindsTheMasterAndItsWorkers) {
        .start_time = 620});
   // A HAProxy with another config, and its worker.
   add({.pid = 200, .comm = "haproxy", .argv = {"haproxy", "-W", "-f", other_.string()}});
-  add({.pid = 201, .comm = "haproxy", .argv = {"haproxy", "-W", "-f", other_.string()},
+  add({.pid = 201,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-W", "-f", other_.string()},
        .ppid = 200});
   // Not a HAProxy, though it names the file.
   add({.pid = 300, .comm = "vi", .argv = {"vi", "-f", cfg}});
@@ -215,17 +224,22 @@ TEST_F(FakeProcTest, FindsTheMasterAndItsWorkers) {
   ASSERT_THAT(masters, SizeIs(1));
   EXPECT_EQ(masters[0].pid, 100);
   EXPECT_EQ(masters[0].start_time, 500u);
-  EXPECT_THAT(masters[0].workers,
-              ElementsAre(ProcessIdentity{.pid = 101, .start_time = 510},
-                          ProcessIdentity{.pid = 107, .start_time = 620}));
+  EXPECT_THAT(masters[0].workers, ElementsAre(ProcessIdentity{.pid = 101, .start_time = 510},
+                                              ProcessIdentity{.pid = 107, .start_time = 620}));
 }
 
 TEST_F(FakeProcTest, ParsesStatFromTheLastParenthesis) {
   // comm may contain ") (" and spaces; argv[0]'s basename identifies the HAProxy.
   const std::string cfg = config_.string();
-  add({.pid = 400, .comm = "ha) (x 7 8", .argv = {"/usr/sbin/haproxy", "-f", cfg}, .ppid = 3,
+  add({.pid = 400,
+       .comm = "ha) (x 7 8",
+       .argv = {"/usr/sbin/haproxy", "-f", cfg},
+       .ppid = 3,
        .start_time = 4242});
-  add({.pid = 401, .comm = "w) 400 (", .argv = {"/usr/sbin/haproxy", "-f", cfg}, .ppid = 400,
+  add({.pid = 401,
+       .comm = "w) 400 (",
+       .argv = {"/usr/sbin/haproxy", "-f", cfg},
+       .ppid = 400,
        .start_time = 4343});
 
   std::vector<HaproxyProcess> masters = find();
@@ -246,7 +260,10 @@ TEST_F(FakeProcTest, SkipsVanishedAndHalfReadableEntries) {
   fs::remove(proc_ / "502" / "stat");
   // A zombie: comm but an empty cmdline, and a root that leads nowhere.
   add({.pid = 503, .comm = "haproxy", .argv = {}, .ppid = 100, .state = 'Z'});
-  add({.pid = 504, .comm = "haproxy", .argv = {"haproxy", "-f", cfg}, .ppid = 100,
+  add({.pid = 504,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-f", cfg},
+       .ppid = 100,
        .root = tmp_.path() / "gone"});
   // A stat file the parser cannot read.
   add({.pid = 505, .comm = "haproxy", .argv = {"haproxy", "-f", cfg}, .ppid = 100});
@@ -259,19 +276,27 @@ TEST_F(FakeProcTest, SkipsVanishedAndHalfReadableEntries) {
 }
 
 TEST_F(FakeProcTest, ResolvesRelativeConfigPathsAgainstTheWorkingDirectory) {
-  add({.pid = 100, .comm = "haproxy", .argv = {"haproxy", "-f", "etc/haproxy/haproxy.cfg"},
+  add({.pid = 100,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-f", "etc/haproxy/haproxy.cfg"},
        .cwd = tmp_.path()});
   // -C DIR: relative files are read from DIR.
-  add({.pid = 200, .comm = "haproxy", .argv = {"haproxy", "-C", "etc", "-f", "haproxy/haproxy.cfg"},
+  add({.pid = 200,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-C", "etc", "-f", "haproxy/haproxy.cfg"},
        .cwd = tmp_.path()});
   // Several -f, and files after "--".
-  add({.pid = 300, .comm = "haproxy",
+  add({.pid = 300,
+       .comm = "haproxy",
        .argv = {"haproxy", "-f", other_.string(), "-f", config_.string()}});
-  add({.pid = 400, .comm = "haproxy", .argv = {"haproxy", "-W", "--", other_.string(),
-                                               "haproxy.cfg"},
+  add({.pid = 400,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-W", "--", other_.string(), "haproxy.cfg"},
        .cwd = config_.parent_path()});
   // The same relative name from another directory is another file.
-  add({.pid = 500, .comm = "haproxy", .argv = {"haproxy", "-f", "haproxy.cfg"},
+  add({.pid = 500,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-f", "haproxy.cfg"},
        .cwd = tmp_.path()});
 
   EXPECT_THAT(masterPids(find()), ElementsAre(100, 200, 300, 400));
@@ -285,8 +310,10 @@ TEST_F(FakeProcTest, ResolvesAbsoluteSymlinksInsideTheProcessRoot) {
   writeFile(real, "global\n");
   fs::create_symlink("/usr/local/etc/haproxy/real.cfg",
                      rootfs / "usr/local/etc/haproxy/haproxy.cfg");
-  add({.pid = 100, .comm = "haproxy",
-       .argv = {"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"}, .root = rootfs});
+  add({.pid = 100,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"},
+       .root = rootfs});
 
   auto found = findHaproxyMasters(real.string(), options_);
   ASSERT_TRUE(found) << found.error().message();
@@ -320,10 +347,15 @@ TEST_F(FakeProcTest, NothingServesTheFileIsNotAnError) {
 
 TEST_F(FakeProcTest, AMasterThatDoesNotCatchSigusr2IsNotSignalled) {
   // Pids near the kernel's maximum, in case the check failed and kill(2) ran anyway.
-  add({.pid = 4194001, .comm = "haproxy", .argv = {"haproxy", "-f", config_.string()},
+  add({.pid = 4194001,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-f", config_.string()},
        .start_time = 77});
-  add({.pid = 4194002, .comm = "haproxy", .argv = {"haproxy", "-f", config_.string()},
-       .ppid = 4194001, .start_time = 78});
+  add({.pid = 4194002,
+       .comm = "haproxy",
+       .argv = {"haproxy", "-f", config_.string()},
+       .ppid = 4194001,
+       .start_time = 78});
   options_.confirm_timeout = 100ms;
   base::SystemClock clock;
   auto result = reloadHaproxy(config_.string(), clock, options_);

@@ -568,9 +568,9 @@ TEST(RenderStaticPodManifest, RefusesAnInvalidImageOrPort) {
 }
 
 TEST(ParseConfigServers, ReadsBackWhatWasRendered) {
-  auto config = renderHaproxyConfig(
-      {.endpoints = {{.host = "10.0.0.2", .port = 6443}, {.host = "fd00::1", .port = 6443},
-                     {.host = "cp-1.example.com", .port = 7443}}});
+  auto config = renderHaproxyConfig({.endpoints = {{.host = "10.0.0.2", .port = 6443},
+                                                   {.host = "fd00::1", .port = 6443},
+                                                   {.host = "cp-1.example.com", .port = 7443}}});
   ASSERT_TRUE(config) << config.error().message();
   EXPECT_EQ(parseConfigServers(*config),
             (std::vector<Endpoint>{{.host = "10.0.0.2", .port = 6443},
@@ -595,7 +595,8 @@ TEST(ParseBindAddress, AddressAndPortOnly) {
   EXPECT_EQ(formatBindAddress(*v6), "[::]:7000");
   EXPECT_EQ(localAddressOf(*v6), "::1");
   EXPECT_EQ(localAddressOf(*parseBindAddress("0.0.0.0:6444")), "127.0.0.1");
-  for (const char* bad : {"localhost:6444", "127.0.0.1", "127.0.0.1:0", "", "[::1]", "1.2.3.4:6444 x"}) {
+  for (const char* bad :
+       {"localhost:6444", "127.0.0.1", "127.0.0.1:0", "", "[::1]", "1.2.3.4:6444 x"}) {
     auto r = parseBindAddress(bad);
     ASSERT_FALSE(r) << bad;
     EXPECT_THAT(r.error().message(), StartsWith("invalid bind address")) << bad;

@@ -24,7 +24,8 @@ TEST(ExecPath, EncodesEveryArgumentAndTheStreams) {
             "/api/v1/namespaces/rook-ceph/pods/rook-ceph-tools-1/exec?command=ceph&command=osd&"
             "command=purge&command=12&command=--yes-i-really-mean-it&container=rook-ceph-tools&"
             "stdout=true&stderr=true");
-  ExecRequest odd{.ns = "a", .pod = "b", .command = {"sh", "-c", "echo a&b=c d"}, .stdin_data = "x"};
+  ExecRequest odd{
+      .ns = "a", .pod = "b", .command = {"sh", "-c", "echo a&b=c d"}, .stdin_data = "x"};
   EXPECT_EQ(execPath(odd),
             "/api/v1/namespaces/a/pods/b/exec?command=sh&command=-c&command=echo%20a%26b%3Dc%20d&"
             "stdin=true&stdout=true&stderr=true");
@@ -32,10 +33,11 @@ TEST(ExecPath, EncodesEveryArgumentAndTheStreams) {
 
 TEST(ExitCodeFromStatus, ReadsSuccessAndNonZeroExitCodes) {
   EXPECT_EQ(*exitCodeFromStatus(R"({"metadata":{},"status":"Success"})"), 0);
-  EXPECT_EQ(*exitCodeFromStatus(
-                R"({"status":"Failure","message":"command terminated with non-zero exit code",)"
-                R"("reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"42"}]}})"),
-            42);
+  EXPECT_EQ(
+      *exitCodeFromStatus(
+          R"({"status":"Failure","message":"command terminated with non-zero exit code",)"
+          R"("reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"42"}]}})"),
+      42);
 }
 
 TEST(ExitCodeFromStatus, AFailureThatIsNotAnExitCodeIsAnError) {
@@ -44,9 +46,11 @@ TEST(ExitCodeFromStatus, AFailureThatIsNotAnExitCodeIsAnError) {
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message(), HasSubstr("executable file not found"));
   EXPECT_EQ(r.error().code(), base::ErrorCode::kUnavailable);
-  for (std::string_view bad : {"", "not json", "[]", R"({"status":"Maybe"})",
-                               R"({"status":"Failure","reason":"NonZeroExitCode"})",
-                               R"({"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"x"}]}})"}) {
+  for (
+      std::string_view bad :
+      {"", "not json", "[]", R"({"status":"Maybe"})",
+       R"({"status":"Failure","reason":"NonZeroExitCode"})",
+       R"({"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"x"}]}})"}) {
     auto e = exitCodeFromStatus(bad);
     EXPECT_FALSE(e) << bad;
     if (!e) {
@@ -69,8 +73,12 @@ class ExecAgainstKubesim : public ::testing::Test {
       "spec": {"nodeName": "node-a", "containers": [{"name": "rook-ceph-tools", "image": "rook/ceph"}]}
     })")};
     options.exec_script = {
-        {.command_prefix = {"ceph", "osd", "purge"}, .stdout_data = "purged osd.12\n", .exit_code = 0},
-        {.command_prefix = {"ceph", "osd", "down"}, .stderr_data = "osd.12 is already down\n", .exit_code = 16},
+        {.command_prefix = {"ceph", "osd", "purge"},
+         .stdout_data = "purged osd.12\n",
+         .exit_code = 0},
+        {.command_prefix = {"ceph", "osd", "down"},
+         .stderr_data = "osd.12 is already down\n",
+         .exit_code = 16},
     };
     auto server = kubesim::Server::start(options);
     ASSERT_TRUE(server) << server.error().message();
@@ -86,8 +94,11 @@ class ExecAgainstKubesim : public ::testing::Test {
   }
 
   ExecRequest request(std::vector<std::string> command) {
-    return {.ns = "rook-ceph", .pod = "rook-ceph-tools-1", .container = "rook-ceph-tools",
-            .command = std::move(command), .timeout = 10s};
+    return {.ns = "rook-ceph",
+            .pod = "rook-ceph-tools-1",
+            .container = "rook-ceph-tools",
+            .command = std::move(command),
+            .timeout = 10s};
   }
 
   std::string dir_;

@@ -70,19 +70,22 @@ class Http2Test : public ::testing::Test {
     pki_ = *pki;
     writeFile(dir_ / "server.key", pki_.server_key_pem);
     writeFile(dir_ / "server.crt", pki_.server_cert_pem);
-    writeFile(dir_ / "docroot/api/v1/namespaces/default/configmaps/c",
-              R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"default","resourceVersion":"7"},"data":{"k":"v"}})");
+    writeFile(
+        dir_ / "docroot/api/v1/namespaces/default/configmaps/c",
+        R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"default","resourceVersion":"7"},"data":{"k":"v"}})");
     port_ = freePort();
     const std::string port = std::to_string(port_);
     const std::string docroot = "--htdocs=" + (dir_ / "docroot").string();
     const std::string key = (dir_ / "server.key").string();
     const std::string crt = (dir_ / "server.crt").string();
-    std::vector<const char*> argv = {kNghttpd, "--address=127.0.0.1", docroot.c_str(),
-                                     port.c_str(), key.c_str(), crt.c_str(), nullptr};
-    ASSERT_EQ(::posix_spawn(&pid_, kNghttpd, nullptr, nullptr, const_cast<char**>(argv.data()),
-                            environ),
-              0);
-    for (int i = 0; i < 200 && !accepting(port_); ++i) std::this_thread::sleep_for(milliseconds(10));
+    std::vector<const char*> argv = {kNghttpd,     "--address=127.0.0.1", docroot.c_str(),
+                                     port.c_str(), key.c_str(),           crt.c_str(),
+                                     nullptr};
+    ASSERT_EQ(
+        ::posix_spawn(&pid_, kNghttpd, nullptr, nullptr, const_cast<char**>(argv.data()), environ),
+        0);
+    for (int i = 0; i < 200 && !accepting(port_); ++i)
+      std::this_thread::sleep_for(milliseconds(10));
     ASSERT_TRUE(accepting(port_)) << "nghttpd did not start";
   }
   void TearDown() override {

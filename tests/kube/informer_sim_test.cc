@@ -74,7 +74,8 @@ class InformerSimTest : public ::testing::Test {
     fs_ = std::move(*fs);
     auto conn = loadKubeconfig(*fs_, server_->kubeconfigPath());
     ASSERT_TRUE(conn) << conn.error().message();
-    auto transport = CurlTransport::create(*conn, fs_.get(), clock_, {.connect_timeout = seconds(5)});
+    auto transport =
+        CurlTransport::create(*conn, fs_.get(), clock_, {.connect_timeout = seconds(5)});
     ASSERT_TRUE(transport) << transport.error().message();
     transport_ = std::move(*transport);
     client_ = std::make_unique<RestClient>(
@@ -100,7 +101,8 @@ class InformerSimTest : public ::testing::Test {
   // it after the informer).
   class Running {
    public:
-    explicit Running(InformerBase& informer) : informer_(informer), thread_([this] { informer_.run(); }) {}
+    explicit Running(InformerBase& informer)
+        : informer_(informer), thread_([this] { informer_.run(); }) {}
     ~Running() {
       informer_.stop();
       thread_.join();
@@ -153,13 +155,12 @@ TEST_F(InformerSimTest, SyncsPagedListsThenFollowsWatchEventsThroughGracefulDele
     std::lock_guard lock(mu);
     seen.push_back(std::move(s));
   };
-  Informer<PodRecord> pods(*client_, clock_, resources::kPods, "",
-                           fast({.field_selector = "spec.nodeName=node-a", .page_size = 3}),
-                           projectPod,
-                           {.on_add = [&](const PodRecord& p) { note("add " + p.name); },
-                            .on_update = [&](const PodRecord&,
-                                             const PodRecord& p) { note("update " + p.name); },
-                            .on_delete = [&](const PodRecord& p) { note("delete " + p.name); }});
+  Informer<PodRecord> pods(
+      *client_, clock_, resources::kPods, "",
+      fast({.field_selector = "spec.nodeName=node-a", .page_size = 3}), projectPod,
+      {.on_add = [&](const PodRecord& p) { note("add " + p.name); },
+       .on_update = [&](const PodRecord&, const PodRecord& p) { note("update " + p.name); },
+       .on_delete = [&](const PodRecord& p) { note("delete " + p.name); }});
   Informer<NodeRecord> nodes(*client_, clock_, resources::kNodes, "", fast(), projectNode);
   Running run_pods(pods);
   Running run_nodes(nodes);
@@ -185,7 +186,8 @@ TEST_F(InformerSimTest, SyncsPagedListsThenFollowsWatchEventsThroughGracefulDele
   // The node informer sees a condition change, and bookmarks keep its version fresh.
   Json ready = node("node-b", "True");
   ASSERT_TRUE(server_->put(ready));
-  ASSERT_TRUE(eventually([&] { return nodes.get("", "node-b")->condition("Ready")->status == "True"; }));
+  ASSERT_TRUE(
+      eventually([&] { return nodes.get("", "node-b")->condition("Ready")->status == "True"; }));
   ASSERT_TRUE(eventually([&] { return nodes.stats().bookmarks > 0; }));
   EXPECT_EQ(pods.stats().lists, 1U);
   EXPECT_EQ(pods.stats().failures, 0U);
@@ -197,7 +199,8 @@ TEST_F(InformerSimTest, DroppedStreamsResumeWithoutLosingOrRelisting) {
   ASSERT_TRUE(pods.waitForSync(seconds(10)));
   server_->setFaults({.drop_watch_after_events = 1});
   for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(client_->create(resources::kPods, "default", pod("n" + std::to_string(i), "node-a")));
+    ASSERT_TRUE(
+        client_->create(resources::kPods, "default", pod("n" + std::to_string(i), "node-a")));
   }
   ASSERT_TRUE(client_->remove(resources::kPods, "default", "b0", {.grace_period_seconds = 0}));
   auto expect = serverPods("node-a");
@@ -241,11 +244,13 @@ TEST_F(InformerSimTest, GoneRelistsAndTheCacheConvergesOnTheServer) {
   ASSERT_TRUE(eventually([&] { return pods.stats().lists >= 2; }));
   EXPECT_GE(pods.stats().relists_gone, 1U);
   server_->setFaults({});
-  ASSERT_TRUE(eventually([&] { return cachedPods(pods) == [&] {
-    auto all = serverPods("node-a");
-    all.merge(serverPods("node-b"));
-    return all;
-  }(); }));
+  ASSERT_TRUE(eventually([&] {
+    return cachedPods(pods) == [&] {
+      auto all = serverPods("node-a");
+      all.merge(serverPods("node-b"));
+      return all;
+    }();
+  }));
 }
 
 TEST_F(InformerSimTest, InjectedThrottlingAndServerErrorsAreRetriedAndTheCacheConverges) {
@@ -275,7 +280,8 @@ TEST_F(InformerSimTest, CreatesRetryOnlyWhatTheServerProvablyRejectedBeforeActin
   // POST returns it to the caller instead of risking a second create.
   server_->setFaults({.rate_429 = 0.5});
   for (int i = 0; i < 10; ++i) {
-    auto created = client_->create(resources::kPods, "default", pod("t" + std::to_string(i), "node-a"));
+    auto created =
+        client_->create(resources::kPods, "default", pod("t" + std::to_string(i), "node-a"));
     ASSERT_TRUE(created) << created.error().message();
   }
   EXPECT_GT(retries_.load(), 0);

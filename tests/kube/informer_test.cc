@@ -147,8 +147,7 @@ struct Recorder {
   std::vector<std::string> errors;
   InformerHandlers<PodRecord> handlers() {
     return {.on_add = [this](const PodRecord& p) { push("add " + p.name); },
-            .on_update = [this](const PodRecord&,
-                                const PodRecord& p) { push("update " + p.name); },
+            .on_update = [this](const PodRecord&, const PodRecord& p) { push("update " + p.name); },
             .on_delete = [this](const PodRecord& p) { push("delete " + p.name); },
             .on_error =
                 [this](const Error& e) {
@@ -218,11 +217,11 @@ TEST_F(InformerTest, WatchEventsUpdateTheCacheAndCallHandlersOnlyForRealChanges)
   annotated["metadata"]["annotations"] = {{"irrelevant", "x"}};
   Json terminating = pod("a", "n1", "13");
   terminating["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z";
-  client_.watches.push_back({.events = {event(WatchEventType::kAdded, pod("b", "n2", "11")),
-                                        event(WatchEventType::kModified, annotated),
-                                        event(WatchEventType::kModified, terminating),
-                                        bookmark("20"),
-                                        event(WatchEventType::kDeleted, pod("b", "n2", "21"))}});
+  client_.watches.push_back(
+      {.events = {event(WatchEventType::kAdded, pod("b", "n2", "11")),
+                  event(WatchEventType::kModified, annotated),
+                  event(WatchEventType::kModified, terminating), bookmark("20"),
+                  event(WatchEventType::kDeleted, pod("b", "n2", "21"))}});
   auto informer = make();
   runToIdle(*informer);
 
@@ -327,21 +326,20 @@ TEST_F(InformerTest, AResponseThatIsNotAListIsAFailureNotACrash) {
   auto informer = make();
   runToIdle(*informer);
 
-  EXPECT_THAT(recorder_.errors,
-              ElementsAre(HasSubstr("response is not a List"),
-                          HasSubstr("response has no metadata.resourceVersion")));
+  EXPECT_THAT(recorder_.errors, ElementsAre(HasSubstr("response is not a List"),
+                                            HasSubstr("response has no metadata.resourceVersion")));
   EXPECT_TRUE(informer->synced());
 }
 
 TEST_F(InformerTest, AStreamThatEndsAtOnceWithNothingInItBacksOff) {
   client_.lists.push_back(listOf({}, "5"));
   for (int i = 0; i < 3; ++i) client_.watches.push_back({});
-  auto informer = std::make_unique<Informer<PodRecord>>(
-      client_, clock_, resources::kPods, "",
-      InformerOptions{.initial_backoff = milliseconds(1),
-                      .max_backoff = milliseconds(2),
-                      .short_watch = milliseconds(60000)},
-      projectPod, recorder_.handlers());
+  auto informer =
+      std::make_unique<Informer<PodRecord>>(client_, clock_, resources::kPods, "",
+                                            InformerOptions{.initial_backoff = milliseconds(1),
+                                                            .max_backoff = milliseconds(2),
+                                                            .short_watch = milliseconds(60000)},
+                                            projectPod, recorder_.handlers());
   runToIdle(*informer);
   EXPECT_EQ(informer->stats().failures, 3U);
   EXPECT_THAT(recorder_.errors, ::testing::Each(HasSubstr("the server ended the stream at once")));

@@ -63,15 +63,16 @@ TEST(Rfc3339, AcceptsEveryYearGoDoesAndClampsIntoTheWindowWithoutWrapping) {
   EXPECT_EQ(*parseRfc3339("2199-12-31T23:30:00-01:00"), kLatestApiTime);
   // Far future stays in the future: later than any now ekco will see, and ordered.
   const auto now = at(2026y / November / 23);
-  for (const char* future : {"9999-12-31T23:59:59Z", "3000-01-01T00:00:00Z",
-                             "2262-04-11T23:47:17Z", "2500-06-01T12:00:00+14:00"}) {
+  for (const char* future : {"9999-12-31T23:59:59Z", "3000-01-01T00:00:00Z", "2262-04-11T23:47:17Z",
+                             "2500-06-01T12:00:00+14:00"}) {
     auto t = parseRfc3339(future);
     ASSERT_TRUE(t) << future;
     EXPECT_GT(*t, now) << future;
     // now - t is representable (the consumers subtract).
     EXPECT_LT(std::chrono::duration_cast<std::chrono::hours>(now - *t).count(), 0) << future;
   }
-  for (const char* past : {"0000-01-01T00:00:00Z", "0001-01-01T00:00:00Z", "1000-03-01T00:00:00Z"}) {
+  for (const char* past :
+       {"0000-01-01T00:00:00Z", "0001-01-01T00:00:00Z", "1000-03-01T00:00:00Z"}) {
     auto t = parseRfc3339(past);
     ASSERT_TRUE(t) << past;
     EXPECT_LT(*t, now) << past;

@@ -7,8 +7,8 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "tests/kubesim/server.h"
@@ -171,7 +171,8 @@ std::vector<json> generateCluster(int nodes, int pods) {
     std::string app = "app-" + std::to_string(i % 20);
     // Names as a ReplicaSet makes them: <app>-<template hash>-<5 random characters>.
     std::string suffix;
-    for (int n = i, k = 0; k < 5; ++k, n /= 36) suffix += "0123456789abcdefghijklmnopqrstuvwxyz"[n % 36];
+    for (int n = i, k = 0; k < 5; ++k, n /= 36)
+      suffix += "0123456789abcdefghijklmnopqrstuvwxyz"[n % 36];
     std::string name = app + "-5d8f7c9b4-" + suffix;
     std::string node = nodes > 0 ? "node-" + std::to_string(i % nodes) : "";
     json pod = {
@@ -234,7 +235,9 @@ std::vector<json> generateCluster(int nodes, int pods) {
              {"started", true},
              {"restartCount", 0},
              {"image", "registry.k8s.io/pause:3.9"},
-             {"imageID", "registry.k8s.io/pause@sha256:7031c1b283388d2c2e09b57badb803c05ebed362dc88d84b480cc47f72a21097"},
+             {"imageID",
+              "registry.k8s.io/"
+              "pause@sha256:7031c1b283388d2c2e09b57badb803c05ebed362dc88d84b480cc47f72a21097"},
              {"containerID", "containerd://" + std::string(64, 'a')},
              {"state", {{"running", {{"startedAt", "2026-01-01T00:00:01Z"}}}}}}}}}}};
     out.push_back(pod);

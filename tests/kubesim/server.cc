@@ -371,7 +371,6 @@ bool Server::Impl::handle(SslStream& stream, Request& req,
   return keep_alive;
 }
 
-
 // --- Server ---
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

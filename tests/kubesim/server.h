@@ -168,8 +168,7 @@ std::vector<nlohmann::json> generateCluster(int nodes, int pods);
 
 // Objects the tests, benchmarks and the demo build alike:
 // A ConfigMap NAMESPACE/NAME holding `data` (a JSON object of strings).
-nlohmann::json configMapObject(const std::string& ns, const std::string& name,
-                               nlohmann::json data);
+nlohmann::json configMapObject(const std::string& ns, const std::string& name, nlohmann::json data);
 // A Running pod NAMESPACE/NAME bound to `node`, one container.
 nlohmann::json runningPodObject(const std::string& ns, const std::string& name,
                                 const std::string& node,

@@ -5,10 +5,10 @@
 
 #include "tests/kubesim/server.h"
 
-#include <utility>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <sys/socket.h>
+#include <utility>
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>

@@ -281,7 +281,6 @@ std::string bearerToken(std::string_view header) {
   return std::string(token);
 }
 
-
 // Splits ".../namespaces/NS/RES/NAME/SUB" or ".../RES/NAME/SUB" (segments after the version).
 std::optional<ParsedRoute> parseResourcePath(std::vector<std::string> rest) {
   ParsedRoute route;

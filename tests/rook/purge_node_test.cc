@@ -45,15 +45,20 @@ json cephCluster() {
           {"spec",
            {{"storage",
              {{"useAllNodes", false},
-              {"nodes", {{{"name", "node-a"}}, {{"name", "node-b"}, {"devices", {{{"name", "sdb"}}}}}}}}}}}};
+              {"nodes",
+               {{{"name", "node-a"}}, {{"name", "node-b"}, {"devices", {{{"name", "sdb"}}}}}}}}}}}};
 }
 
 json toolsPod() {
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
           {"metadata",
-           {{"name", "rook-ceph-tools-7d9f"}, {"namespace", "rook-ceph"}, {"labels", {{"app", "rook-ceph-tools"}}}}},
-          {"spec", {{"nodeName", "node-a"}, {"containers", {{{"name", "rook-ceph-tools"}, {"image", "ceph"}}}}}},
+           {{"name", "rook-ceph-tools-7d9f"},
+            {"namespace", "rook-ceph"},
+            {"labels", {{"app", "rook-ceph-tools"}}}}},
+          {"spec",
+           {{"nodeName", "node-a"},
+            {"containers", {{{"name", "rook-ceph-tools"}, {"image", "ceph"}}}}}},
           {"status", {{"phase", "Running"}}}};
 }
 
@@ -83,7 +88,8 @@ class PurgeRookTest : public ::testing::Test {
     return out;
   }
   json storageNodes() {
-    return (*server_->get("cephclusters.ceph.rook.io", "rook-ceph", "rook-ceph"))["spec"]["storage"]["nodes"];
+    return (*server_->get("cephclusters.ceph.rook.io", "rook-ceph",
+                          "rook-ceph"))["spec"]["storage"]["nodes"];
   }
 
   agent::testing::TempDir dir_{"ekco-rook"};
@@ -101,9 +107,11 @@ TEST(OsdDeploymentsOnHost, EveryOsdOfTheHostWithAnyNumberOfDigits) {
                        osdDeployment("rook-ceph-osd-0", "0", "node-a")}}};
   auto got = osdDeploymentsOnHost(list, "node-b");
   ASSERT_TRUE(got);
-  EXPECT_EQ(*got, (std::vector<OsdDeployment>{{"rook-ceph-osd-12", "12"}, {"rook-ceph-osd-3", "3"}}));
+  EXPECT_EQ(*got,
+            (std::vector<OsdDeployment>{{"rook-ceph-osd-12", "12"}, {"rook-ceph-osd-3", "3"}}));
   EXPECT_TRUE(osdDeploymentsOnHost(list, "node-c")->empty());
-  auto bad = osdDeploymentsOnHost({{"items", {osdDeployment("x", "3; rm -rf /", "node-b")}}}, "node-b");
+  auto bad =
+      osdDeploymentsOnHost({{"items", {osdDeployment("x", "3; rm -rf /", "node-b")}}}, "node-b");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code(), base::ErrorCode::kParse);
   EXPECT_THAT(bad.error().message(), HasSubstr("Deployment x"));
@@ -131,12 +139,11 @@ TEST_F(PurgeRookTest, PurgesEveryOsdOfTheHostInAResumableOrder) {
   EXPECT_FALSE(server_->get("deployments.apps", "rook-ceph", "rook-ceph-osd-3"));
   EXPECT_FALSE(server_->get("deployments.apps", "rook-ceph", "rook-ceph-osd-12"));
   EXPECT_TRUE(server_->get("deployments.apps", "rook-ceph", "rook-ceph-osd-0"));
-  EXPECT_THAT(commands(),
-              ElementsAre(Cmd{"ceph", "osd", "down", "12"},
-                          Cmd{"ceph", "osd", "purge", "12", "--yes-i-really-mean-it"},
-                          Cmd{"ceph", "osd", "down", "3"},
-                          Cmd{"ceph", "osd", "purge", "3", "--yes-i-really-mean-it"},
-                          Cmd{"ceph", "osd", "crush", "rm", "node-b"}));
+  EXPECT_THAT(commands(), ElementsAre(Cmd{"ceph", "osd", "down", "12"},
+                                      Cmd{"ceph", "osd", "purge", "12", "--yes-i-really-mean-it"},
+                                      Cmd{"ceph", "osd", "down", "3"},
+                                      Cmd{"ceph", "osd", "purge", "3", "--yes-i-really-mean-it"},
+                                      Cmd{"ceph", "osd", "crush", "rm", "node-b"}));
 
   // A new leader resuming the purge: nothing is repeated but the host removal (a no-op in ceph).
   auto again = purgeNode(*client_, *exec_, "node-b", "node-b");
@@ -153,20 +160,24 @@ TEST_F(PurgeRookTest, DryRunChangesNothingAndListsThePlan) {
   EXPECT_EQ(storageNodes().size(), 2U);
   EXPECT_TRUE(server_->get("deployments.apps", "rook-ceph", "rook-ceph-osd-3"));
   EXPECT_TRUE(server_->execLog().empty());
-  EXPECT_THAT(r->actions,
-              ElementsAre("would remove node-b from CephCluster rook-ceph/rook-ceph spec.storage.nodes",
-                          "would run `ceph osd down 3`",
-                          "would run `ceph osd purge 3 --yes-i-really-mean-it`",
-                          "would delete Deployment rook-ceph/rook-ceph-osd-3 (osd.3)",
-                          "would run `ceph osd crush rm node-b`"));
+  EXPECT_THAT(
+      r->actions,
+      ElementsAre("would remove node-b from CephCluster rook-ceph/rook-ceph spec.storage.nodes",
+                  "would run `ceph osd down 3`",
+                  "would run `ceph osd purge 3 --yes-i-really-mean-it`",
+                  "would delete Deployment rook-ceph/rook-ceph-osd-3 (osd.3)",
+                  "would run `ceph osd crush rm node-b`"));
 }
 
 TEST_F(PurgeRookTest, AFailedPurgeStopsBeforeTheDeploymentIsDeleted) {
   start({cephCluster(), toolsPod(), osdDeployment("rook-ceph-osd-3", "3", "node-b")},
-        {{.command_prefix = {"ceph", "osd", "purge"}, .stderr_data = "Error EBUSY: osd.3 is up\n", .exit_code = 16}});
+        {{.command_prefix = {"ceph", "osd", "purge"},
+          .stderr_data = "Error EBUSY: osd.3 is up\n",
+          .exit_code = 16}});
   auto r = purgeNode(*client_, *exec_, "node-b", "node-b");
   ASSERT_FALSE(r);
-  EXPECT_THAT(r.error().message(), HasSubstr("`ceph osd purge 3 --yes-i-really-mean-it` in rook-ceph-tools-7d9f exited 16: Error EBUSY"));
+  EXPECT_THAT(r.error().message(), HasSubstr("`ceph osd purge 3 --yes-i-really-mean-it` in "
+                                             "rook-ceph-tools-7d9f exited 16: Error EBUSY"));
   // The Deployment still says which OSD it was, so a retry can finish the job.
   EXPECT_TRUE(server_->get("deployments.apps", "rook-ceph", "rook-ceph-osd-3"));
 }

@@ -27,7 +27,8 @@ std::string readFile(const std::filesystem::path& path) {
 // Compares with tests/testdata/units/<name>; EKCO_UPDATE_GOLDEN=1 rewrites it.
 void expectGolden(const std::string& actual, const std::string& name) {
   const auto path = std::filesystem::path(EKCO_TESTDATA_DIR) / "units" / name;
-  if (const char* update = std::getenv("EKCO_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+  if (const char* update = std::getenv("EKCO_UPDATE_GOLDEN");
+      update && std::string(update) == "1") {
     std::filesystem::create_directories(path.parent_path());
     std::ofstream(path, std::ios::binary) << actual;
     return;
@@ -82,11 +83,11 @@ TEST(RenderHostUnits, OptionsReachTheFiles) {
               HasSubstr("ExecStart=/opt/ekco/bin/ekco-1.2 upgrade\n"));
   EXPECT_THAT(find(*files, "/opt/ekco/startup.sh")->content,
               HasSubstr("exec /opt/ekco/bin/ekco-1.2 startup"));
-  auto with_reboot = renderHostUnits({.startup_bound = std::chrono::seconds(30),
-                                      .shutdown_bound = std::chrono::seconds(120)});
+  auto with_reboot = renderHostUnits(
+      {.startup_bound = std::chrono::seconds(30), .shutdown_bound = std::chrono::seconds(120)});
   ASSERT_TRUE(with_reboot);
   const std::string& unit = find(*with_reboot, "/etc/systemd/system/ekco-reboot.service")->content;
-  EXPECT_THAT(unit, HasSubstr("TimeoutStartSec=90\n"));   // 30 s + the 60 s margin
+  EXPECT_THAT(unit, HasSubstr("TimeoutStartSec=90\n"));  // 30 s + the 60 s margin
   EXPECT_THAT(unit, HasSubstr("TimeoutStopSec=180\n"));
 }
 
@@ -101,7 +102,8 @@ TEST(RenderHostUnits, RefusesBadValuesWithOneLine) {
   }
   auto bad_schedule = renderHostUnits({.upgrade_schedule = "Sat 25:99"});
   ASSERT_FALSE(bad_schedule);
-  EXPECT_THAT(bad_schedule.error().message(), StartsWith("auto_upgrade_schedule: invalid calendar"));
+  EXPECT_THAT(bad_schedule.error().message(),
+              StartsWith("auto_upgrade_schedule: invalid calendar"));
   auto newline = renderHostUnits({.upgrade_schedule = "daily\n[Service]"});
   ASSERT_FALSE(newline);
   EXPECT_EQ(newline.error().message().find('\n'), std::string::npos);

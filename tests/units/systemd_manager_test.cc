@@ -122,7 +122,7 @@ TEST(ConnectSystemdTest, BadAddress) {
 
 TEST_F(SystemdManagerTest, BusListensAtTheEscapedHostRootAddress) {
   // dbus-daemon parsed our escaped address back into the real path (with its space, comma, '=').
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat((root_ + "/run/dbus/system_bus_socket").c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   const std::string& printed = bus_->printedAddress();
@@ -139,13 +139,13 @@ TEST_F(SystemdManagerTest, EnableAndDisableReturnTheChanges) {
   addMockUnit("en-a.service");
   auto enabled = manager_->enableUnitFiles({"en-a.service", "en-b.timer"});
   ASSERT_TRUE(enabled) << enabled.error().message();
-  EXPECT_THAT(*enabled,
-              ElementsAre(UnitFileChange{"symlink",
-                                         "/etc/systemd/system/multi-user.target.wants/en-a.service",
-                                         "/etc/systemd/system/en-a.service"},
-                          UnitFileChange{"symlink",
-                                         "/etc/systemd/system/multi-user.target.wants/en-b.timer",
-                                         "/etc/systemd/system/en-b.timer"}));
+  EXPECT_THAT(
+      *enabled,
+      ElementsAre(
+          UnitFileChange{"symlink", "/etc/systemd/system/multi-user.target.wants/en-a.service",
+                         "/etc/systemd/system/en-a.service"},
+          UnitFileChange{"symlink", "/etc/systemd/system/multi-user.target.wants/en-b.timer",
+                         "/etc/systemd/system/en-b.timer"}));
   EXPECT_THAT(calls("EnableUnitFiles"),
               ElementsAre(R"(EnableUnitFiles ["en-a.service", "en-b.timer"] False True)"));
   auto state = manager_->unitState("en-a.service");
@@ -159,13 +159,11 @@ TEST_F(SystemdManagerTest, EnableAndDisableReturnTheChanges) {
 
   auto disabled = manager_->disableUnitFiles({"en-a.service", "en-b.timer"});
   ASSERT_TRUE(disabled) << disabled.error().message();
-  EXPECT_THAT(*disabled,
-              ElementsAre(UnitFileChange{"unlink",
-                                         "/etc/systemd/system/multi-user.target.wants/en-a.service",
-                                         ""},
-                          UnitFileChange{"unlink",
-                                         "/etc/systemd/system/multi-user.target.wants/en-b.timer",
-                                         ""}));
+  EXPECT_THAT(
+      *disabled,
+      ElementsAre(
+          UnitFileChange{"unlink", "/etc/systemd/system/multi-user.target.wants/en-a.service", ""},
+          UnitFileChange{"unlink", "/etc/systemd/system/multi-user.target.wants/en-b.timer", ""}));
   EXPECT_THAT(calls("DisableUnitFiles"),
               ElementsAre(R"(DisableUnitFiles ["en-a.service", "en-b.timer"] False)"));
   state = manager_->unitState("en-a.service");

@@ -47,10 +47,11 @@ TEST(Cli, VersionPrintsVersionAndShaThenLibraries) {
   CliRun r = cli({"version"});
   EXPECT_EQ(r.code, kExitOk);
   std::string first = r.out.substr(0, r.out.find('\n'));
-  EXPECT_TRUE(std::regex_match(first, std::regex(R"(ekco \d+\.\d+\.\d+ \(([0-9a-f]{7,}|unknown)\))")))
+  EXPECT_TRUE(
+      std::regex_match(first, std::regex(R"(ekco \d+\.\d+\.\d+ \(([0-9a-f]{7,}|unknown)\))")))
       << first;
-  for (const char* lib : {"libsystemd", "yaml-cpp", "libcurl", "OpenSSL", "boost", "fmt",
-                          "nlohmann-json", "CLI11"}) {
+  for (const char* lib :
+       {"libsystemd", "yaml-cpp", "libcurl", "OpenSSL", "boost", "fmt", "nlohmann-json", "CLI11"}) {
     EXPECT_THAT(r.out, HasSubstr(lib));
   }
 }
@@ -116,8 +117,8 @@ TEST(Cli, ConfigCheckWarnsAboutIgnoredKeysButPasses) {
 TEST(Cli, ConfigShowLayersFileEnvironmentAndFlags) {
   TempFile f("min_ready_master_nodes: 3\npurge_dead_nodes: true\nlog_level: warn\n");
   CliRun r = cli({"config", "show", "--config", f.path(), "--min_ready_master_nodes", "5",
-               "--enable-internal-load-balancer", "--purge-dead-nodes=false"},
-              {"EKCO_NODE_UNREACHABLE_TOLERATION=10m", "LOG_LEVEL=debug"});
+                  "--enable-internal-load-balancer", "--purge-dead-nodes=false"},
+                 {"EKCO_NODE_UNREACHABLE_TOLERATION=10m", "LOG_LEVEL=debug"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\nmin_ready_master_nodes: 5\n"));
   EXPECT_THAT(r.out, HasSubstr("\nenable_internal_load_balancer: true\n"));
@@ -127,8 +128,10 @@ TEST(Cli, ConfigShowLayersFileEnvironmentAndFlags) {
 }
 
 TEST(Cli, LogLevelIsAGlobalFlagInBothSpellings) {
-  EXPECT_THAT(cli({"--log-level", "debug", "config", "show"}).out, HasSubstr("\nlog_level: debug\n"));
-  EXPECT_THAT(cli({"config", "show", "--log_level", "error"}).out, HasSubstr("\nlog_level: error\n"));
+  EXPECT_THAT(cli({"--log-level", "debug", "config", "show"}).out,
+              HasSubstr("\nlog_level: debug\n"));
+  EXPECT_THAT(cli({"config", "show", "--log_level", "error"}).out,
+              HasSubstr("\nlog_level: error\n"));
   EXPECT_EQ(base::currentLogLevel(), base::LogLevel::kError);
   base::configureLogging(base::LogOptions{});
   CliRun bad = cli({"--log-level", "loud", "version"});
@@ -183,15 +186,16 @@ TEST(EkcoBinary, VersionAndConfigCheckRunAsAProgram) {
   EXPECT_EQ(version->exit_code, 0);
   EXPECT_THAT(version->stdout_data, StartsWith("ekco "));
 
-  auto check = runner.run({.argv = {EKCO_BIN, "config", "check", EKCO_SOURCE_DIR "/packaging/config.yaml"},
-                           .timeout = std::chrono::seconds(20)});
+  auto check =
+      runner.run({.argv = {EKCO_BIN, "config", "check", EKCO_SOURCE_DIR "/packaging/config.yaml"},
+                  .timeout = std::chrono::seconds(20)});
   ASSERT_TRUE(check) << check.error().message();
   EXPECT_EQ(check->exit_code, 0) << check->stderr_data;
   EXPECT_THAT(check->stdout_data, HasSubstr("config.yaml: ok"));
 
   TempFile bad("clear_dead_nodes: [\n");
-  auto fail = runner.run({.argv = {EKCO_BIN, "config", "check", bad.path()},
-                          .timeout = std::chrono::seconds(20)});
+  auto fail = runner.run(
+      {.argv = {EKCO_BIN, "config", "check", bad.path()}, .timeout = std::chrono::seconds(20)});
   ASSERT_TRUE(fail);
   EXPECT_EQ(fail->exit_code, 2);
   EXPECT_THAT(fail->stderr_data, HasSubstr("malformed YAML"));

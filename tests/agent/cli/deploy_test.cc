@@ -147,7 +147,8 @@ class DeployKubectlTest : public ::testing::Test {
     if (!fs::exists(kKubectl)) GTEST_SKIP() << kKubectl << " is not installed";
     auto server = kubesim::Server::start(
         {.out_dir = dir_.path() + "/sim",
-         .tokens = {{.token = "sa-token", .user = "system:serviceaccount:kurl:ekco", .groups = {}}}});
+         .tokens = {
+             {.token = "sa-token", .user = "system:serviceaccount:kurl:ekco", .groups = {}}}});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
     sa_kubeconfig_ = dir_.path() + "/sa.kubeconfig";
@@ -185,36 +186,37 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
 
   base::ProcessResult created = kubectl({"create", "-f", kSource + "/deploy/", "-R"});
   ASSERT_EQ(created.exit_code, 0) << created.stderr_data;
-  for (const char* line :
-       {"namespace/kurl created", "serviceaccount/ekco created",
-        "clusterrole.rbac.authorization.k8s.io/ekco created",
-        "clusterrolebinding.rbac.authorization.k8s.io/ekco created",
-        "role.rbac.authorization.k8s.io/ekco-leader-election created",
-        "rolebinding.rbac.authorization.k8s.io/ekco-leader-election created",
-        "role.rbac.authorization.k8s.io/ekco-internal-lb created",
-        "role.rbac.authorization.k8s.io/ekco-purge-kubeadm created",
-        "configmap/ekco-config created", "daemonset.apps/ekco created"}) {
+  for (const char* line : {"namespace/kurl created", "serviceaccount/ekco created",
+                           "clusterrole.rbac.authorization.k8s.io/ekco created",
+                           "clusterrolebinding.rbac.authorization.k8s.io/ekco created",
+                           "role.rbac.authorization.k8s.io/ekco-leader-election created",
+                           "rolebinding.rbac.authorization.k8s.io/ekco-leader-election created",
+                           "role.rbac.authorization.k8s.io/ekco-internal-lb created",
+                           "role.rbac.authorization.k8s.io/ekco-purge-kubeadm created",
+                           "configmap/ekco-config created", "daemonset.apps/ekco created"}) {
     EXPECT_THAT(created.stdout_data, HasSubstr(std::string(line) + "\n"));
   }
   // Rook is installed: its CephCluster CRD is served (kubectl resolves cephclusters through
   // discovery).
   const std::string crd = dir_.path() + "/cephcluster-crd.yaml";
-  std::ofstream(crd) << "apiVersion: apiextensions.k8s.io/v1\n"
-                        "kind: CustomResourceDefinition\n"
-                        "metadata: {name: cephclusters.ceph.rook.io}\n"
-                        "spec:\n"
-                        "  group: ceph.rook.io\n"
-                        "  scope: Namespaced\n"
-                        "  names: {plural: cephclusters, singular: cephcluster, kind: CephCluster}\n"
-                        "  versions:\n"
-                        "    - {name: v1, served: true, storage: true, subresources: {status: {}},\n"
-                        "       schema: {openAPIV3Schema: {type: object, "
-                        "x-kubernetes-preserve-unknown-fields: true}}}\n";
+  std::ofstream(crd)
+      << "apiVersion: apiextensions.k8s.io/v1\n"
+         "kind: CustomResourceDefinition\n"
+         "metadata: {name: cephclusters.ceph.rook.io}\n"
+         "spec:\n"
+         "  group: ceph.rook.io\n"
+         "  scope: Namespaced\n"
+         "  names: {plural: cephclusters, singular: cephcluster, kind: CephCluster}\n"
+         "  versions:\n"
+         "    - {name: v1, served: true, storage: true, subresources: {status: {}},\n"
+         "       schema: {openAPIV3Schema: {type: object, "
+         "x-kubernetes-preserve-unknown-fields: true}}}\n";
   base::ProcessResult crd_created = kubectl({"create", "-f", crd});
   ASSERT_EQ(crd_created.exit_code, 0) << crd_created.stderr_data;
   base::ProcessResult rook = kubectl({"create", "-f", kSource + "/deploy-rook-ceph/"});
   ASSERT_EQ(rook.exit_code, 0) << rook.stderr_data;
-  EXPECT_THAT(rook.stdout_data, HasSubstr("role.rbac.authorization.k8s.io/ekco-purge-rook created"));
+  EXPECT_THAT(rook.stdout_data,
+              HasSubstr("role.rbac.authorization.k8s.io/ekco-purge-rook created"));
 
   base::ProcessResult ds = kubectl({"get", "daemonset", "ekco", "-n", "kurl", "-o", "json"});
   ASSERT_EQ(ds.exit_code, 0) << ds.stderr_data;

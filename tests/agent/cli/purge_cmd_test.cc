@@ -14,20 +14,22 @@ namespace ekco::agent {
 namespace {
 
 using nlohmann::json;
-using ::testing::HasSubstr;
 using testing::cli;
 using testing::CliRun;
+using ::testing::HasSubstr;
 
 json node(const std::string& name, bool master, bool ready) {
   json labels = {{"kubernetes.io/hostname", name}};
   if (master) labels["node-role.kubernetes.io/control-plane"] = "";
-  json n = {{"apiVersion", "v1"},
-            {"kind", "Node"},
-            {"metadata", {{"name", name}, {"labels", labels}}},
-            {"spec", json::object()},
-            {"status", {{"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "Unknown"}}}}}}};
+  json n = {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata", {{"name", name}, {"labels", labels}}},
+      {"spec", json::object()},
+      {"status", {{"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "Unknown"}}}}}}};
   if (!ready) {
-    n["spec"]["taints"] = {{{"key", "node.kubernetes.io/unreachable"}, {"effect", "NoExecute"},
+    n["spec"]["taints"] = {{{"key", "node.kubernetes.io/unreachable"},
+                            {"effect", "NoExecute"},
                             {"timeAdded", "2026-01-01T00:00:00Z"}}};
   }
   return n;
@@ -36,10 +38,10 @@ json node(const std::string& name, bool master, bool ready) {
 class PurgeCmdTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = kubesim::Server::start(
-        {.out_dir = dir_.path(),
-         .objects = {node("cp-1", true, true), node("cp-2", true, true), node("w-1", false, true),
-                     node("w-2", false, false)}});
+    auto server =
+        kubesim::Server::start({.out_dir = dir_.path(),
+                                .objects = {node("cp-1", true, true), node("cp-2", true, true),
+                                            node("w-1", false, true), node("w-2", false, false)}});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
   }

@@ -7,9 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <yaml-cpp/yaml.h>
 #include <filesystem>
 #include <fstream>
-#include <yaml-cpp/yaml.h>
 
 #include "agent/cli/cli.h"
 #include "haproxy/render.h"

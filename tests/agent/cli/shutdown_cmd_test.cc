@@ -75,8 +75,8 @@ std::vector<json> cluster() {
 const std::string kOtherMounts =
     "/dev/sda1 / ext4 rw,relatime 0 0\n"
     "proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"
-    "tmpfs /var/lib/kubelet/pods/" + std::string(kPodUid) +
-    "/volumes/kubernetes.io~projected/kube-api-access-x tmpfs rw 0 0\n";
+    "tmpfs /var/lib/kubelet/pods/" +
+    std::string(kPodUid) + "/volumes/kubernetes.io~projected/kube-api-access-x tmpfs rw 0 0\n";
 const std::string kPvcMount = "/dev/rbd0 /var/lib/kubelet/pods/" + std::string(kPodUid) +
                               "/volumes/kubernetes.io~csi/pvc-1234/mount ext4 rw 0 0\n";
 const std::string kCephFsMount =
@@ -221,14 +221,15 @@ TEST(PodVolumeMounts, FindsPvcAndCephFsMountsOnly) {
       "garbage\n";
   auto mounts = podVolumeMounts(text);
   ASSERT_EQ(mounts.size(), 2U);
-  EXPECT_EQ(mounts[0].mount_point,
-            "/var/lib/kubelet/pods/" + std::string(kPodUid) + "/volumes/kubernetes.io~csi/pvc-1234/mount");
+  EXPECT_EQ(mounts[0].mount_point, "/var/lib/kubelet/pods/" + std::string(kPodUid) +
+                                       "/volumes/kubernetes.io~csi/pvc-1234/mount");
   EXPECT_EQ(mounts[1].source, "10.0.0.1:6789,10.0.0.2:6789:/volumes/csi/csi-vol-1");
   // Octal escapes are decoded (a PVC whose directory has a space).
   auto spaced = podVolumeMounts(
       "/dev/sdb /var/lib/kubelet/pods/u2/volumes/kubernetes.io~csi/pvc-1\\040x/mount xfs rw 0 0\n");
   ASSERT_EQ(spaced.size(), 1U);
-  EXPECT_EQ(spaced[0].mount_point, "/var/lib/kubelet/pods/u2/volumes/kubernetes.io~csi/pvc-1 x/mount");
+  EXPECT_EQ(spaced[0].mount_point,
+            "/var/lib/kubelet/pods/u2/volumes/kubernetes.io~csi/pvc-1 x/mount");
   EXPECT_TRUE(podVolumeMounts(kOtherMounts).empty());
 }
 
@@ -239,8 +240,8 @@ TEST_F(ShutdownTest, CordonsDeletesPodsWaitsForUnmountsThenDeletesRookPods) {
     return shutdownNode(*client_, *host_fs_, clock_, shutdownOptions());
   });
   // The wait is running: node cordoned and marked, pods deleted, rook pods not yet.
-  ASSERT_TRUE(testing::eventually([&] { return logs.count("waiting for pod volumes") >= 3; },
-                                  seconds(10)))
+  ASSERT_TRUE(
+      testing::eventually([&] { return logs.count("waiting for pod volumes") >= 3; }, seconds(10)))
       << logs.text();
   EXPECT_TRUE(unschedulable("node-a"));
   EXPECT_EQ(ekcoAnnotations("node-a"),
@@ -458,8 +459,8 @@ TEST(ShutdownCli, UsageAndConfigErrors) {
   for (const char* cmd : {"shutdown", "startup"}) {
     auto r = testing::cli({cmd, "--help"});
     EXPECT_EQ(r.code, kExitOk);
-    for (const char* flag : {"--config", "--kubeconfig", "--node-name", "--host-root",
-                             "--dry-run", "--shutdown-unmount-timeout", "--startup-api-timeout"}) {
+    for (const char* flag : {"--config", "--kubeconfig", "--node-name", "--host-root", "--dry-run",
+                             "--shutdown-unmount-timeout", "--startup-api-timeout"}) {
       EXPECT_THAT(r.out, HasSubstr(flag)) << cmd;
     }
     r = testing::cli({cmd, "--bogus"});

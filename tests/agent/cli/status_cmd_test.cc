@@ -94,8 +94,10 @@ TEST(StatusTable, ShowsTheInternalLoadBalancerWhenEnabled) {
                         "  from:         endpointslices (written 2m3s ago)\n"
                         "  last reload:  reloaded master 812 (new worker 990) (2m3s ago)\n"
                         "  problem:      -\n"));
-  doc["internal_load_balancer"] = json::parse(R"json({"backends": [], "problem": "no apiserver\nknown"})json");
-  const std::string t = renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  doc["internal_load_balancer"] =
+      json::parse(R"json({"backends": [], "problem": "no apiserver\nknown"})json");
+  const std::string t =
+      renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
   EXPECT_THAT(t, HasSubstr("  backends:     -\n"));
   EXPECT_THAT(t, HasSubstr("  problem:      no apiserver known\n"));
 }

@@ -128,24 +128,26 @@ class InstallerServer {
     const State s = state();
     std::string response;
     if (path == "/redirect") {
-      response = "HTTP/1.1 302 Found\r\nLocation: /installer\r\nContent-Length: 0\r\n"
-                 "Connection: close\r\n\r\n";
+      response =
+          "HTTP/1.1 302 Found\r\nLocation: /installer\r\nContent-Length: 0\r\n"
+          "Connection: close\r\n\r\n";
     } else if (path != "/installer") {
       response = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     } else if (method == "HEAD") {
       ++heads_;
       response = statusLine(s.head_status);
       if (s.hash) response += "X-Kurl-Hash: " + *s.hash + "\r\n";
-      response += "Content-Length: " + std::to_string(s.body.size()) +
-                  "\r\nConnection: close\r\n\r\n";
+      response +=
+          "Content-Length: " + std::to_string(s.body.size()) + "\r\nConnection: close\r\n\r\n";
     } else if (method == "GET") {
       ++gets_;
       const std::string body = s.get_status == 200 ? s.body : "oops\n";
       response = statusLine(s.get_status) + "Content-Length: " + std::to_string(body.size()) +
                  "\r\nConnection: close\r\n\r\n" + body;
     } else {
-      response = "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n"
-                 "Connection: close\r\n\r\n";
+      response =
+          "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n"
+          "Connection: close\r\n\r\n";
     }
     std::size_t sent = 0;
     while (sent < response.size()) {
@@ -158,11 +160,16 @@ class InstallerServer {
 
   static std::string statusLine(int status) {
     switch (status) {
-      case 200: return "HTTP/1.1 200 OK\r\n";
-      case 404: return "HTTP/1.1 404 Not Found\r\n";
-      case 500: return "HTTP/1.1 500 Internal Server Error\r\n";
-      case 503: return "HTTP/1.1 503 Service Unavailable\r\n";
-      default: return "HTTP/1.1 " + std::to_string(status) + " Whatever\r\n";
+      case 200:
+        return "HTTP/1.1 200 OK\r\n";
+      case 404:
+        return "HTTP/1.1 404 Not Found\r\n";
+      case 500:
+        return "HTTP/1.1 500 Internal Server Error\r\n";
+      case 503:
+        return "HTTP/1.1 503 Service Unavailable\r\n";
+      default:
+        return "HTTP/1.1 " + std::to_string(status) + " Whatever\r\n";
     }
   }
 
@@ -218,14 +225,17 @@ class UpgradeTest : public ::testing::Test {
   // An installer that records its arguments in the marker file, writes to stdout and stderr
   // and exits with `code` (after "fatal: disk full" when non-zero).
   std::string script(int code) const {
-    std::string s = "#!/bin/bash\n"
-                    "echo \"installer: starting $*\"\n"
-                    "echo \"installer: to stderr\" >&2\n"
-                    "echo \"$*\" >> '" + marker_ + "'\n";
+    std::string s =
+        "#!/bin/bash\n"
+        "echo \"installer: starting $*\"\n"
+        "echo \"installer: to stderr\" >&2\n"
+        "echo \"$*\" >> '" +
+        marker_ + "'\n";
     if (code != 0) {
       s += "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo \"step $i\"; done\n"
            "echo 'fatal: disk full' >&2\n"
-           "exit " + std::to_string(code) + "\n";
+           "exit " +
+           std::to_string(code) + "\n";
     } else {
       s += "echo 'installer: done'\n";
     }
@@ -233,8 +243,8 @@ class UpgradeTest : public ::testing::Test {
   }
 
   std::vector<std::string> args(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> a = {"upgrade", "--url", http_.url(), "--host-root", root_,
-                                  "--kubeconfig", api_->kubeconfigPath()};
+    std::vector<std::string> a = {"upgrade", "--url",        http_.url(),           "--host-root",
+                                  root_,     "--kubeconfig", api_->kubeconfigPath()};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -274,8 +284,7 @@ TEST_F(UpgradeTest, FirstRunRecordsTheHashWithoutUpgrading) {
   auto r = run();
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("no upgrade recorded yet: recorded the current installer hash h1"));
-  EXPECT_TRUE(std::regex_match(record(),
-                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ h1\n)")))
+  EXPECT_TRUE(std::regex_match(record(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ h1\n)")))
       << record();
   EXPECT_EQ(http_.heads(), 1);
   EXPECT_EQ(http_.gets(), 0);
@@ -328,11 +337,16 @@ TEST_F(UpgradeTest, InstallerOutputIsStreamedToTheLogWhileItRuns) {
   // The installer waits for a file that the log sink creates when it sees the installer's first
   // line: it only finishes if lines reach the log while it runs.
   const std::string go = dir_.path() + "/go";
-  http_.setBody("#!/bin/bash\n"
-                "echo 'installer: waiting'\n"
-                "for i in $(seq 1 200); do [ -e '" + go + "' ] && break; sleep 0.05; done\n"
-                "[ -e '" + go + "' ] || { echo 'never saw the go file' >&2; exit 7; }\n"
-                "echo 'installer: finished' >&2\n");
+  http_.setBody(
+      "#!/bin/bash\n"
+      "echo 'installer: waiting'\n"
+      "for i in $(seq 1 200); do [ -e '" +
+      go +
+      "' ] && break; sleep 0.05; done\n"
+      "[ -e '" +
+      go +
+      "' ] || { echo 'never saw the go file' >&2; exit 7; }\n"
+      "echo 'installer: finished' >&2\n");
   writeRecord("2024-01-01T00:00:00Z h1\n");
   http_.setHash("h2");
   std::mutex mu;
@@ -451,8 +465,8 @@ TEST_F(UpgradeTest, UnreachableServerIsOneLineNamingTheUrl) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/x";
-  auto r = testing::cli({"upgrade", "--url", url, "--host-root", root_, "--kubeconfig",
-                         api_->kubeconfigPath()});
+  auto r = testing::cli(
+      {"upgrade", "--url", url, "--host-root", root_, "--kubeconfig", api_->kubeconfigPath()});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, ::testing::StartsWith("error: HEAD " + url + ": "));
   EXPECT_EQ(countLines(r.err), 1) << r.err;
@@ -519,10 +533,15 @@ TEST_F(UpgradeTest, HeldLockSkipsTheRun) {
 TEST_F(UpgradeTest, ConcurrentRunIsBlockedByTheLock) {
   const std::string started = dir_.path() + "/started";
   const std::string go = dir_.path() + "/go";
-  http_.setBody("#!/bin/bash\n"
-                "touch '" + started + "'\n"
-                "for i in $(seq 1 400); do [ -e '" + go + "' ] && exit 0; sleep 0.05; done\n"
-                "exit 7\n");
+  http_.setBody(
+      "#!/bin/bash\n"
+      "touch '" +
+      started +
+      "'\n"
+      "for i in $(seq 1 400); do [ -e '" +
+      go +
+      "' ] && exit 0; sleep 0.05; done\n"
+      "exit 7\n");
   writeRecord("2024-01-01T00:00:00Z h1\n");
   http_.setHash("h2");
   testing::CliRun first;
@@ -554,8 +573,8 @@ TEST_F(UpgradeTest, DryRunChangesNothing) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("dry run: the installer hash changed (h0 -> h1); would download " +
                                http_.url()));
-  EXPECT_THAT(r.out, HasSubstr("bash " + statePath(kUpgradeInstallerFile) +
-                               " yes auto-upgrades-enabled"));
+  EXPECT_THAT(r.out,
+              HasSubstr("bash " + statePath(kUpgradeInstallerFile) + " yes auto-upgrades-enabled"));
   EXPECT_EQ(http_.gets(), 0);
   EXPECT_EQ(installerRuns(), 0);
   EXPECT_EQ(record(), "2024-01-01T00:00:00Z h0\n");
@@ -619,8 +638,8 @@ TEST(UpgradeFetcher, BodyOverTheLimitIsRefused) {
 TEST(UpgradeCli, HelpListsTheFlags) {
   auto r = testing::cli({"upgrade", "--help"});
   EXPECT_EQ(r.code, 0);
-  for (const char* flag : {"--config", "--url", "--state-dir", "--kubeconfig", "--host-root",
-                           "--dry-run"}) {
+  for (const char* flag :
+       {"--config", "--url", "--state-dir", "--kubeconfig", "--host-root", "--dry-run"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
   auto top = testing::cli({"--help"});

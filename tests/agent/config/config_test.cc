@@ -183,8 +183,7 @@ TEST(Config, BadDurationsAreErrors) {
               ElementsAre(HasSubstr("config.yaml:1: node_unreachable_toleration: invalid duration "
                                     "\"5 minutes\"")));
   // A bare number is nanoseconds to viper, and a mistake to everyone else.
-  EXPECT_THAT(problemsOf("reconcile_interval: 60\n"),
-              ElementsAre(HasSubstr("missing unit")));
+  EXPECT_THAT(problemsOf("reconcile_interval: 60\n"), ElementsAre(HasSubstr("missing unit")));
   EXPECT_THAT(problemsOf("rotate_certs_ttl: -720h\n"),
               ElementsAre("config.yaml:1: rotate_certs_ttl: must not be negative (got -720h)"));
   EXPECT_THAT(problemsOf("reconcile_interval: 0s\n"),
@@ -314,8 +313,7 @@ TEST(Config, DeprecatedContourCertNamespaceFeedsContourNamespaceOnlyWhenUnset) {
 
 TEST(Config, EnvironmentOverridesFileAndFlagsOverrideEnvironment) {
   ConfigLoader l;
-  l.loadYaml("min_ready_master_nodes: 3\npurge_dead_nodes: true\nlog_level: warn\n",
-             "config.yaml");
+  l.loadYaml("min_ready_master_nodes: 3\npurge_dead_nodes: true\nlog_level: warn\n", "config.yaml");
   l.loadEnvironment({"EKCO_MIN_READY_MASTER_NODES=4", "EKCO_PURGE_DEAD_NODES=false",
                      "EKCO_NODE_UNREACHABLE_TOLERATION=10m", "PATH=/usr/bin", "LOG_LEVEL=debug",
                      "EKCO_POD_IMAGE_OVERRIDES=a=b,c=d"});

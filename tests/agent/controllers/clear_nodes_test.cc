@@ -112,20 +112,19 @@ TEST(ClearPlan, BothThresholdsMustPassAndTheNextIsTheEarliestPendingOne) {
                          .pod_deletion_grace = seconds(30),
                          .storm_guard_percent = 55};
   const std::vector<kube::NodeRecord> nodes = {
-      nodeRecord("a", "True"),
-      nodeRecord("b", "Unknown", kT0, kT0 - seconds(40)),
+      nodeRecord("a", "True"), nodeRecord("b", "Unknown", kT0, kT0 - seconds(40)),
       nodeRecord("c", "False"),  // not ready but reachable: the kubelet finishes its pods
       nodeRecord("d", "Unknown", std::nullopt, kT0 + minutes(1)),  // condition fallback
   };
   const std::vector<kube::PodRecord> pods = {
-      podRecord("b-early", "b", kT0 - minutes(1)),            // grace long passed, node dead at +5m
-      podRecord("b-late", "b", kT0 + minutes(5)),              // node dead first, grace at +5m30s
-      podRecord("b-running", "b"),                              // not terminating: never
-      podRecord("b-forced", "b", kT0 - minutes(10), 0),         // already force-deleted
-      podRecord("a-stuck", "a", kT0 - minutes(10)),             // live node: never
-      podRecord("c-stuck", "c", kT0 - minutes(10)),             // reachable node: never
-      podRecord("d-stuck", "d", kT0),                           // dead at +6m
-      podRecord("x-stuck", "gone", kT0 - minutes(10)),          // unknown node: never
+      podRecord("b-early", "b", kT0 - minutes(1)),       // grace long passed, node dead at +5m
+      podRecord("b-late", "b", kT0 + minutes(5)),        // node dead first, grace at +5m30s
+      podRecord("b-running", "b"),                       // not terminating: never
+      podRecord("b-forced", "b", kT0 - minutes(10), 0),  // already force-deleted
+      podRecord("a-stuck", "a", kT0 - minutes(10)),      // live node: never
+      podRecord("c-stuck", "c", kT0 - minutes(10)),      // reachable node: never
+      podRecord("d-stuck", "d", kT0),                    // dead at +6m
+      podRecord("x-stuck", "gone", kT0 - minutes(10)),   // unknown node: never
   };
   {
     const ClearPlan p = planClear(nodes, pods, kT0 + minutes(5) - milliseconds(1), rules);
@@ -216,13 +215,13 @@ class ClearNodesTest : public ::testing::Test {
                                                  {.connect_timeout = seconds(5)});
     ASSERT_TRUE(transport) << transport.error().message();
     transport_ = std::move(*transport);
-    client_ = std::make_unique<kube::RestClient>(
-        *transport_, clock_,
-        kube::RestClientOptions{.request_timeout = seconds(10),
-                                .retry = {.max_attempts = 1},
-                                .sleep = [](milliseconds) {},
-                                .random = [] { return 0.0; },
-                                .reporting_instance = "node-a"});
+    client_ =
+        std::make_unique<kube::RestClient>(*transport_, clock_,
+                                           kube::RestClientOptions{.request_timeout = seconds(10),
+                                                                   .retry = {.max_attempts = 1},
+                                                                   .sleep = [](milliseconds) {},
+                                                                   .random = [] { return 0.0; },
+                                                                   .reporting_instance = "node-a"});
   }
   void TearDown() override {
     client_.reset();
@@ -264,9 +263,10 @@ class ClearNodesTest : public ::testing::Test {
                                     .pod_deletion_grace = seconds(30),
                                     .storm_guard_percent = 55},
                           .dry_run = dry_run},
-        ClearNodesCallbacks{.is_leader_fresh = [this] { return fresh_; },
-                            .on_action = [this](std::string_view kind) { actions_.emplace_back(kind); },
-                            .on_storm = [this](bool active) { storm_gauge_ = active ? 1 : 0; }});
+        ClearNodesCallbacks{
+            .is_leader_fresh = [this] { return fresh_; },
+            .on_action = [this](std::string_view kind) { actions_.emplace_back(kind); },
+            .on_storm = [this](bool active) { storm_gauge_ = active ? 1 : 0; }});
   }
   base::Result<ReconcileResult> run(ClearNodesController& c) {
     node_calls_ = 0;
@@ -304,9 +304,9 @@ class ClearNodesTest : public ::testing::Test {
 
 TEST_F(ClearNodesTest, ForceDeletesWhenBothThresholdsPassAndWakesAtTheExactMoment) {
   put(nodeJson("node-a", "True"));
-  put(nodeJson("node-b", "Unknown", kT0, kT0 - seconds(40)));  // dead at T0+5m
-  put(nodeJson("node-c", "False"));                             // reachable, not ready
-  put(podJson("p1", "node-b", kT0 + minutes(1)));               // due at T0+5m (node)
+  put(nodeJson("node-b", "Unknown", kT0, kT0 - seconds(40)));    // dead at T0+5m
+  put(nodeJson("node-c", "False"));                              // reachable, not ready
+  put(podJson("p1", "node-b", kT0 + minutes(1)));                // due at T0+5m (node)
   put(podJson("p2", "node-b", kT0 + minutes(4) + seconds(50)));  // due at T0+5m20s (grace)
   put(podJson("p3", "node-b"));                                  // running: never
   put(podJson("c1", "node-c", kT0 - minutes(10)));               // reachable node: never
@@ -415,9 +415,11 @@ TEST_F(ClearNodesTest, StormGuardBlocksReportsAndRecordsOneEventPerStorm) {
   for (int i = 0; i < 3; ++i) {
     auto r = run(*c);
     ASSERT_TRUE(r) << r.error().message();
-    EXPECT_THAT(r->summary, HasSubstr("storm guard: 2 of 3 nodes (66.7%) are unreachable, more "
-                                      "than storm_guard_percent 55%; clearing nothing (2 pods due)"));
-    EXPECT_THAT(r->plan, HasSubstr("blocked by the storm guard: force-delete default/b1 on node-b"));
+    EXPECT_THAT(r->summary,
+                HasSubstr("storm guard: 2 of 3 nodes (66.7%) are unreachable, more "
+                          "than storm_guard_percent 55%; clearing nothing (2 pods due)"));
+    EXPECT_THAT(r->plan,
+                HasSubstr("blocked by the storm guard: force-delete default/b1 on node-b"));
     clock_.advance(seconds(10));
   }
   EXPECT_TRUE(exists("b1"));
@@ -475,7 +477,8 @@ TEST_F(ClearNodesTest, TheApiIsReadAgainBeforeADeleteAndAStaleCacheDeletesNothin
     for (auto& n : observed.nodes) {
       if (n.name != "node-b") continue;
       n.conditions = {{.type = Atom("Ready"), .status = Atom("Unknown")}};
-      n.taints = {{.key = Atom(kTaintUnreachable), .effect = Atom("NoExecute"),
+      n.taints = {{.key = Atom(kTaintUnreachable),
+                   .effect = Atom("NoExecute"),
                    .time_added = kT0 - minutes(10)}};
     }
   };
@@ -553,9 +556,8 @@ class FakeKube final : public kube::KubeClient {
                       const kube::DeleteOptions& options) override {
     EXPECT_EQ(resource, kube::resources::kPods);
     EXPECT_EQ(options.grace_period_seconds, 0);
-    auto it = std::find_if(pods.begin(), pods.end(), [&](const kube::PodRecord& p) {
-      return p.ns == ns && p.name == name;
-    });
+    auto it = std::find_if(pods.begin(), pods.end(),
+                           [&](const kube::PodRecord& p) { return p.ns == ns && p.name == name; });
     if (it == pods.end()) return Error("not found", ErrorCode::kNotFound);
     if (it->uid != options.precondition_uid) return Error("uid", ErrorCode::kConflict);
     if (on_delete) on_delete(*it);
@@ -604,12 +606,24 @@ TEST(ClearNodesRandomized, NeverALiveNodeNeverInAStormNeverEarlyNeverMissedExact
       const base::WallTime t = kT0 - offset(0, 600) + offset(0, 60);
       switch (pick(7)) {
         case 0:
-        case 1: kube.nodes.push_back(nodeRecord(name, "True", std::nullopt, t)); break;
-        case 2: kube.nodes.push_back(nodeRecord(name, "False", std::nullopt, t)); break;
-        case 3: kube.nodes.push_back(nodeRecord(name, "Unknown", t, t - seconds(40))); break;
-        case 4: kube.nodes.push_back(nodeRecord(name, "Unknown", std::nullopt, t)); break;
-        case 5: kube.nodes.push_back(nodeRecord(name, "Unknown")); break;  // no time known
-        default: kube.nodes.push_back(nodeRecord(name, "True", t, t)); break;  // stale taint
+        case 1:
+          kube.nodes.push_back(nodeRecord(name, "True", std::nullopt, t));
+          break;
+        case 2:
+          kube.nodes.push_back(nodeRecord(name, "False", std::nullopt, t));
+          break;
+        case 3:
+          kube.nodes.push_back(nodeRecord(name, "Unknown", t, t - seconds(40)));
+          break;
+        case 4:
+          kube.nodes.push_back(nodeRecord(name, "Unknown", std::nullopt, t));
+          break;
+        case 5:
+          kube.nodes.push_back(nodeRecord(name, "Unknown"));
+          break;  // no time known
+        default:
+          kube.nodes.push_back(nodeRecord(name, "True", t, t));
+          break;  // stale taint
       }
       if (pick(5) == 0) kube.nodes.back().unschedulable = true;
     }
@@ -694,9 +708,9 @@ TEST(ClearNodesAgent, AStuckPodOnAnUnreachableNodeIsGoneWithinTheThresholdPlusOn
   std::string tmpl = (fs::temp_directory_path() / "ekco-clear-agent-XXXXXX").string();
   ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
   const fs::path dir = tmpl;
-  auto server = kubesim::Server::start(
-      {.out_dir = (dir / "sim").string(),
-       .objects = {nodeJson("node-a", "True"), podJson("a1", "node-a")}});
+  auto server =
+      kubesim::Server::start({.out_dir = (dir / "sim").string(),
+                              .objects = {nodeJson("node-a", "True"), podJson("a1", "node-a")}});
   ASSERT_TRUE(server) << server.error().message();
   std::ofstream(dir / "config.yaml") << "leader_election_lease_duration: 3s\n"
                                         "leader_election_renew_deadline: 2s\n"
@@ -708,11 +722,11 @@ TEST(ClearNodesAgent, AStuckPodOnAnUnreachableNodeIsGoneWithinTheThresholdPlusOn
   std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
   const std::string socket = (dir / "a.sock").string();
   const std::string log = (dir / "a.log").string();
-  const pid_t pid = testing::spawnLogged(
-      {EKCO_BIN, "agent", "--config", (dir / "config.yaml").string(), "--kubeconfig",
-       (*server)->kubeconfigPath(), "--node-name", "node-a", "--host-root", root.string(),
-       "--socket", socket},
-      log);
+  const pid_t pid =
+      testing::spawnLogged({EKCO_BIN, "agent", "--config", (dir / "config.yaml").string(),
+                            "--kubeconfig", (*server)->kubeconfigPath(), "--node-name", "node-a",
+                            "--host-root", root.string(), "--socket", socket},
+                           log);
   ASSERT_GT(pid, 0);
   struct Reaper {
     pid_t pid;

@@ -34,13 +34,13 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
+using testing::eventually;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing::eventually;
 
 // A file's permission bits, or -1 when it is missing.
 int modeOf(const fs::path& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return -1;
   return static_cast<int>(st.st_mode & 07777);
 }
@@ -106,10 +106,10 @@ class HostUnitsE2eTest : public ::testing::Test {
     std::ofstream(path, std::ios::trunc) << config;
     const std::size_t from = bus_.logSize();
     std::ofstream(dir_ / "agent.log", std::ios::app) << "==== agent start\n";
-    pid_ = testing::spawnLogged({EKCO_BIN, "agent", "--config", path, "--kubeconfig",
-                                 server_->kubeconfigPath(), "--node-name", "node-a",
-                                 "--host-root", root_.string(), "--socket", socket()},
-                                (dir_ / "agent.log").string());
+    pid_ = testing::spawnLogged(
+        {EKCO_BIN, "agent", "--config", path, "--kubeconfig", server_->kubeconfigPath(),
+         "--node-name", "node-a", "--host-root", root_.string(), "--socket", socket()},
+        (dir_ / "agent.log").string());
     EXPECT_GT(pid_, 0);
     return from;
   }
@@ -164,8 +164,8 @@ class HostUnitsE2eTest : public ::testing::Test {
   // The mock's calls of the methods that change systemd, since `from`.
   std::vector<std::string> changingCalls(std::size_t from) const {
     std::vector<std::string> out;
-    for (const char* m : {"Reload", "EnableUnitFiles", "DisableUnitFiles", "StartUnit",
-                          "StopUnit"}) {
+    for (const char* m :
+         {"Reload", "EnableUnitFiles", "DisableUnitFiles", "StartUnit", "StopUnit"}) {
       for (auto& c : bus_.calls(m, from)) out.push_back(std::move(c));
     }
     return out;
@@ -238,14 +238,14 @@ TEST_F(HostUnitsE2eTest, InstallsChangesAndLeavesAloneTheUnitsOverSdBus) {
     EXPECT_EQ(timer.value("active_state", ""), "active");
     ASSERT_TRUE(timer.contains("next_elapse_usec")) << hu.dump(2);
     const auto next_usec = timer["next_elapse_usec"].get<std::uint64_t>();
-    const auto now_usec = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
-            .count());
+    const auto now_usec =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count());
     EXPECT_GT(next_usec, now_usec);
     EXPECT_LE(next_usec, now_usec + 7ULL * 24 * 3600 * 1000000);
     const time_t next_secs = static_cast<time_t>(next_usec / 1000000);
-    struct tm local{};
+    struct tm local {};
     ASSERT_NE(::localtime_r(&next_secs, &local), nullptr);
     EXPECT_EQ(local.tm_wday, 6);  // Saturday
     EXPECT_EQ(local.tm_hour, 17);
@@ -265,8 +265,9 @@ TEST_F(HostUnitsE2eTest, InstallsChangesAndLeavesAloneTheUnitsOverSdBus) {
   ASSERT_TRUE(s);
   EXPECT_THAT(bus_.calls("StopUnit", from),
               ElementsAre(R"(StopUnit "ekco-upgrade.timer" "replace")"));
-  EXPECT_THAT(bus_.calls("DisableUnitFiles", from),
-              ElementsAre(R"(DisableUnitFiles ["ekco-upgrade.service", "ekco-upgrade.timer"] False)"));
+  EXPECT_THAT(
+      bus_.calls("DisableUnitFiles", from),
+      ElementsAre(R"(DisableUnitFiles ["ekco-upgrade.service", "ekco-upgrade.timer"] False)"));
   EXPECT_THAT(bus_.calls("Reload", from), ElementsAre("Reload"));
   EXPECT_THAT(bus_.calls("EnableUnitFiles", from), IsEmpty());
   EXPECT_THAT(bus_.calls("StartUnit", from), IsEmpty());

@@ -50,7 +50,8 @@ class FakeSystemd : public units::SystemdManager {
   }
   base::Status startUnit(const std::string& name, std::chrono::milliseconds) override {
     s_.calls.push_back("start " + name);
-    if (s_.fail_start) return base::Error("start " + name + ": job failed", base::ErrorCode::kUnknown);
+    if (s_.fail_start)
+      return base::Error("start " + name + ": job failed", base::ErrorCode::kUnknown);
     s_.active[name] = "active";
     return base::ok();
   }
@@ -89,9 +90,10 @@ class HostUnitsTest : public ::testing::Test {
         [this]() -> base::Result<std::unique_ptr<units::SystemdManager>> {
           ++connects_;
           if (bus_down_) {
-            return base::Error("connect to systemd at unix:path=/run/dbus/system_bus_socket: "
-                               "No such file or directory",
-                               base::ErrorCode::kUnavailable);
+            return base::Error(
+                "connect to systemd at unix:path=/run/dbus/system_bus_socket: "
+                "No such file or directory",
+                base::ErrorCode::kUnavailable);
           }
           return std::unique_ptr<units::SystemdManager>(new FakeSystemd(systemd_));
         },
@@ -118,8 +120,8 @@ TEST_F(HostUnitsTest, InstallsEnablesAndStartsTheRebootServiceOnce) {
                 std::filesystem::perms::owner_exec,
             std::filesystem::perms::owner_exec);
   EXPECT_FALSE(present("/etc/systemd/system/ekco-upgrade.timer"));
-  EXPECT_THAT(takeCalls(), ElementsAre("reload", "enable ekco-reboot.service",
-                                       "start ekco-reboot.service"));
+  EXPECT_THAT(takeCalls(),
+              ElementsAre("reload", "enable ekco-reboot.service", "start ekco-reboot.service"));
   EXPECT_THAT(r->summary, HasSubstr("enabled ekco-reboot.service"));
   // Nothing changed: systemd is not told anything (status reads only).
   ASSERT_TRUE(c.reconcile());
@@ -144,9 +146,9 @@ TEST_F(HostUnitsTest, TheTimerComesAndGoesWithTheSchedule) {
   auto with = make({.units = {.upgrade_schedule = "Sat 17:30"}});
   ASSERT_TRUE(with.reconcile());
   EXPECT_TRUE(present("/etc/systemd/system/ekco-upgrade.timer"));
-  EXPECT_THAT(takeCalls(), ElementsAre("reload", "enable ekco-reboot.service",
-                                       "start ekco-reboot.service", "enable ekco-upgrade.timer",
-                                       "start ekco-upgrade.timer"));
+  EXPECT_THAT(takeCalls(),
+              ElementsAre("reload", "enable ekco-reboot.service", "start ekco-reboot.service",
+                          "enable ekco-upgrade.timer", "start ekco-upgrade.timer"));
   EXPECT_EQ(with.status()["units"][2]["next_elapse_usec"], 1'800'000'000'000'000ULL);
   // A new schedule: the timer file changes, systemd reloads; the active timer is not restarted.
   auto changed = make({.units = {.upgrade_schedule = "Sun 03:00"}});
@@ -187,8 +189,8 @@ TEST_F(HostUnitsTest, ASystemdFailureIsRetriedUntilDone) {
   systemd_.fail_start = false;
   takeCalls();
   ASSERT_TRUE(c.reconcile());
-  EXPECT_THAT(takeCalls(), ElementsAre("reload", "enable ekco-reboot.service",
-                                       "start ekco-reboot.service"));
+  EXPECT_THAT(takeCalls(),
+              ElementsAre("reload", "enable ekco-reboot.service", "start ekco-reboot.service"));
   ASSERT_TRUE(c.reconcile());
   EXPECT_TRUE(takeCalls().empty());
   EXPECT_EQ(c.status()["problem"], "");

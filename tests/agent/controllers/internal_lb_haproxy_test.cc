@@ -67,8 +67,9 @@ class InternalLbHaproxyTest : public ::testing::Test {
     // Three apiservers with one CA and serving certificate (SAN 127.0.0.1): a client verifies
     // whichever one HAProxy picks.
     for (const char* name : {"a", "b", "c"}) {
-      kubesim::ServerOptions options{.out_dir = (dir_ / ("apiserver-" + std::string(name))).string(),
-                                     .objects = {configMap("who", name)}};
+      kubesim::ServerOptions options{
+          .out_dir = (dir_ / ("apiserver-" + std::string(name))).string(),
+          .objects = {configMap("who", name)}};
       if (!apiservers_.empty()) options.pki = apiservers_.begin()->second->pki();
       auto server = kubesim::Server::start(std::move(options));
       ASSERT_TRUE(server) << server.error().message();
@@ -135,10 +136,10 @@ TEST_F(InternalLbHaproxyTest, TrafficFlowsToEveryApiserverAndSurvivesAKilledOne)
   fs::create_directories(dir_ / "etc/haproxy");
   const std::string cfg = (dir_ / "etc/haproxy/haproxy.cfg").string();
   const std::string endpoints = endpoint("a") + "," + endpoint("b") + "," + endpoint("c");
-  const pid_t render = testing::spawnLogged(
-      {EKCO_BIN, "render", "haproxy", "--endpoints", endpoints, "--bind",
-       "127.0.0.1:" + std::to_string(lb_port_)},
-      cfg);
+  const pid_t render =
+      testing::spawnLogged({EKCO_BIN, "render", "haproxy", "--endpoints", endpoints, "--bind",
+                            "127.0.0.1:" + std::to_string(lb_port_)},
+                           cfg);
   int status = 0;
   ::waitpid(render, &status, 0);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << testing::readWholeFile(cfg);
@@ -196,9 +197,9 @@ TEST_F(InternalLbHaproxyTest, TheAgentFollowsEndpointSlicesAndAWatchSurvivesTheR
   api_ = std::move(*api);
   const fs::path root = dir_ / "root";
   fs::create_directories(root / "etc/kubernetes");
-  std::ofstream(dir_ / "config.yaml") << "enable_internal_load_balancer: true\n"
-                                      << "internal_load_balancer_bind: 127.0.0.1:" << lb_port_
-                                      << "\n";
+  std::ofstream(dir_ / "config.yaml")
+      << "enable_internal_load_balancer: true\n"
+      << "internal_load_balancer_bind: 127.0.0.1:" << lb_port_ << "\n";
   const std::string socket = (dir_ / "agent.sock").string();
   const std::string agent_log = (dir_ / "agent.log").string();
   agent_pid_ = testing::spawnLogged({EKCO_BIN, "agent", "--config", (dir_ / "config.yaml").string(),
@@ -228,15 +229,17 @@ TEST_F(InternalLbHaproxyTest, TheAgentFollowsEndpointSlicesAndAWatchSurvivesTheR
   std::atomic<bool> watch_ended{false};
   std::string watch_error;
   kube::CancelToken cancel;
-  auto transport = kube::CurlTransport::create(lbConnection(), nullptr, clock_,
-                                               {.connect_timeout = seconds(5)});
+  auto transport =
+      kube::CurlTransport::create(lbConnection(), nullptr, clock_, {.connect_timeout = seconds(5)});
   ASSERT_TRUE(transport);
   kube::RestClient watch_client(**transport, clock_, {.request_timeout = seconds(5)});
   std::atomic<bool> watch_open{false};
   std::thread watcher([&] {
     auto st = watch_client.watch(
         kube::resources::kConfigMaps, "default",
-        {.resource_version = "", .allow_watch_bookmarks = false, .timeout_seconds = 600,
+        {.resource_version = "",
+         .allow_watch_bookmarks = false,
+         .timeout_seconds = 600,
          .on_open = [&] { watch_open = true; }},
         [&](const kube::WatchEvent& e) {
           std::lock_guard lock(mu);

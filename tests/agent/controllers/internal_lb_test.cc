@@ -68,8 +68,8 @@ TEST(EndpointsOfSlice, ReadyAddressesWithTheHttpsPort) {
   ASSERT_TRUE(got) << got.error().message();
   EXPECT_EQ(*got, eps({"10.0.0.1:6443", "10.0.0.2:6443"}));
 
-  auto v6 = endpointsOfSlice(json::parse(
-      R"({"ports": [{"port": 7443}], "endpoints": [{"addresses": ["FD00:0::1"]}]})"));
+  auto v6 = endpointsOfSlice(
+      json::parse(R"({"ports": [{"port": 7443}], "endpoints": [{"addresses": ["FD00:0::1"]}]})"));
   ASSERT_TRUE(v6);
   EXPECT_EQ(*v6, eps({"[fd00::1]:7443"}));
   // No ports at all: the apiserver default.
@@ -82,14 +82,15 @@ TEST(EndpointsOfSlice, ReadyAddressesWithTheHttpsPort) {
 }
 
 TEST(EndpointsOfSlice, GarbageIsAParseErrorNamingTheObject) {
-  for (const char* bad : {
-           R"({"metadata": {"name": "x", "namespace": "default"}, "endpoints": [{"addresses": ["10.0.0.1 server evil"]}]})",
-           R"({"metadata": {"name": "x", "namespace": "default"}, "endpoints": [{"addresses": ["10.0.0.1:80"]}]})",
-           R"({"metadata": {"name": "x", "namespace": "default"}, "endpoints": [{"addresses": [7]}]})",
-           R"({"metadata": {"name": "x", "namespace": "default"}, "endpoints": "no"})",
-           R"({"metadata": {"name": "x", "namespace": "default"}, "ports": [{"port": 70000}], "endpoints": []})",
-           R"({"metadata": {"name": "x", "namespace": "default"}, "ports": [{"port": "https"}], "endpoints": []})",
-       }) {
+  for (
+      const char* bad : {
+          R"({"metadata": {"name": "x", "namespace": "default"}, "endpoints": [{"addresses": ["10.0.0.1 server evil"]}]})",
+          R"({"metadata": {"name": "x", "namespace": "default"}, "endpoints": [{"addresses": ["10.0.0.1:80"]}]})",
+          R"({"metadata": {"name": "x", "namespace": "default"}, "endpoints": [{"addresses": [7]}]})",
+          R"({"metadata": {"name": "x", "namespace": "default"}, "endpoints": "no"})",
+          R"({"metadata": {"name": "x", "namespace": "default"}, "ports": [{"port": 70000}], "endpoints": []})",
+          R"({"metadata": {"name": "x", "namespace": "default"}, "ports": [{"port": "https"}], "endpoints": []})",
+      }) {
     auto got = endpointsOfSlice(json::parse(bad));
     ASSERT_FALSE(got) << bad;
     EXPECT_EQ(got.error().code(), base::ErrorCode::kParse) << bad;
@@ -117,7 +118,8 @@ TEST(EndpointsOfEndpoints, ReadyAddressesOfEverySubset) {
 
 TEST(EndpointsOfNodes, InternalIpsOnPort6443) {
   kube::NodeRecord a;
-  a.addresses = {{.type = kube::Atom("Hostname"), .address = "cp-1"}, {.type = kube::Atom("InternalIP"), .address = "10.0.0.7"}};
+  a.addresses = {{.type = kube::Atom("Hostname"), .address = "cp-1"},
+                 {.type = kube::Atom("InternalIP"), .address = "10.0.0.7"}};
   kube::NodeRecord b;  // no InternalIP: skipped
   b.addresses = {{.type = kube::Atom("Hostname"), .address = "cp-2"}};
   kube::NodeRecord c;
@@ -190,7 +192,8 @@ TEST_F(LocalApiserver, FlagsThenLoopback) {
   ASSERT_TRUE(got->has_value());
   EXPECT_EQ(haproxy::formatEndpoint(**got), "10.0.0.6:7443");
 
-  put("/etc/kubernetes/manifests/kube-apiserver.yaml", "spec:\n  containers:\n  - command: [kube-apiserver]\n");
+  put("/etc/kubernetes/manifests/kube-apiserver.yaml",
+      "spec:\n  containers:\n  - command: [kube-apiserver]\n");
   got = localApiserver(*fs_);
   ASSERT_TRUE(got && got->has_value());
   EXPECT_EQ(haproxy::formatEndpoint(**got), "127.0.0.1:6443");
@@ -221,9 +224,11 @@ class CountingReloader : public HaproxyReloader {
  public:
   base::Result<haproxy::ReloadResult> reload() override {
     ++calls;
-    if (fail) return base::Error("kill 42: Operation not permitted", base::ErrorCode::kPermissionDenied);
+    if (fail)
+      return base::Error("kill 42: Operation not permitted", base::ErrorCode::kPermissionDenied);
     if (next) return *std::exchange(next, std::nullopt);
-    return haproxy::ReloadResult{.masters = {42}, .confirmed = true, .detail = "reloaded master 42"};
+    return haproxy::ReloadResult{
+        .masters = {42}, .confirmed = true, .detail = "reloaded master 42"};
   }
   int calls = 0;
   bool fail = false;
@@ -389,7 +394,8 @@ TEST_F(InternalLbTest, AnUnconfirmedReloadIsOwedAndRequeued) {
   EXPECT_EQ(r->requeue_after, std::chrono::milliseconds(1000));
   EXPECT_EQ(c.status()["problem"], "master 42 not ready");
   // It rejected the config: try again in ten.
-  reloader_.next = haproxy::ReloadResult{.masters = {42}, .detail = "master 42 started no new worker"};
+  reloader_.next =
+      haproxy::ReloadResult{.masters = {42}, .detail = "master 42 started no new worker"};
   r = c.reconcile();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->requeue_after, std::chrono::milliseconds(10000));

@@ -65,8 +65,8 @@ TEST(NodeHealth, UnreachableSinceIsTheTaintsTimeAddedElseTheUnknownReadyTransiti
       {"taint without TimeAdded and Ready False: unreachable, since unknown",
        node("a", {ready("False", kT0)}, {taint(kTaintUnreachable, "NoSchedule")}), true,
        std::nullopt},
-      {"taint with TimeAdded and no Ready condition", node("a", {}, {taint(kTaintUnreachable, "NoExecute", kT0)}),
-       true, kT0},
+      {"taint with TimeAdded and no Ready condition",
+       node("a", {}, {taint(kTaintUnreachable, "NoExecute", kT0)}), true, kT0},
       {"Ready True: reachable even with a stale taint",
        node("a", {ready("True", kT0)}, {taint(kTaintUnreachable, "NoExecute", kT0)}), false,
        std::nullopt},
@@ -83,8 +83,8 @@ TEST(NodeHealth, UnreachableSinceIsTheTaintsTimeAddedElseTheUnknownReadyTransiti
 
 TEST(NodeHealth, DeadExactlyFromTheToleration) {
   const auto tol = minutes(5);
-  const kube::NodeRecord tainted =
-      node("a", {ready("Unknown", kT0 - seconds(40))}, {taint(kTaintUnreachable, "NoExecute", kT0)});
+  const kube::NodeRecord tainted = node("a", {ready("Unknown", kT0 - seconds(40))},
+                                        {taint(kTaintUnreachable, "NoExecute", kT0)});
   EXPECT_FALSE(isDead(tainted, kT0, tol));
   EXPECT_FALSE(isDead(tainted, kT0 + tol - std::chrono::milliseconds(1), tol));
   EXPECT_TRUE(isDead(tainted, kT0 + tol, tol));  // the threshold moment counts
@@ -122,7 +122,9 @@ TEST(NodeHealth, ReadyFollowsEkcosTaintsAndACordonedNodeIsNotReady) {
        node("a", {ready("True")}, {taint(kTaintUnschedulable, "NoSchedule")}), false},
       {"cordoned before the taint follows", node("a", {ready("True")}, {}, true), false},
       {"an unrelated taint", node("a", {ready("True")}, {taint("dedicated", "NoSchedule")}), true},
-      {"control-plane taint", node("a", {ready("True")}, {taint("node-role.kubernetes.io/control-plane", "NoSchedule")}), true},
+      {"control-plane taint",
+       node("a", {ready("True")}, {taint("node-role.kubernetes.io/control-plane", "NoSchedule")}),
+       true},
       {"Ready False without taints yet", node("a", {ready("False")}), false},
       {"no Ready condition", node("a", {}), false},
   };
@@ -133,9 +135,9 @@ std::vector<kube::NodeRecord> cluster(int total, int unreachable) {
   std::vector<kube::NodeRecord> out;
   for (int i = 0; i < total; ++i) {
     const std::string name = "node-" + std::to_string(i);
-    out.push_back(i < unreachable
-                      ? node(name, {ready("Unknown", kT0)}, {taint(kTaintUnreachable, "NoExecute", kT0)})
-                      : node(name, {ready("True", kT0)}));
+    out.push_back(i < unreachable ? node(name, {ready("Unknown", kT0)},
+                                         {taint(kTaintUnreachable, "NoExecute", kT0)})
+                                  : node(name, {ready("True", kT0)}));
   }
   return out;
 }
@@ -148,20 +150,17 @@ TEST(NodeHealth, StormGuardWhenMoreThanThePercentIsUnreachable) {
     bool active;
   };
   const std::vector<Row> rows = {
-      {9, 5, 55, true},     // 55.6 % > 55
-      {9, 4, 55, false},    // 44.4 %
-      {20, 11, 55, false},  // exactly 55 %: not more than
-      {20, 12, 55, true},   // 60 %
-      {2, 1, 55, false},    // one of two: clear it
-      {3, 2, 55, true},     // two of three
-      {1, 1, 55, true},     // the only node
-      {3, 1, 55, false},
-      {0, 0, 55, false},    // no nodes
-      {5, 0, 0, false},     // 0 %: any unreachable node guards
-      {5, 1, 0, true},
-      {5, 5, 100, false},   // 100 %: never
-      {100, 56, 55, true},
-      {100, 55, 55, false},
+      {9, 5, 55, true},                         // 55.6 % > 55
+      {9, 4, 55, false},                        // 44.4 %
+      {20, 11, 55, false},                      // exactly 55 %: not more than
+      {20, 12, 55, true},                       // 60 %
+      {2, 1, 55, false},                        // one of two: clear it
+      {3, 2, 55, true},                         // two of three
+      {1, 1, 55, true},                         // the only node
+      {3, 1, 55, false},   {0, 0, 55, false},   // no nodes
+      {5, 0, 0, false},                         // 0 %: any unreachable node guards
+      {5, 1, 0, true},     {5, 5, 100, false},  // 100 %: never
+      {100, 56, 55, true}, {100, 55, 55, false},
   };
   for (const Row& r : rows) {
     const StormAssessment s = assessStorm(cluster(r.total, r.unreachable), r.percent);

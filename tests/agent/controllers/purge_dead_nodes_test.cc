@@ -21,13 +21,16 @@ using ::testing::HasSubstr;
 
 const base::WallTime kT0 = base::WallTime(seconds(1'700'000'000));
 
-kube::NodeRecord node(const std::string& name, bool master, std::optional<base::WallTime> unreachable_since) {
+kube::NodeRecord node(const std::string& name, bool master,
+                      std::optional<base::WallTime> unreachable_since) {
   kube::NodeRecord n;
   n.name = Atom(name);
   n.control_plane = master;
   if (unreachable_since) {
     n.conditions = {{.type = Atom("Ready"), .status = Atom("Unknown")}};
-    n.taints = {{.key = Atom(kTaintUnreachable), .effect = Atom("NoExecute"), .time_added = unreachable_since}};
+    n.taints = {{.key = Atom(kTaintUnreachable),
+                 .effect = Atom("NoExecute"),
+                 .time_added = unreachable_since}};
   } else {
     n.conditions = {{.type = Atom("Ready"), .status = Atom("True")}};
   }
@@ -43,7 +46,8 @@ class PurgeDeadNodesTest : public ::testing::Test {
         [this] { return ObservedNodes{.synced = true, .nodes = cache_ ? *cache_ : nodes_}; },
         [this]() -> base::Result<std::vector<kube::NodeRecord>> {
           ++api_reads_;
-          if (api_down_) return base::Error("list nodes: connection refused", base::ErrorCode::kUnavailable);
+          if (api_down_)
+            return base::Error("list nodes: connection refused", base::ErrorCode::kUnavailable);
           return nodes_;
         },
         [this](const std::string& name, const PurgeOptions& purge) -> base::Result<PurgeReport> {
@@ -52,24 +56,29 @@ class PurgeDeadNodesTest : public ::testing::Test {
             if (before_step_) before_step_(step);
             if (purge.recheck) {
               if (auto why = purge.recheck()) {
-                return base::Error("purge of " + name + " stopped: " + *why, base::ErrorCode::kCancelled);
+                return base::Error("purge of " + name + " stopped: " + *why,
+                                   base::ErrorCode::kCancelled);
               }
             }
           }
           purged_.push_back(name + (purge.dry_run ? " (dry run)" : ""));
-          if (fail_) return base::Error("etcd member of " + name + " not removed", base::ErrorCode::kUnavailable);
+          if (fail_)
+            return base::Error("etcd member of " + name + " not removed",
+                               base::ErrorCode::kUnavailable);
           if (!purge.dry_run) {
             std::erase_if(nodes_, [&](const kube::NodeRecord& n) { return n.name.str() == name; });
           }
-          return PurgeReport{.actions = {"deleted node " + name}, .warnings = {}, .node_deleted = true};
+          return PurgeReport{
+              .actions = {"deleted node " + name}, .warnings = {}, .node_deleted = true};
         },
         clock_, std::move(options));
   }
 
   base::ManualClock clock_{kT0};
-  std::vector<kube::NodeRecord> nodes_ = {node("cp-1", true, std::nullopt), node("cp-2", true, std::nullopt),
-                                          node("cp-3", true, std::nullopt), node("w-1", false, std::nullopt),
-                                          node("w-2", false, std::nullopt)};
+  std::vector<kube::NodeRecord> nodes_ = {
+      node("cp-1", true, std::nullopt), node("cp-2", true, std::nullopt),
+      node("cp-3", true, std::nullopt), node("w-1", false, std::nullopt),
+      node("w-2", false, std::nullopt)};
   std::optional<std::vector<kube::NodeRecord>> cache_;
   std::function<void(int step)> before_step_;
   std::vector<std::string> purged_;
@@ -161,7 +170,8 @@ TEST_F(PurgeDeadNodesTest, AnUnreadableApiPurgesNothing) {
   auto r = c.reconcile();
   ASSERT_TRUE(r);
   EXPECT_TRUE(purged_.empty());
-  EXPECT_THAT(r->summary, HasSubstr("cannot read the nodes from the API: list nodes: connection refused"));
+  EXPECT_THAT(r->summary,
+              HasSubstr("cannot read the nodes from the API: list nodes: connection refused"));
   EXPECT_EQ(r->requeue_after, milliseconds(PurgeDeadNodesController::kRecheckAfter));
 }
 
@@ -186,17 +196,21 @@ TEST_F(PurgeDeadNodesTest, TheFreshReadCanStopThePurge) {
   auto r = c.reconcile();
   ASSERT_TRUE(r);
   EXPECT_TRUE(purged_.empty());
-  EXPECT_THAT(r->summary, HasSubstr("not purging w-2: on a fresh read from the API: node w-2 is not dead"));
+  EXPECT_THAT(r->summary,
+              HasSubstr("not purging w-2: on a fresh read from the API: node w-2 is not dead"));
 }
 
 TEST_F(PurgeDeadNodesTest, ANodeIsHeldWhileClearNodesStillHasPodsDueOnIt) {
   // Order with clear-nodes is data: the purge reads the same pods and waits until the pods
   // stuck on the node are gone (or no longer due), then purges.
   nodes_[4] = node("w-2", false, kT0 - minutes(10));
-  std::vector<kube::PodRecord> pods = {
-      {.ns = Atom("default"), .name = "stuck", .uid = "u1", .node_name = Atom("w-2"),
-       .phase = Atom("Running"), .deletion_timestamp = kT0 - minutes(5),
-       .deletion_grace_period_seconds = 30}};
+  std::vector<kube::PodRecord> pods = {{.ns = Atom("default"),
+                                        .name = "stuck",
+                                        .uid = "u1",
+                                        .node_name = Atom("w-2"),
+                                        .phase = Atom("Running"),
+                                        .deletion_timestamp = kT0 - minutes(5),
+                                        .deletion_grace_period_seconds = 30}};
   const ClearRules rules{.node_unreachable_toleration = minutes(5),
                          .pod_deletion_grace = seconds(30),
                          .storm_guard_percent = 55};
@@ -207,7 +221,7 @@ TEST_F(PurgeDeadNodesTest, ANodeIsHeldWhileClearNodesStillHasPodsDueOnIt) {
   EXPECT_EQ(c.status()["held"]["w-2"],
             "waiting for clear-nodes to force-delete 1 pod(s) stuck on it first");
   EXPECT_EQ(api_reads_, 0);  // nothing chosen: no API read either
-  pods.clear();  // clear-nodes force-deleted it
+  pods.clear();              // clear-nodes force-deleted it
   r = c.reconcile();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_THAT(purged_, ElementsAre("w-2"));
@@ -231,16 +245,17 @@ TEST_F(PurgeDeadNodesTest, DryRunPlansOnceAndAFailureIsReported) {
 }
 
 TEST_F(PurgeDeadNodesTest, NothingBeforeTheCacheListed) {
-  auto c = PurgeDeadNodesController([] { return ObservedNodes{}; },
-                                    []() -> base::Result<std::vector<kube::NodeRecord>> {
-                                      ADD_FAILURE() << "read the API without a cache";
-                                      return std::vector<kube::NodeRecord>{};
-                                    },
-                                    [](const std::string&, const PurgeOptions&) -> base::Result<PurgeReport> {
-                                      ADD_FAILURE() << "purged without a cache";
-                                      return PurgeReport{};
-                                    },
-                                    clock_, {});
+  auto c = PurgeDeadNodesController(
+      [] { return ObservedNodes{}; },
+      []() -> base::Result<std::vector<kube::NodeRecord>> {
+        ADD_FAILURE() << "read the API without a cache";
+        return std::vector<kube::NodeRecord>{};
+      },
+      [](const std::string&, const PurgeOptions&) -> base::Result<PurgeReport> {
+        ADD_FAILURE() << "purged without a cache";
+        return PurgeReport{};
+      },
+      clock_, {});
   auto r = c.reconcile();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->requeue_after, milliseconds(250));

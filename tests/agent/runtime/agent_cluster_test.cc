@@ -1,16 +1,16 @@
 // Three real `ekco agent` processes against ekco-kubesim (in-process, HTTPS): they elect
 // exactly one leader, agree on it in every /status, hand over after `kill -9` within the lease
 // duration plus a retry period, and after SIGTERM (the Lease is released) within ~3 s.
-#include <gmock/gmock.h>
-#include <iostream>
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <stdlib.h>
 #include <sys/wait.h>
+#include <iostream>
 
 #include <filesystem>
 #include <fstream>
@@ -60,8 +60,9 @@ class AgentClusterTest : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "ekco-agents-XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    auto server = kubesim::Server::start(
-        {.out_dir = (dir_ / "sim").string(), .objects = {node("node-a"), node("node-b"), node("node-c")}});
+    auto server =
+        kubesim::Server::start({.out_dir = (dir_ / "sim").string(),
+                                .objects = {node("node-a"), node("node-b"), node("node-c")}});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
     std::ofstream(dir_ / "config.yaml") << "leader_election_lease_duration: 3s\n"
@@ -185,8 +186,8 @@ TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigte
   // next retry, far sooner than the lease duration.
   auto termed = Clock::now();
   ::kill(pids_.at(second), SIGTERM);
-  const std::string third = pids_.begin()->first == second ? std::next(pids_.begin())->first
-                                                           : pids_.begin()->first;
+  const std::string third =
+      pids_.begin()->first == second ? std::next(pids_.begin())->first : pids_.begin()->first;
   ASSERT_TRUE(eventually([&] { return status(third) && status(third)->value("is_leader", false); },
                          seconds(10)));
   const auto term_failover = Clock::now() - termed;
@@ -247,7 +248,8 @@ TEST_F(AgentClusterTest, TheLeaderWatchesThePodsOfUnhealthyNodesOnly) {
   EXPECT_TRUE(cacheNamed(*status("node-a"), "pods on node-c").is_null());
   auto metrics = queryHealthSocket(socket("node-a"), "/metrics", milliseconds(2000));
   ASSERT_TRUE(metrics);
-  EXPECT_THAT(metrics->body, ::testing::HasSubstr("ekco_cache_objects{cache=\"pods on node-b\"} 2"));
+  EXPECT_THAT(metrics->body,
+              ::testing::HasSubstr("ekco_cache_objects{cache=\"pods on node-b\"} 2"));
   EXPECT_THAT(metrics->body, ::testing::HasSubstr("ekco_leader 1"));
 
   // node-b recovers: its pod cache goes away.
@@ -257,7 +259,8 @@ TEST_F(AgentClusterTest, TheLeaderWatchesThePodsOfUnhealthyNodesOnly) {
 
   // `ekco status` reads the same socket: ready, exit 0, and the table names the node.
   const std::string out = (dir_ / "status.out").string();
-  const std::string cmd = std::string(EKCO_BIN) + " status --socket " + socket("node-a") + " > " + out;
+  const std::string cmd =
+      std::string(EKCO_BIN) + " status --socket " + socket("node-a") + " > " + out;
   EXPECT_EQ(std::system(cmd.c_str()), 0);
   std::ifstream in(out);
   const std::string table((std::istreambuf_iterator<char>(in)), {});
@@ -280,9 +283,9 @@ TEST_F(AgentClusterTest, AnApiOutageMakesTheAgentNotReadyAndItRecovers) {
   server_->setFaults({});
   ASSERT_TRUE(eventually([&] { return ready("node-a"); }, seconds(30))) << logOf("node-a");
   // Logged once each way (the supervisor notices the recovery within half a second).
-  ASSERT_TRUE(eventually(
-      [&] { return logOf("node-a").find("msg=\"api reachable\"") != std::string::npos; },
-      seconds(5)))
+  ASSERT_TRUE(
+      eventually([&] { return logOf("node-a").find("msg=\"api reachable\"") != std::string::npos; },
+                 seconds(5)))
       << logOf("node-a");
   const std::string log = logOf("node-a");
   EXPECT_THAT(log, ::testing::HasSubstr("msg=\"api unreachable\""));

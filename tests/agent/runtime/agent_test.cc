@@ -9,11 +9,11 @@
 #include <sstream>
 
 #include "agent/cli/cli.h"
-#include "agent/runtime/agent.h"
 #include "agent/controllers/host_checks.h"
+#include "agent/runtime/agent.h"
 #include "kube/timestamp.h"
-#include "tests/kubesim/pki.h"
 #include "tests/agent/cli_support.h"
+#include "tests/kubesim/pki.h"
 
 namespace ekco::agent {
 namespace {
@@ -66,9 +66,11 @@ TEST(HostChecksTest, AReadyJoinedWorker) {
 
 TEST(HostChecksTest, WhatFailsIsSaid) {
   const auto now = *kube::parseRfc3339("2026-11-22T10:05:00Z");
-  EXPECT_THAT(summary(evaluateHostChecks("node-a", {.synced = false}, false, std::nullopt, {}, now)),
-              HasSubstr("FAIL node-registered: the node cache has not synced yet"));
-  auto missing = summary(evaluateHostChecks("node-a", {.synced = true}, false, std::nullopt, {}, now));
+  EXPECT_THAT(
+      summary(evaluateHostChecks("node-a", {.synced = false}, false, std::nullopt, {}, now)),
+      HasSubstr("FAIL node-registered: the node cache has not synced yet"));
+  auto missing =
+      summary(evaluateHostChecks("node-a", {.synced = true}, false, std::nullopt, {}, now));
   EXPECT_THAT(missing, HasSubstr("FAIL node-registered: Node node-a does not exist in the API"));
   EXPECT_THAT(missing, HasSubstr("FAIL kubelet-kubeconfig: /etc/kubernetes/kubelet.conf missing"));
   EXPECT_THAT(summary(evaluateHostChecks("node-a", {.synced = true, .node = readyNode("Unknown")},
@@ -83,16 +85,19 @@ TEST(HostChecksTest, TheApiserverCertificateIsCheckedForExpiry) {
   const ObservedNode node{.synced = true, .node = readyNode("True")};
   auto fresh = summary(evaluateHostChecks("node-a", node, true, pki->server_cert_pem,
                                           {.certificate_warning = std::chrono::hours(1)}, now));
-  EXPECT_THAT(fresh, HasSubstr("ok apiserver-certificate: /etc/kubernetes/pki/apiserver.crt expires"));
+  EXPECT_THAT(fresh,
+              HasSubstr("ok apiserver-certificate: /etc/kubernetes/pki/apiserver.crt expires"));
   EXPECT_THAT(fresh, ::testing::Not(HasSubstr("within rotate_certs_ttl")));
-  auto soon = summary(evaluateHostChecks("node-a", node, true, pki->server_cert_pem,
-                                         {.certificate_warning = std::chrono::hours(24 * 365 * 50)},
-                                         now));
+  auto soon =
+      summary(evaluateHostChecks("node-a", node, true, pki->server_cert_pem,
+                                 {.certificate_warning = std::chrono::hours(24 * 365 * 50)}, now));
   EXPECT_THAT(soon, HasSubstr("within rotate_certs_ttl"));
   auto expired = summary(evaluateHostChecks("node-a", node, true, pki->server_cert_pem, {},
                                             now + std::chrono::hours(24 * 365 * 50)));
-  EXPECT_THAT(expired, HasSubstr("FAIL apiserver-certificate: /etc/kubernetes/pki/apiserver.crt expired"));
-  auto garbage = summary(evaluateHostChecks("node-a", node, true, std::string("not a cert"), {}, now));
+  EXPECT_THAT(expired,
+              HasSubstr("FAIL apiserver-certificate: /etc/kubernetes/pki/apiserver.crt expired"));
+  auto garbage =
+      summary(evaluateHostChecks("node-a", node, true, std::string("not a cert"), {}, now));
   EXPECT_THAT(garbage, HasSubstr("FAIL apiserver-certificate: /etc/kubernetes/pki/apiserver.crt: "
                                  "not a PEM certificate"));
 }

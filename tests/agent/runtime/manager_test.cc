@@ -46,9 +46,9 @@ class FakeController final : public Controller {
 class ManagerTest : public ::testing::Test {
  protected:
   ManagerTest()
-      : manager_(clock_, {.initial_backoff = seconds(1),
-                          .max_backoff = seconds(8),
-                          .random = [] { return 1.0; }}) {}  // no jitter: the full delay
+      : manager_(clock_, {.initial_backoff = seconds(1), .max_backoff = seconds(8), .random = [] {
+                            return 1.0;
+                          }}) {}  // no jitter: the full delay
   std::shared_ptr<FakeController> add(Scope scope, const std::string& name) {
     auto c = std::make_shared<FakeController>(name);
     EXPECT_TRUE(manager_.add(scope, c));
@@ -107,7 +107,8 @@ TEST_F(ManagerTest, ARequeueOfZeroWaitsTheMinimumSoAControllerCannotSpin) {
   // A controller that asks to look again "at once" after every run (a purge whose cache has not
   // caught up) runs at most once per min_requeue (100 ms), not in a hot loop.
   auto a = add(Scope::kNode, "a");
-  for (int i = 0; i < 3; ++i) a->script.push_back(ReconcileResult{.requeue_after = milliseconds(0)});
+  for (int i = 0; i < 3; ++i)
+    a->script.push_back(ReconcileResult{.requeue_after = milliseconds(0)});
   const auto start = clock_.monoNow();
   auto next = manager_.runDue(Scope::kNode);
   ASSERT_TRUE(next);
@@ -144,8 +145,8 @@ TEST_F(ManagerTest, ErrorsBackOffExponentiallyAndWakesDoNotCutTheBackoffShort) {
     EXPECT_EQ(a->runs, i + 1) << "a wake ran it during its backoff";
     clock_.advance(*next - before);
   }
-  EXPECT_THAT(delays, ::testing::ElementsAre(seconds(1), seconds(2), seconds(4), seconds(8),
-                                             seconds(8)));
+  EXPECT_THAT(delays,
+              ::testing::ElementsAre(seconds(1), seconds(2), seconds(4), seconds(8), seconds(8)));
   EXPECT_EQ(status("a").last_error, "api down");
   EXPECT_EQ(status("a").consecutive_errors, 5);
   // The next run succeeds: error cleared, backoff reset, nothing scheduled.

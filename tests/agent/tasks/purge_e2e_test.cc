@@ -106,7 +106,9 @@ kind: ClusterStatus
 
 // The pods left on cp-3 when it died, which nothing but a force delete removes.
 const std::vector<std::pair<std::string, std::string>> kStuck = {
-    {"default", "web-7d9f-cp3"}, {"rook-ceph", "rook-ceph-osd-3-5c8d"}, {"kube-system", "kube-proxy-x3"}};
+    {"default", "web-7d9f-cp3"},
+    {"rook-ceph", "rook-ceph-osd-3-5c8d"},
+    {"kube-system", "kube-proxy-x3"}};
 
 std::vector<json> clusterObjects() {
   std::vector<json> objects = {node("cp-1", "127.0.0.11", true), node("cp-2", "127.0.0.12", true),
@@ -116,10 +118,11 @@ std::vector<json> clusterObjects() {
                                              {{"ClusterStatus", kClusterStatus}}));
   for (int i = 1; i <= 3; ++i) {
     const std::string n = std::to_string(i);
-    objects.push_back(kubesim::runningPodObject("kube-system", "kube-apiserver-cp-" + n, "cp-" + n,
-                          {{"component", "kube-apiserver"}, {"tier", "control-plane"}},
-                          {{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint",
-                            "127.0.0.1" + n + ":6443"}}));
+    objects.push_back(kubesim::runningPodObject(
+        "kube-system", "kube-apiserver-cp-" + n, "cp-" + n,
+        {{"component", "kube-apiserver"}, {"tier", "control-plane"}},
+        {{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint",
+          "127.0.0.1" + n + ":6443"}}));
   }
   objects.push_back(
       {{"apiVersion", "ceph.rook.io/v1"},
@@ -132,7 +135,8 @@ std::vector<json> clusterObjects() {
   objects.push_back(osdDeployment("0", "cp-1"));
   objects.push_back(osdDeployment("3", "cp-3"));
   objects.push_back(osdDeployment("12", "cp-3"));
-  objects.push_back(kubesim::runningPodObject("rook-ceph", "rook-ceph-tools-6b4f", "cp-1", {{"app", "rook-ceph-tools"}}));
+  objects.push_back(kubesim::runningPodObject("rook-ceph", "rook-ceph-tools-6b4f", "cp-1",
+                                              {{"app", "rook-ceph-tools"}}));
   return objects;
 }
 
@@ -210,10 +214,9 @@ class PurgeE2eTest : public ::testing::Test {
   void startAgent(std::vector<std::string> extra_args = {}) {
     socket_ = dir_.path() + "/a.sock";
     log_ = dir_.path() + "/agent.log";
-    std::vector<std::string> args = {EKCO_BIN,         "agent",       "--config",  writeConfig(),
-                                     "--kubeconfig",   sa_kubeconfig_, "--node-name",
-                                     "cp-1",           "--host-root", etcd_.hostRoot(),
-                                     "--socket",       socket_};
+    std::vector<std::string> args = {EKCO_BIN,       "agent",          "--config",    writeConfig(),
+                                     "--kubeconfig", sa_kubeconfig_,   "--node-name", "cp-1",
+                                     "--host-root",  etcd_.hostRoot(), "--socket",    socket_};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     const pid_t pid = testing::spawnLogged(args, log_);
     ASSERT_GT(pid, 0);
@@ -386,7 +389,8 @@ TEST_F(PurgeE2eTest, ADeadControlPlaneNodeIsClearedThenPurgedEndToEnd) {
   }
   std::set<std::string> granted;
   for (const char* file : {"/deploy/10-rbac.yaml", "/deploy-rook-ceph/rbac.yaml"}) {
-    auto objects = kubesim::parseObjects(testing::readWholeFile(EKCO_SOURCE_DIR + std::string(file)));
+    auto objects =
+        kubesim::parseObjects(testing::readWholeFile(EKCO_SOURCE_DIR + std::string(file)));
     ASSERT_TRUE(objects);
     for (const json& o : *objects) {
       if (o["kind"] != "Role" && o["kind"] != "ClusterRole") continue;
@@ -394,8 +398,8 @@ TEST_F(PurgeE2eTest, ADeadControlPlaneNodeIsClearedThenPurgedEndToEnd) {
         for (const json& g : rule["apiGroups"]) {
           for (const json& res : rule["resources"]) {
             for (const json& v : rule["verbs"]) {
-              granted.insert(permission(v.get<std::string>(), g.get<std::string>(),
-                                        res.get<std::string>()));
+              granted.insert(
+                  permission(v.get<std::string>(), g.get<std::string>(), res.get<std::string>()));
             }
           }
         }
@@ -433,10 +437,19 @@ TEST_F(PurgeE2eTest, DryRunAndGuardsChangeNothingAndALiveMemberIsNeverRemoved) {
   base::SystemClock clock;
   base::BoostProcessRunner runner(clock);
   base::ProcessRequest request;
-  request.argv = {EKCO_BIN,         "purge-node",  "cp-3",        "--dry-run",
-                  "--yes",          "--config",    writeConfig("cli.yaml"), "--kubeconfig",
-                  server_->kubeconfigPath(),       "--host-root", etcd_.hostRoot(),
-                  "--node-name",    "cp-1"};
+  request.argv = {EKCO_BIN,
+                  "purge-node",
+                  "cp-3",
+                  "--dry-run",
+                  "--yes",
+                  "--config",
+                  writeConfig("cli.yaml"),
+                  "--kubeconfig",
+                  server_->kubeconfigPath(),
+                  "--host-root",
+                  etcd_.hostRoot(),
+                  "--node-name",
+                  "cp-1"};
   request.timeout = seconds(60);
   auto ran = runner.run(request);
   ASSERT_TRUE(ran) << ran.error().message();
@@ -468,9 +481,20 @@ TEST_F(PurgeE2eTest, DryRunAndGuardsChangeNothingAndALiveMemberIsNeverRemoved) {
   EXPECT_FALSE((*server_->get("nodes", "", "cp-3"))["metadata"].contains("annotations"));
 
   // The guard of the manual purge: with cp-3 Ready again and 3 ready masters at the minimum.
-  request.argv = {EKCO_BIN,   "purge-node", "cp-3", "--yes", "--config", writeConfig("cli.yaml"),
-                  "--min_ready_master_nodes", "3", "--kubeconfig", server_->kubeconfigPath(),
-                  "--host-root", etcd_.hostRoot(), "--node-name", "cp-1"};
+  request.argv = {EKCO_BIN,
+                  "purge-node",
+                  "cp-3",
+                  "--yes",
+                  "--config",
+                  writeConfig("cli.yaml"),
+                  "--min_ready_master_nodes",
+                  "3",
+                  "--kubeconfig",
+                  server_->kubeconfigPath(),
+                  "--host-root",
+                  etcd_.hostRoot(),
+                  "--node-name",
+                  "cp-1"};
   // (the agent sees it Ready again too: nothing to hold back)
   ASSERT_TRUE(server_->put(node("cp-3", "127.0.0.13", true)));
   ran = runner.run(request);
@@ -516,11 +540,11 @@ TEST_F(PurgeE2eTest, AnInterruptedPurgeIsResumedWithoutRepeatingDamage) {
   const auto first_start = std::chrono::steady_clock::now();
   while (fakes::EtcdCluster::secondsSince(first_start) < 60) {
     int checks = 0;
-    stopped = purgeNode({.client = *first.client, .exec = *first.exec, .fs = **host, .clock = wall_},
-                        "cp-3",
-                        {.maintain_rook_storage_nodes = true,
-                         .may_continue = [&] { return ++checks < 3; },
-                         .event = record});
+    stopped = purgeNode(
+        {.client = *first.client, .exec = *first.exec, .fs = **host, .clock = wall_}, "cp-3",
+        {.maintain_rook_storage_nodes = true,
+         .may_continue = [&] { return ++checks < 3; },
+         .event = record});
     if (stopped || stopped.error().code() != base::ErrorCode::kUnavailable) break;
     EXPECT_TRUE(events.empty()) << "a refused pre-flight touched something";
     std::cerr << "[pre-flight retry] " << stopped.error().message() << "\n";
@@ -547,11 +571,11 @@ TEST_F(PurgeE2eTest, AnInterruptedPurgeIsResumedWithoutRepeatingDamage) {
   const auto start = std::chrono::steady_clock::now();
   while (fakes::EtcdCluster::secondsSince(start) < 60) {
     ++attempts;
-    resumed = purgeNode({.client = *second.client, .exec = *second.exec, .fs = **host, .clock = wall_},
-                        "cp-3",
-                        {.maintain_rook_storage_nodes = true,
-                         .may_continue = [] { return true; },
-                         .event = record});
+    resumed = purgeNode(
+        {.client = *second.client, .exec = *second.exec, .fs = **host, .clock = wall_}, "cp-3",
+        {.maintain_rook_storage_nodes = true,
+         .may_continue = [] { return true; },
+         .event = record});
     if (resumed) break;
     std::cerr << "[resume retry] " << resumed.error().message() << "\n";
     std::this_thread::sleep_for(milliseconds(500));
@@ -578,8 +602,9 @@ TEST_F(PurgeE2eTest, AnInterruptedPurgeIsResumedWithoutRepeatingDamage) {
   EXPECT_EQ(std::count(events.begin(), events.end(), "PurgeKubeadm"), 1);
 
   // A third run (another leader late to the party): nothing left, nothing done.
-  auto again = purgeNode({.client = *second.client, .exec = *second.exec, .fs = **host, .clock = wall_},
-                         "cp-3", {.maintain_rook_storage_nodes = true});
+  auto again =
+      purgeNode({.client = *second.client, .exec = *second.exec, .fs = **host, .clock = wall_},
+                "cp-3", {.maintain_rook_storage_nodes = true});
   ASSERT_TRUE(again) << again.error().message();
   EXPECT_FALSE(again->node_deleted);
   EXPECT_EQ(etcdMemberLines(), 2);

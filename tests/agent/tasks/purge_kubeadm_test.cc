@@ -78,7 +78,8 @@ typemeta:
 }
 
 TEST(RemoveApiEndpoint, GarbageIsAParseError) {
-  for (const char* bad : {"[unclosed", "- a list", "apiEndpoints: 7", "apiEndpoints:\n  cp-1:\n    bindPort: x\n"}) {
+  for (const char* bad :
+       {"[unclosed", "- a list", "apiEndpoints: 7", "apiEndpoints:\n  cp-1:\n    bindPort: x\n"}) {
     auto edit = removeApiEndpoint(bad, "cp-1");
     ASSERT_FALSE(edit) << bad;
     EXPECT_EQ(edit.error().code(), base::ErrorCode::kParse) << bad;
@@ -104,7 +105,8 @@ json apiserverPod(const std::string& node, const std::string& endpoint) {
             {"labels", {{"component", "kube-apiserver"}, {"tier", "control-plane"}}},
             {"annotations",
              {{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint", endpoint}}}}},
-          {"spec", {{"nodeName", node}, {"containers", {{{"name", "kube-apiserver"}, {"image", "k"}}}}}}};
+          {"spec",
+           {{"nodeName", node}, {"containers", {{{"name", "kube-apiserver"}, {"image", "k"}}}}}}};
 }
 
 class KubeadmStepTest : public ::testing::Test {
@@ -123,7 +125,8 @@ class KubeadmStepTest : public ::testing::Test {
     client_ = std::make_unique<kube::RestClient>(*transport_, clock_, kube::RestClientOptions{});
   }
   std::string status() {
-    return (*server_->get("configmaps", "kube-system", "kubeadm-config"))["data"].value("ClusterStatus", "");
+    return (*server_->get("configmaps", "kube-system", "kubeadm-config"))["data"].value(
+        "ClusterStatus", "");
   }
   testing::TempDir dir_{"ekco-kubeadm"};
   base::SystemClock clock_;
@@ -151,8 +154,8 @@ TEST_F(KubeadmStepTest, RemovesTheEntryOnceAndDryRunChangesNothing) {
 }
 
 TEST_F(KubeadmStepTest, NewKubeadmHasNoClusterStatusAndTheApiserverPodsTellTheAddresses) {
-  start({kubeadmConfig(""), apiserverPod("cp-1", "10.0.0.1:6443"), apiserverPod("cp-2", "10.0.0.2:6443"),
-         apiserverPod("cp-3", "[fd00::3]:6443")});
+  start({kubeadmConfig(""), apiserverPod("cp-1", "10.0.0.1:6443"),
+         apiserverPod("cp-2", "10.0.0.2:6443"), apiserverPod("cp-3", "[fd00::3]:6443")});
   auto r = removeFromKubeadmConfig(*client_, "cp-2", false);
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_TRUE(r->actions.empty());

@@ -37,11 +37,13 @@ kube::NodeRecord rec(const std::string& name, bool master, const std::string& st
     n.conditions = {{.type = Atom("Ready"), .status = Atom("True")}};
   } else if (state == "dead") {
     n.conditions = {{.type = Atom("Ready"), .status = Atom("Unknown")}};
-    n.taints = {{.key = Atom(kTaintUnreachable), .effect = Atom("NoExecute"),
+    n.taints = {{.key = Atom(kTaintUnreachable),
+                 .effect = Atom("NoExecute"),
                  .time_added = kNow - minutes(10)}};
   } else if (state == "new-unreachable") {
     n.conditions = {{.type = Atom("Ready"), .status = Atom("Unknown")}};
-    n.taints = {{.key = Atom(kTaintUnreachable), .effect = Atom("NoExecute"),
+    n.taints = {{.key = Atom(kTaintUnreachable),
+                 .effect = Atom("NoExecute"),
                  .time_added = kNow - seconds(10)}};
   } else {  // "notready"
     n.conditions = {{.type = Atom("Ready"), .status = Atom("False")}};
@@ -62,9 +64,9 @@ PurgeGuardInput autoInput(std::vector<kube::NodeRecord> nodes, std::string targe
 }
 
 TEST(PurgeGuards, AutomaticFollowsEkco) {
-  const auto base = std::vector<kube::NodeRecord>{rec("cp-1", true, "ready"), rec("cp-2", true, "ready"),
-                                                  rec("cp-3", true, "dead"), rec("w-1", false, "ready"),
-                                                  rec("w-2", false, "dead")};
+  const auto base = std::vector<kube::NodeRecord>{
+      rec("cp-1", true, "ready"), rec("cp-2", true, "ready"), rec("cp-3", true, "dead"),
+      rec("w-1", false, "ready"), rec("w-2", false, "dead")};
   EXPECT_EQ(purgeRefusal(autoInput(base, "cp-3")), std::nullopt);
   EXPECT_EQ(purgeRefusal(autoInput(base, "w-2")), std::nullopt);
   EXPECT_THAT(*purgeRefusal(autoInput(base, "w-1")), HasSubstr("not dead"));
@@ -90,9 +92,11 @@ TEST(PurgeGuards, AutomaticFollowsEkco) {
 }
 
 TEST(PurgeGuards, ManualRefusesAReadyTargetAtTheMinimum) {
-  const auto nodes = std::vector<kube::NodeRecord>{rec("cp-1", true, "ready"), rec("cp-2", true, "ready"),
-                                                   rec("cp-3", true, "dead"), rec("w-1", false, "ready")};
-  PurgeGuardInput in{.nodes = nodes, .target = "cp-2", .automatic = false, .min_ready_master_nodes = 2};
+  const auto nodes =
+      std::vector<kube::NodeRecord>{rec("cp-1", true, "ready"), rec("cp-2", true, "ready"),
+                                    rec("cp-3", true, "dead"), rec("w-1", false, "ready")};
+  PurgeGuardInput in{
+      .nodes = nodes, .target = "cp-2", .automatic = false, .min_ready_master_nodes = 2};
   EXPECT_EQ(purgeRefusal(in).value_or(""), "cannot purge master: 2 ready masters");
   in.target = "cp-3";  // not ready: allowed
   EXPECT_EQ(purgeRefusal(in), std::nullopt);
@@ -153,12 +157,15 @@ class ScriptedEtcd : public etcd::EtcdClient {
   base::Status removeMember(std::uint64_t id) override {
     auto it = std::find_if(s_.members.begin(), s_.members.end(),
                            [&](const etcd::Member& m) { return m.id == id; });
-    if (it == s_.members.end()) return base::Error("etcdserver: member not found", base::ErrorCode::kNotFound);
+    if (it == s_.members.end())
+      return base::Error("etcdserver: member not found", base::ErrorCode::kNotFound);
     s_.members.erase(it);
     s_.removed.push_back(id);
     return base::ok();
   }
-  base::Result<bool> memberHealthy(const etcd::Member& m) override { return s_.healthy.count(m.id) != 0; }
+  base::Result<bool> memberHealthy(const etcd::Member& m) override {
+    return s_.healthy.count(m.id) != 0;
+  }
 
  private:
   State& s_;
@@ -169,7 +176,8 @@ json nodeObject(const std::string& name, const std::string& ip, bool dead) {
             {"kind", "Node"},
             {"metadata",
              {{"name", name},
-              {"labels", {{"kubernetes.io/hostname", name}, {"node-role.kubernetes.io/control-plane", ""}}}}},
+              {"labels",
+               {{"kubernetes.io/hostname", name}, {"node-role.kubernetes.io/control-plane", ""}}}}},
             {"spec", json::object()},
             {"status",
              {{"conditions", {{{"type", "Ready"}, {"status", dead ? "Unknown" : "True"}}}},
@@ -190,7 +198,8 @@ class PurgeTest : public ::testing::Test {
   void SetUp() override {
     auto server = kubesim::Server::start(
         {.out_dir = dir_.path() + "/sim",
-         .objects = {nodeObject("cp-1", "10.0.0.1", false), nodeObject("cp-2", "10.0.0.2", false),
+         .objects = {nodeObject("cp-1", "10.0.0.1", false),
+                     nodeObject("cp-2", "10.0.0.2", false),
                      nodeObject("cp-3", "10.0.0.3", true),
                      {{"apiVersion", "v1"},
                       {"kind", "ConfigMap"},
@@ -210,9 +219,11 @@ class PurgeTest : public ::testing::Test {
     const std::string pki = dir_.path() + "/root/etc/kubernetes/pki/etcd";
     std::filesystem::create_directories(pki);
     for (const char* f : {"ca.crt", "healthcheck-client.crt"}) {
-      std::ofstream(pki + "/" + f) << "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
+      std::ofstream(pki + "/" + f)
+          << "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
     }
-    std::ofstream(pki + "/healthcheck-client.key") << "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n";
+    std::ofstream(pki + "/healthcheck-client.key")
+        << "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n";
     auto fs = hostfs::LocalHostFs::open(dir_.path() + "/root", clock_);
     ASSERT_TRUE(fs);
     fs_ = std::move(*fs);
@@ -235,7 +246,8 @@ class PurgeTest : public ::testing::Test {
             }};
   }
   std::string clusterStatus() {
-    return (*server_->get("configmaps", "kube-system", "kubeadm-config"))["data"].value("ClusterStatus", "");
+    return (*server_->get("configmaps", "kube-system", "kubeadm-config"))["data"].value(
+        "ClusterStatus", "");
   }
 
   testing::TempDir dir_{"ekco-purge"};
@@ -250,8 +262,9 @@ class PurgeTest : public ::testing::Test {
 
 TEST_F(PurgeTest, ADeadControlPlaneNodeIsPurgedInOrder) {
   std::vector<std::string> events;
-  auto r = purgeNode(deps(), "cp-3",
-                     {.event = [&](const std::string& reason, const std::string&) { events.push_back(reason); }});
+  auto r = purgeNode(deps(), "cp-3", {.event = [&](const std::string& reason, const std::string&) {
+                       events.push_back(reason);
+                     }});
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_TRUE(r->node_deleted);
   EXPECT_FALSE(server_->get("nodes", "", "cp-3"));
