@@ -1,4 +1,5 @@
 #include "etcd/member.h"
+#include "base/strings.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -19,12 +20,7 @@ std::string describeMember(const Member& member) {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
+std::string lower(std::string_view s) { return base::asciiLower(s); }
 
 std::string_view stripBrackets(std::string_view host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {

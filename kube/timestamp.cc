@@ -109,4 +109,8 @@ base::Result<base::WallTime> parseRfc3339(std::string_view text) {
 std::string formatRfc3339(base::WallTime time) { return format(time, false); }
 std::string formatRfc3339Micro(base::WallTime time) { return format(time, true); }
 
+nlohmann::json rfc3339OrNull(const std::optional<base::WallTime>& time) {
+  return time ? nlohmann::json(format(*time, false)) : nlohmann::json(nullptr);
+}
+
 }  // namespace ekco::kube

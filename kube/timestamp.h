@@ -2,6 +2,8 @@
 // "2026-11-22T04:08:28.123456Z"), to and from system_clock time points.
 #pragma once
 
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,5 +28,8 @@ base::Result<base::WallTime> parseRfc3339(std::string_view text);
 std::string formatRfc3339(base::WallTime time);
 // "2026-11-22T04:08:28.123456Z" (microseconds, UTC), the form of metav1.MicroTime.
 std::string formatRfc3339Micro(base::WallTime time);
+
+// formatRfc3339 as a JSON string, or JSON null without a time (the /status documents).
+nlohmann::json rfc3339OrNull(const std::optional<base::WallTime>& time);
 
 }  // namespace ekco::kube

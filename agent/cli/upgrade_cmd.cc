@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "base/version_info.h"
 #include "hostfs/local_host_fs.h"
 #include "kube/curl_transport.h"
@@ -65,11 +66,7 @@ std::string escapeForMessage(std::string_view text) {
 
 std::string quoteForMessage(std::string_view text) { return "\"" + escapeForMessage(text) + "\""; }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
+using base::trimSpace;
 
 // ---------------------------------------------------------------------------------------------
 // libcurl
@@ -90,7 +87,7 @@ struct Exchange {
 size_t onHeader(char* data, size_t size, size_t count, void* user) {
   auto* ex = static_cast<Exchange*>(user);
   const size_t n = size * count;
-  std::string_view line = trim(std::string_view(data, n));
+  std::string_view line = trimSpace(std::string_view(data, n));
   if (line.substr(0, 5) == "HTTP/") {  // a new response (after a redirect): start over
     ex->headers.clear();
     ex->status_line = std::string(line);
@@ -98,10 +95,10 @@ size_t onHeader(char* data, size_t size, size_t count, void* user) {
   }
   const std::size_t colon = line.find(':');
   if (colon == std::string_view::npos || colon == 0) return n;
-  std::string name(trim(line.substr(0, colon)));
+  std::string name(trimSpace(line.substr(0, colon)));
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  ex->headers[name] = std::string(trim(line.substr(colon + 1)));
+  ex->headers[name] = std::string(trimSpace(line.substr(colon + 1)));
   return n;
 }
 
@@ -122,7 +119,7 @@ std::string statusText(long code, std::string_view status_line) {
   const std::size_t sp = status_line.find(' ');
   const std::size_t sp2 = sp == std::string_view::npos ? sp : status_line.find(' ', sp + 1);
   if (sp2 != std::string_view::npos) {
-    std::string_view reason = trim(status_line.substr(sp2 + 1));
+    std::string_view reason = trimSpace(status_line.substr(sp2 + 1));
     if (!reason.empty()) out += " " + escapeForMessage(reason);
   }
   return out;
@@ -187,7 +184,8 @@ class CurlHttpFetcher final : public HttpFetcher {
                    ErrorCode::kInvalidArgument);
     }
     if (rc != CURLE_OK) {
-      std::string cause = errbuf[0] != '\0' ? std::string(trim(errbuf)) : curl_easy_strerror(rc);
+      std::string cause =
+          errbuf[0] != '\0' ? std::string(trimSpace(errbuf)) : curl_easy_strerror(rc);
       return Error(cause,
                    rc == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout : ErrorCode::kUnavailable);
     }
@@ -353,7 +351,7 @@ bool isValidKurlHash(std::string_view hash) {
 Result<std::optional<std::string>> lastRecordedHash(std::string_view content) {
   std::vector<std::string_view> lines = splitLines(content);
   for (std::size_t i = lines.size(); i-- > 0;) {
-    std::string_view line = trim(lines[i]);
+    std::string_view line = trimSpace(lines[i]);
     if (line.empty()) continue;
     std::size_t sp = line.find_last_of(" \t");
     std::string_view hash = sp == std::string_view::npos ? line : line.substr(sp + 1);
@@ -462,7 +460,7 @@ Result<UpgradeOutcome> runUpgrade(const UpgradeOptions& options, const UpgradeDe
                 {{"from", out.recorded_hash}, {"to", out.hash}, {"url", options.url}});
   auto body = deps.http.get(options.url);
   if (!body) return std::move(body).error().wrap("GET " + options.url);
-  if (trim(*body).empty()) {
+  if (trimSpace(*body).empty()) {
     return Error(fmt::format("GET {}: the installer is empty", options.url),
                  ErrorCode::kInvalidArgument);
   }

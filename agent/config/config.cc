@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "haproxy/image.h"
 #include "haproxy/render.h"
 #include "units/calendar.h"
@@ -159,30 +160,14 @@ const KeyDef* findKey(std::string_view key) {
   return nullptr;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-std::string upper(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
+using base::asciiLower;
+using base::asciiUpper;
+using base::trimSpace;
 
 base::Result<bool> toBool(const RawValue& v) {
   if (v.shape != RawValue::Shape::kScalar) return base::Error("want true or false");
   // YAML 1.1 booleans, as yaml-cpp and Go's yaml decoders accept them for a bool field.
-  std::string s = lower(trim(v.scalar));
+  std::string s = asciiLower(trimSpace(v.scalar));
   if (s == "true" || s == "yes" || s == "on" || s == "y") return true;
   if (s == "false" || s == "no" || s == "off" || s == "n") return false;
   return base::Error(fmt::format("want true or false, got \"{}\"", v.scalar));
@@ -190,7 +175,7 @@ base::Result<bool> toBool(const RawValue& v) {
 
 base::Result<int64_t> toInt(const RawValue& v) {
   if (v.shape != RawValue::Shape::kScalar) return base::Error("want an integer");
-  std::string_view s = trim(v.scalar);
+  std::string_view s = trimSpace(v.scalar);
   std::string_view digits = s;
   if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
   int64_t out = 0;
@@ -206,7 +191,7 @@ base::Result<Duration> toDuration(const RawValue& v) {
   if (v.shape != RawValue::Shape::kScalar) {
     return base::Error("want a duration such as 90s, 5m or 1h30m");
   }
-  auto d = base::parseDuration(trim(v.scalar));
+  auto d = base::parseDuration(trimSpace(v.scalar));
   if (!d) {
     return base::Error(d.error().message() + " (want a duration such as 90s, 5m or 1h30m)");
   }
@@ -235,9 +220,9 @@ base::Result<std::vector<std::string>> toStringList(const RawValue& v) {
     case RawValue::Shape::kScalar: {
       // kURL renders lists comma-joined into one string ("a=b,c=d"), and env/flags do too.
       std::string_view s = v.scalar;
-      while (!trim(s).empty()) {
+      while (!trimSpace(s).empty()) {
         size_t comma = s.find(',');
-        std::string_view item = trim(s.substr(0, comma));
+        std::string_view item = trimSpace(s.substr(0, comma));
         if (!item.empty()) out.emplace_back(item);
         if (comma == std::string_view::npos) break;
         s.remove_prefix(comma + 1);
@@ -290,7 +275,7 @@ bool mightReadAsNonString(const std::string& s) {
   if (s.empty()) return true;
   static const std::set<std::string> kWords = {"~",  "null", "true", "false", "yes",
                                                "no", "on",   "off",  "y",     "n"};
-  if (kWords.count(lower(s)) != 0) return true;
+  if (kWords.count(asciiLower(s)) != 0) return true;
   char c = s.front();
   return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.';
 }
@@ -463,7 +448,7 @@ void ConfigLoader::loadEnvironment(const std::vector<std::string>& env) {
     setText("log_level", it->second, "environment LOG_LEVEL");
   }
   for (const KeyDef& d : keyDefs()) {
-    std::string name = "EKCO_" + upper(d.info.key);
+    std::string name = "EKCO_" + asciiUpper(d.info.key);
     if (auto it = vars.find(name); it != vars.end()) {
       setText(d.info.key, it->second, "environment " + name);
     }

@@ -1,4 +1,5 @@
 #include "agent/config/kurl_installer.h"
+#include "base/strings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,11 +12,7 @@
 namespace ekco::agent {
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
+std::string lower(std::string_view s) { return base::asciiLower(s); }
 
 // An add-on is present in a kURL spec when its section names a version (kURL's install.sh
 // tests `$ROOK_VERSION`, `$CONTOUR_VERSION`, ...).

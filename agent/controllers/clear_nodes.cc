@@ -25,7 +25,7 @@ base::WallTime plus(base::WallTime t, base::Duration d) { return base::saturatin
 
 std::string when(base::WallTime t) { return kube::formatRfc3339(t); }
 
-json timeJson(const std::optional<base::WallTime>& t) { return t ? json(when(*t)) : json(nullptr); }
+json timeJson(const std::optional<base::WallTime>& t) { return kube::rfc3339OrNull(t); }
 
 // "in 12.5s" / "now".
 std::string inHowLong(base::WallTime at, base::WallTime now) {

@@ -460,9 +460,7 @@ json InternalLoadBalancer::status() const {
   std::lock_guard lock(mu_);
   json backends = json::array();
   for (const Endpoint& e : backends_) backends.push_back(haproxy::formatEndpoint(e));
-  auto when = [](const std::optional<base::WallTime>& t) {
-    return t ? json(kube::formatRfc3339(*t)) : json(nullptr);
-  };
+  auto when = [](const std::optional<base::WallTime>& t) { return kube::rfc3339OrNull(t); };
   return {{"config", fs_.realPath(kHaproxyConfigPath)},
           {"bind", options_.bind},
           {"backends", backends},

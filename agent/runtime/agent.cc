@@ -52,9 +52,7 @@ bool isNodeName(const std::string& name) {
   return name.back() != '-' && name.back() != '.';
 }
 
-json timeJson(const std::optional<base::WallTime>& t) {
-  return t ? json(kube::formatRfc3339(*t)) : json(nullptr);
-}
+json timeJson(const std::optional<base::WallTime>& t) { return kube::rfc3339OrNull(t); }
 
 // Logs an informer's or the elector's failures once per distinct message per minute, so an
 // API outage is one line, not one per retry.
