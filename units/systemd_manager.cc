@@ -176,7 +176,7 @@ int onJobRemoved(sd_bus_message* m, void* userdata, sd_bus_error* /*ret_error*/)
 
 class SdBusSystemdManager final : public SystemdManager {
  public:
-  explicit SdBusSystemdManager(BusPtr bus) : bus_(std::move(bus)) {}
+  SdBusSystemdManager(BusPtr bus, const base::Clock& clock) : bus_(std::move(bus)), clock_(clock) {}
 
   Status reload() override {
     std::lock_guard lock(mu_);
@@ -313,11 +313,11 @@ class SdBusSystemdManager final : public SystemdManager {
   Status runJob(const char* method, const std::string& context, const std::string& name,
                 std::chrono::milliseconds timeout) {
     std::lock_guard lock(mu_);
-    const auto deadline = std::chrono::steady_clock::now() + std::max(timeout, 1ms);
+    const auto deadline = clock_.monoNow() + std::max(timeout, 1ms);
     // Microseconds left until the deadline (0 when it has passed), for sd-bus' timeouts.
     auto remaining = [&]() -> std::uint64_t {
-      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::microseconds>(deadline - clock_.monoNow());
       return left.count() > 0 ? static_cast<std::uint64_t>(left.count()) : 0;
     };
 
@@ -380,6 +380,7 @@ class SdBusSystemdManager final : public SystemdManager {
 
   std::mutex mu_;
   BusPtr bus_;
+  const base::Clock& clock_;
   bool subscribed_ = false;
 };
 
@@ -411,7 +412,8 @@ std::string systemBusAddress(const std::string& host_root) {
   return "unix:path=" + escapeAddressValue(root + "/run/dbus/system_bus_socket");
 }
 
-Result<std::unique_ptr<SystemdManager>> connectSystemd(const std::string& bus_address) {
+Result<std::unique_ptr<SystemdManager>> connectSystemd(const std::string& bus_address,
+                                                       const base::Clock& clock) {
   const std::string context = "connect to systemd at " + bus_address;
   auto fail = [&](int r) {
     const int err = -r;
@@ -435,7 +437,8 @@ Result<std::unique_ptr<SystemdManager>> connectSystemd(const std::string& bus_ad
   const char* unique = nullptr;
   r = sd_bus_get_unique_name(bus.get(), &unique);
   if (r < 0) return fail(r);
-  return std::unique_ptr<SystemdManager>(std::make_unique<SdBusSystemdManager>(std::move(bus)));
+  return std::unique_ptr<SystemdManager>(
+      std::make_unique<SdBusSystemdManager>(std::move(bus), clock));
 }
 
 }  // namespace ekco::units

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/result.h"
 
 namespace ekco::units {
@@ -77,8 +78,9 @@ std::string systemBusAddress(const std::string& host_root);
 // connection is kUnavailable. Only the bus is checked here: whether systemd answers shows at the
 // first call. The manager serialises its calls (one sd-bus connection, guarded by a mutex), so
 // it may be shared between threads. It does not reconnect: after the bus went away, calls fail
-// (kUnavailable) and the caller connects again.
+// (kUnavailable) and the caller connects again. `clock` (monotonic) measures a job's timeout; it
+// must outlive the manager.
 [[nodiscard]] base::Result<std::unique_ptr<SystemdManager>> connectSystemd(
-    const std::string& bus_address);
+    const std::string& bus_address, const base::Clock& clock);
 
 }  // namespace ekco::units

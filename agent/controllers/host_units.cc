@@ -203,21 +203,22 @@ json HostUnitsController::status() const {
 }
 
 ControllerSpec hostUnitsSpec() {
-  return {
-      .name = "host-units",
-      .scope = Scope::kNode,
-      .status_key = "host_units",
-      .enabled = [](const Config&) { return true; },
-      .caches = {},
-      .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
-        // The node's systemd units (ekco-reboot.service, ekco-upgrade.timer), over the
-        // host's bus.
-        return std::make_shared<HostUnitsController>(
-            d.host_fs,
-            [root = d.host_root] { return units::connectSystemd(units::systemBusAddress(root)); },
-            HostUnitsControllerOptions{.units = hostUnitsOptions(d.config, d.units_bin),
-                                       .dry_run = d.dry_run});
-      }};
+  return {.name = "host-units",
+          .scope = Scope::kNode,
+          .status_key = "host_units",
+          .enabled = [](const Config&) { return true; },
+          .caches = {},
+          .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+            // The node's systemd units (ekco-reboot.service, ekco-upgrade.timer), over the
+            // host's bus.
+            return std::make_shared<HostUnitsController>(
+                d.host_fs,
+                [root = d.host_root, &clock = d.clock] {
+                  return units::connectSystemd(units::systemBusAddress(root), clock);
+                },
+                HostUnitsControllerOptions{.units = hostUnitsOptions(d.config, d.units_bin),
+                                           .dry_run = d.dry_run});
+          }};
 }
 
 }  // namespace ekco::agent

@@ -7,6 +7,7 @@
 // calls from the mock's log from where their test started. The bus and the mock are
 // tests/fakes/systemd_bus.h.
 #include "units/systemd_manager.h"
+#include "base/clock.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -28,6 +29,9 @@
 
 namespace ekco::units {
 namespace {
+
+// The sd-bus waits run on real time (a dbus-daemon answers), so the job timeouts do too.
+const base::SystemClock kClock;
 
 using namespace std::chrono_literals;
 using ::testing::ElementsAre;
@@ -70,7 +74,7 @@ class SystemdManagerTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(setup_error_->empty()) << *setup_error_;
     log_offset_ = bus_->logSize();
-    auto manager = connectSystemd(systemBusAddress(root_));
+    auto manager = connectSystemd(systemBusAddress(root_), kClock);
     ASSERT_TRUE(manager) << manager.error().message();
     manager_ = std::move(*manager);
   }
@@ -106,7 +110,7 @@ TEST(SystemBusAddressTest, RootsAndEscaping) {
 
 TEST(ConnectSystemdTest, MissingSocketNamesTheAddress) {
   const std::string address = systemBusAddress("/nonexistent/ekco-root");
-  auto manager = connectSystemd(address);
+  auto manager = connectSystemd(address, kClock);
   ASSERT_FALSE(manager);
   EXPECT_EQ(manager.error().message(),
             "connect to systemd at unix:path=/nonexistent/ekco-root/run/dbus/system_bus_socket: "
@@ -115,7 +119,7 @@ TEST(ConnectSystemdTest, MissingSocketNamesTheAddress) {
 }
 
 TEST(ConnectSystemdTest, BadAddress) {
-  auto manager = connectSystemd("nonsense");
+  auto manager = connectSystemd("nonsense", kClock);
   ASSERT_FALSE(manager);
   EXPECT_THAT(manager.error().message(), StartsWith("connect to systemd at nonsense: "));
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "agent/serve/health_server.h"
+#include "base/clock.h"
 #include "tests/agent/process_support.h"
 #include "tests/fakes/systemd_bus.h"
 #include "tests/kubesim/server.h"
@@ -28,6 +29,9 @@
 
 namespace ekco::agent {
 namespace {
+
+// The sd-bus waits run on real time (a dbus-daemon answers), so the job timeouts do too.
+const base::SystemClock kClock;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -292,7 +296,7 @@ TEST_F(HostUnitsE2eTest, InstallsChangesAndLeavesAloneTheUnitsOverSdBus) {
   }
   // What systemd (the mock) now says, read over our own connection.
   {
-    auto systemd = units::connectSystemd(units::systemBusAddress(root_.string()));
+    auto systemd = units::connectSystemd(units::systemBusAddress(root_.string()), kClock);
     ASSERT_TRUE(systemd) << systemd.error().message();
     auto timer = (*systemd)->unitState("ekco-upgrade.timer");
     ASSERT_TRUE(timer) << timer.error().message();
