@@ -25,15 +25,17 @@ inline constexpr WallTime kEarliestTime{
 inline constexpr WallTime kLatestTime{
     std::chrono::sys_days(std::chrono::year(2200) / 1 / 1).time_since_epoch()};
 
-// Seconds since the epoch (exact for any year) held into [kEarliestTime, kLatestTime].
-constexpr WallTime clampToWindow(std::chrono::seconds since_epoch) {
+// Seconds since the epoch (exact for any year) plus a fraction of a second, held into
+// [kEarliestTime, kLatestTime]; the fraction is kept inside the window.
+constexpr WallTime clampToWindow(std::chrono::seconds since_epoch,
+                                 std::chrono::nanoseconds fraction = {}) {
   if (since_epoch < std::chrono::floor<std::chrono::seconds>(kEarliestTime.time_since_epoch())) {
     return kEarliestTime;
   }
   if (since_epoch >= std::chrono::floor<std::chrono::seconds>(kLatestTime.time_since_epoch())) {
     return kLatestTime;
   }
-  return WallTime(since_epoch);
+  return WallTime(since_epoch) + fraction;
 }
 
 // t + d, held at WallTime::min()/max() instead of overflowing: a configured duration may be as

@@ -20,8 +20,6 @@ std::string describeMember(const Member& member) {
 
 namespace {
 
-std::string lower(std::string_view s) { return base::asciiLower(s); }
-
 std::string_view stripBrackets(std::string_view host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     return host.substr(1, host.size() - 2);
@@ -35,7 +33,7 @@ std::optional<UrlParts> parseUrl(std::string_view url) {
   const auto sep = url.find("://");
   if (sep == std::string_view::npos || sep == 0) return std::nullopt;
   UrlParts parts;
-  parts.scheme = lower(url.substr(0, sep));
+  parts.scheme = base::asciiLower(url.substr(0, sep));
   std::string_view rest = url.substr(sep + 3);
   rest = rest.substr(0, rest.find_first_of("/?#"));
   std::string_view host;
@@ -90,7 +88,7 @@ bool sameHost(std::string_view a, std::string_view b) {
   if (::inet_pton(AF_INET6, ha.c_str(), ba) == 1 && ::inet_pton(AF_INET6, hb.c_str(), bb) == 1) {
     return std::memcmp(ba, bb, 16) == 0;
   }
-  return lower(ha) == lower(hb);
+  return base::asciiLower(ha) == base::asciiLower(hb);
 }
 
 std::string urlFor(std::string_view ip, int port, std::string_view scheme) {

@@ -99,11 +99,7 @@ base::Result<base::WallTime> parseRfc3339(std::string_view text) {
   // into the window before anything is counted in nanoseconds (which would overflow).
   const seconds utc =
       sys_days(ymd).time_since_epoch() + hours(h) + minutes(mi) + seconds(s) - offset;
-  if (utc < floor<seconds>(base::kEarliestTime.time_since_epoch()) ||
-      utc >= floor<seconds>(base::kLatestTime.time_since_epoch())) {
-    return base::clampToWindow(utc);
-  }
-  return base::WallTime(duration_cast<base::WallTime::duration>(utc + frac));
+  return base::clampToWindow(utc, frac);
 }
 
 std::string formatRfc3339(base::WallTime time) { return format(time, false); }

@@ -12,8 +12,6 @@
 namespace ekco::agent {
 namespace {
 
-std::string lower(std::string_view s) { return base::asciiLower(s); }
-
 // An add-on is present in a kURL spec when its section names a version (kURL's install.sh
 // tests `$ROOK_VERSION`, `$CONTOUR_VERSION`, ...).
 bool addonPresent(const YAML::Node& spec, const char* addon) {
@@ -24,7 +22,7 @@ bool addonPresent(const YAML::Node& spec, const char* addon) {
 
 bool yamlTrue(const YAML::Node& n) {
   if (!n || !n.IsScalar()) return false;
-  std::string s = lower(n.Scalar());
+  std::string s = base::asciiLower(n.Scalar());
   return s == "true" || s == "yes" || s == "on";
 }
 
@@ -107,7 +105,7 @@ class Converter {
   // one.
   std::optional<bool> specBool(const YAML::Node& n, const std::string& src) {
     if (n.IsScalar()) {
-      std::string s = lower(n.Scalar());
+      std::string s = base::asciiLower(n.Scalar());
       if (s == "true" || s == "yes" || s == "on") return true;
       if (s == "false" || s == "no" || s == "off") return false;
     }

@@ -25,8 +25,6 @@ base::WallTime plus(base::WallTime t, base::Duration d) { return base::saturatin
 
 std::string when(base::WallTime t) { return kube::formatRfc3339(t); }
 
-json timeJson(const std::optional<base::WallTime>& t) { return kube::rfc3339OrNull(t); }
-
 // "in 12.5s" / "now".
 std::string inHowLong(base::WallTime at, base::WallTime now) {
   if (at <= now) return "now";
@@ -390,10 +388,10 @@ json ClearNodesController::status() const {
           {"clear_pod_deletion_grace", base::formatDuration(r.pod_deletion_grace)},
           {"storm_guard_percent", r.storm_guard_percent},
           {"synced", synced_},
-          {"evaluated_at", timeJson(evaluated_at_)},
+          {"evaluated_at", kube::rfc3339OrNull(evaluated_at_)},
           {"storm_guard",
            {{"active", storm_active_},
-            {"since", timeJson(storm_since_)},
+            {"since", kube::rfc3339OrNull(storm_since_)},
             {"unreachable", storm_.unreachable},
             {"total", storm_.total},
             {"unreachable_nodes", storm_.unreachable_nodes},
@@ -402,7 +400,7 @@ json ClearNodesController::status() const {
           {"due", items(last_plan_.due)},
           {"pending", items(last_plan_.pending)},
           {"held_by_finalizers", last_plan_.held},
-          {"next_threshold", timeJson(last_plan_.next)},
+          {"next_threshold", kube::rfc3339OrNull(last_plan_.next)},
           {"force_deleted_total", force_deleted_total_},
           {"last_force_deleted", deleted},
           {"last_skip", last_skip_}};

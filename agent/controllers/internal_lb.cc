@@ -460,14 +460,13 @@ json InternalLoadBalancer::status() const {
   std::lock_guard lock(mu_);
   json backends = json::array();
   for (const Endpoint& e : backends_) backends.push_back(haproxy::formatEndpoint(e));
-  auto when = [](const std::optional<base::WallTime>& t) { return kube::rfc3339OrNull(t); };
   return {{"config", fs_.realPath(kHaproxyConfigPath)},
           {"bind", options_.bind},
           {"backends", backends},
           {"source", source_},
-          {"written_at", when(written_at_)},
+          {"written_at", kube::rfc3339OrNull(written_at_)},
           {"last_reload", last_reload_},
-          {"reloaded_at", when(reloaded_at_)},
+          {"reloaded_at", kube::rfc3339OrNull(reloaded_at_)},
           {"problem", problem_}};
 }
 

@@ -53,12 +53,20 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
   std::map<std::string, std::string> held;
   std::optional<std::string> chosen;
   std::optional<base::WallTime> next_dead;
-  std::map<std::string, std::size_t> due_for_clearing;  // node -> pods clear-nodes still owes
-  if (options_.clear_first && options_.observe_pods && !options_.purge.dry_run) {
-    const ClearPlan clear =
-        planClear(observed.nodes, options_.observe_pods(), now, *options_.clear_first);
-    for (const PodToClear& item : clear.due) ++due_for_clearing[item.node];
-  }
+  // node -> pods clear-nodes still owes; planned once, and only when a dead node passes the
+  // guards (most passes find none).
+  std::optional<std::map<std::string, std::size_t>> due_for_clearing;
+  auto podsDueOn = [&](const std::string& node) -> std::size_t {
+    if (!options_.clear_first || !options_.observe_pods || options_.purge.dry_run) return 0;
+    if (!due_for_clearing) {
+      due_for_clearing.emplace();
+      const ClearPlan clear =
+          planClear(observed.nodes, options_.observe_pods(), now, *options_.clear_first);
+      for (const PodToClear& item : clear.due) ++(*due_for_clearing)[item.node];
+    }
+    auto it = due_for_clearing->find(node);
+    return it == due_for_clearing->end() ? 0 : it->second;
+  };
   for (const auto& node : observed.nodes) {
     const auto dead_at = deadAt(node, options_.node_unreachable_toleration);
     if (!dead_at) continue;
@@ -71,8 +79,8 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
       held[name] = *refused;
       continue;
     }
-    if (auto due = due_for_clearing.find(name); due != due_for_clearing.end()) {
-      held[name] = "waiting for clear-nodes to force-delete " + std::to_string(due->second) +
+    if (const std::size_t due = podsDueOn(name); due > 0) {
+      held[name] = "waiting for clear-nodes to force-delete " + std::to_string(due) +
                    " pod(s) stuck on it first";
       continue;
     }

@@ -52,8 +52,6 @@ bool isNodeName(const std::string& name) {
   return name.back() != '-' && name.back() != '.';
 }
 
-json timeJson(const std::optional<base::WallTime>& t) { return kube::rfc3339OrNull(t); }
-
 // Logs an informer's or the elector's failures once per distinct message per minute, so an
 // API outage is one line, not one per retry.
 class ErrorLog {
@@ -125,7 +123,7 @@ class Agent::Impl {
 
   base::Status registerMetrics();
   base::Status initControllers();
-  void onCacheError(std::string_view what, const Error& e);
+  void onCacheError(CacheName cache, std::string_view what, const Error& e);
   void onLeaderChange(bool leading);
   void superviseLeaderCaches();
   Health healthz() const;
@@ -203,11 +201,14 @@ base::Status Agent::Impl::registerMetrics() {
   return base::ok();
 }
 
-void Agent::Impl::onCacheError(std::string_view what, const Error& e) {
+void Agent::Impl::onCacheError(CacheName cache, std::string_view what, const Error& e) {
   errors_.report(what, e.message());
   // The caches readiness depends on stand for the API's reachability (logged once each way;
   // "api reachable" when the agent is ready again).
-  if (what != "node cache" && what != "pod cache" && what != "cluster node cache") return;
+  if (cache != CacheName::kOwnNode && cache != CacheName::kOwnPods &&
+      cache != CacheName::kClusterNodes) {
+    return;
+  }
   if (e.code() == ErrorCode::kParse) return;  // bad data, not an outage
   std::lock_guard lock(mu_);
   if (api_down_) return;
@@ -287,9 +288,10 @@ base::Status Agent::Impl::init() {
   // (3) The caches: this node and its pods always; the rest as the controllers ask.
   caches_ = std::make_unique<Caches>(
       *platform_.client, clock_,
-      CachesOptions{
-          .node_name = options_.node_name,
-          .on_error = [this](std::string_view what, const Error& e) { onCacheError(what, e); }});
+      CachesOptions{.node_name = options_.node_name,
+                    .on_error = [this](CacheName cache, std::string_view what, const Error& e) {
+                      onCacheError(cache, what, e);
+                    }});
 
   // A released (holder "") or deleted Lease makes the elector step now: a clean hand-over then
   // takes one round trip, not up to 2.2 retry periods. Renewals change only renewTime, so the
@@ -447,8 +449,8 @@ json Agent::Impl::status() const {
   out["is_leader"] = lease.is_leader;
   out["lease"] = {{"name", options_.config.leader_election_namespace + "/ekco-leader"},
                   {"holder", lease.holder},
-                  {"renew_time", timeJson(lease.renew_time)},
-                  {"acquire_time", timeJson(lease.acquire_time)},
+                  {"renew_time", kube::rfc3339OrNull(lease.renew_time)},
+                  {"acquire_time", kube::rfc3339OrNull(lease.acquire_time)},
                   {"transitions", lease.transitions},
                   {"fresh", lease.is_fresh},
                   {"last_error", lease.last_error}};
@@ -463,7 +465,7 @@ json Agent::Impl::status() const {
                       {"synced", s.synced},
                       {"objects", s.objects},
                       {"resource_version", s.resource_version},
-                      {"last_sync", timeJson(s.last_sync)},
+                      {"last_sync", kube::rfc3339OrNull(s.last_sync)},
                       {"last_error", s.last_error}});
   });
   out["caches"] = caches;
@@ -472,10 +474,10 @@ json Agent::Impl::status() const {
     controllers.push_back({{"name", s.name},
                            {"scope", std::string(scopeName(s.scope))},
                            {"active", s.active},
-                           {"last_run", timeJson(s.last_run)},
+                           {"last_run", kube::rfc3339OrNull(s.last_run)},
                            {"last_result", s.last_result},
                            {"last_error", s.last_error},
-                           {"next_run", timeJson(s.next_run)},
+                           {"next_run", kube::rfc3339OrNull(s.next_run)},
                            {"last_plan", s.last_plan},
                            {"runs", s.runs},
                            {"errors", s.errors}});

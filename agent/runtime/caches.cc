@@ -84,7 +84,7 @@ kube::InformerHandlers<Record> Caches::handlers(CacheName name, std::string what
                   if (!absent->exchange(true)) wake(name);
                   return;
                 }
-                if (options_.on_error) options_.on_error(what, e);
+                if (options_.on_error) options_.on_error(name, what, e);
               }};
 }
 

@@ -42,8 +42,9 @@ std::string_view cacheName(CacheName name);
 
 struct CachesOptions {
   std::string node_name{};
-  // Informer failures, for the agent's rate-limited log ("node cache", message).
-  std::function<void(std::string_view what, const base::Error& error)> on_error{};
+  // Informer failures: which cache, its label for the agent's rate-limited log ("node cache"),
+  // the error.
+  std::function<void(CacheName cache, std::string_view what, const base::Error& error)> on_error{};
 };
 
 class Caches {
