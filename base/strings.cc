@@ -1,5 +1,7 @@
 #include "base/strings.h"
 
+#include <fmt/format.h>
+
 namespace ekco::base {
 
 namespace {
@@ -30,6 +32,39 @@ std::string_view trimSpace(std::string_view s) {
   while (!s.empty() && isSpace(s.front())) s.remove_prefix(1);
   while (!s.empty() && isSpace(s.back())) s.remove_suffix(1);
   return s;
+}
+
+std::string quoteForMessage(std::string_view value, std::size_t max_shown) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < value.size() && i < max_shown; ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += fmt::format("\\x{:02x}", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  if (value.size() > max_shown) out += "...";
+  out += '"';
+  return out;
 }
 
 }  // namespace ekco::base

@@ -2,6 +2,7 @@
 // here are config keys, names and protocol text.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -11,5 +12,11 @@ std::string asciiLower(std::string_view s);
 std::string asciiUpper(std::string_view s);
 // Without leading and trailing whitespace (space, \t, \n, \v, \f, \r).
 std::string_view trimSpace(std::string_view s);
+
+// `value` in double quotes with Go-style escapes, for error messages, so a message stays one line
+// and cannot carry terminal escapes whatever the value: "a\nb", "say \"hi\"", "\x01", "\x1b".
+// Control characters (C0 and DEL) are escaped; other bytes are kept. At most `max_shown` bytes
+// of the value are shown; a longer value ends in "...".
+std::string quoteForMessage(std::string_view value, std::size_t max_shown = 80);
 
 }  // namespace ekco::base

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "haproxy/quote.h"
+#include "base/strings.h"
 
 namespace ekco::haproxy {
 namespace {
@@ -211,7 +211,7 @@ base::Status validateImage(std::string_view image) {
   auto parts = splitImage(image);
   if (!parts) {
     return base::Error(
-        fmt::format("invalid image {}: {}", quoteValue(image), parts.error().message()),
+        fmt::format("invalid image {}: {}", base::quoteForMessage(image), parts.error().message()),
         base::ErrorCode::kInvalidArgument);
   }
   return base::ok();

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "base/strings.h"
 #include "haproxy/image.h"
-#include "haproxy/quote.h"
 
 namespace ekco::haproxy {
 namespace {
@@ -111,7 +111,7 @@ struct Parsed {
 // ("endpoint", "bind address").
 base::Result<Parsed> parseHostPort(std::string_view text, std::string_view what) {
   auto fail = [&](std::string_view why) {
-    return invalid(fmt::format("invalid {} {}: {}", what, quoteValue(text), why));
+    return invalid(fmt::format("invalid {} {}: {}", what, base::quoteForMessage(text), why));
   };
   if (text.empty()) return fail("empty");
   Parsed parsed;
@@ -151,7 +151,8 @@ base::Result<Parsed> parseHostPort(std::string_view text, std::string_view what)
   if (parsed.has_port) {
     auto port = parsePort(port_text);
     if (!port)
-      return fail(fmt::format("port {} is not a number in 1..65535", quoteValue(port_text)));
+      return fail(
+          fmt::format("port {} is not a number in 1..65535", base::quoteForMessage(port_text)));
     parsed.port = *port;
   }
   return parsed;
@@ -161,8 +162,8 @@ base::Result<Parsed> parseBind(std::string_view text) {
   auto bind = parseHostPort(text, "bind address");
   if (!bind) return std::move(bind).error();
   if (bind->host.kind == HostKind::kName || !bind->has_port) {
-    return invalid(
-        fmt::format("invalid bind address {}: want IPv4:PORT or [IPv6]:PORT", quoteValue(text)));
+    return invalid(fmt::format("invalid bind address {}: want IPv4:PORT or [IPv6]:PORT",
+                               base::quoteForMessage(text)));
   }
   return bind;
 }
@@ -245,10 +246,11 @@ base::Result<std::string> renderHaproxyConfig(const HaproxyConfigOptions& option
     auto host = parseHost(endpoint.host);
     if (!host) {
       return invalid(fmt::format("invalid endpoint host {}: not an IP address or a DNS name",
-                                 quoteValue(endpoint.host)));
+                                 base::quoteForMessage(endpoint.host)));
     }
     if (endpoint.port == 0) {
-      return invalid(fmt::format("invalid endpoint {}: port 0", quoteValue(endpoint.host)));
+      return invalid(
+          fmt::format("invalid endpoint {}: port 0", base::quoteForMessage(endpoint.host)));
     }
     SortKey key = sortKey(*host, endpoint.port);
     servers.emplace_back(std::move(key), std::move(*host));

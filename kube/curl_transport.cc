@@ -7,8 +7,13 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+
+#include <fmt/format.h>
+
+#include "base/strings.h"
 
 namespace ekco::kube {
 
@@ -30,6 +35,8 @@ struct Exchange {
   const ChunkHandler* on_chunk = nullptr;
   const std::function<void(int)>* on_headers = nullptr;
   bool stopped_by_handler = false;
+  std::size_t max_body = 0;  // collected body bound; 0 = none
+  bool too_large = false;
 };
 
 size_t onHeader(char* data, size_t size, size_t count, void* user) {
@@ -54,6 +61,11 @@ size_t onHeader(char* data, size_t size, size_t count, void* user) {
       std::from_chars(rest.data(), rest.data() + rest.size(), status);
     }
     ex->response.status = status;
+    // The reason phrase after the code ("Internal Server Error"); HTTP/2 has none.
+    const auto space2 = space == std::string_view::npos ? space : line.find(' ', space + 1);
+    ex->response.reason = space2 == std::string_view::npos
+                              ? std::string()
+                              : std::string(base::trimSpace(line.substr(space2 + 1)));
     return n;
   }
   const auto colon = line.find(':');
@@ -92,6 +104,10 @@ size_t onBody(char* data, size_t size, size_t count, void* user) {
       return 0;  // CURLE_WRITE_ERROR, recognised by stopped_by_handler
     }
     return n;
+  }
+  if (ex->max_body != 0 && ex->response.body.size() + n > ex->max_body) {
+    ex->too_large = true;
+    return 0;  // CURLE_WRITE_ERROR, recognised by too_large
   }
   ex->response.body.append(data, n);
   return n;
@@ -396,5 +412,143 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
   }
   return transferError(easy.get(), rc, errbuf, url);
 }
+
+// ---------------------------------------------------------------------------------------------
+// fetchUrl
+
+namespace {
+
+bool hasScheme(std::string_view url, std::string_view scheme) {
+  return url.size() >= scheme.size() && base::asciiLower(url.substr(0, scheme.size())) == scheme;
+}
+
+// Why `url` may not be fetched next ("" when it may). `on_tls`: an earlier hop was https.
+std::string refusal(std::string_view url, bool allow_http, bool on_tls) {
+  if (on_tls && !hasScheme(url, "https://")) {
+    return "refusing to leave https for plain http (a downgrade)";
+  }
+  return urlProblem(url, allow_http);
+}
+
+bool isRedirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+// One hop: the request to `url` without following redirects. `location` gets the absolute URL
+// a 3xx points at (libcurl resolves a relative Location), "" when none.
+Result<HttpResponse> fetchOnce(const UrlFetchRequest& request, const std::string& url,
+                               std::chrono::milliseconds timeout, std::string& location) {
+  struct EasyDeleter {
+    void operator()(CURL* easy) const { curl_easy_cleanup(easy); }
+  };
+  std::unique_ptr<CURL, EasyDeleter> owned(curl_easy_init());
+  if (!owned) return Error("fetch " + url + ": curl_easy_init failed", ErrorCode::kIo);
+  CURL* easy = owned.get();
+  Exchange exchange;
+  exchange.max_body = request.max_body_bytes;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, request.allow_http ? "https,http" : "https");
+  curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(easy, CURLOPT_USERAGENT, request.user_agent.c_str());
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(std::min(request.connect_timeout, timeout).count()));
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, onHeader);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, &exchange);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, onBody);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &exchange);
+  if (!request.ca_pem.empty()) {
+    curl_blob ca{const_cast<char*>(request.ca_pem.data()), request.ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &ca);
+  }
+  if (request.head) {
+    curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+  } else {
+    curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(easy, CURLOPT_MAXFILESIZE_LARGE,
+                     static_cast<curl_off_t>(request.max_body_bytes));
+  }
+  const CURLcode rc = curl_easy_perform(easy);
+  if (exchange.too_large || rc == CURLE_FILESIZE_EXCEEDED) {
+    return Error(
+        fmt::format("fetch {}: the response is larger than {} bytes", url, request.max_body_bytes),
+        ErrorCode::kInvalidArgument);
+  }
+  if (rc != CURLE_OK) return transferError(easy, rc, errbuf, url);
+  exchange.response.http_version = httpVersion(easy);
+  char* redirect = nullptr;
+  curl_easy_getinfo(easy, CURLINFO_REDIRECT_URL, &redirect);
+  location = redirect != nullptr ? redirect : "";
+  return std::move(exchange.response);
+}
+
+}  // namespace
+
+Result<HttpResponse> fetchUrl(const UrlFetchRequest& request, const base::Clock& clock) {
+  globalInit();
+  const base::MonoTime deadline = clock.monoNow() + request.timeout;
+  std::string url = request.url;
+  bool on_tls = false;
+  for (int hop = 0;; ++hop) {
+    if (std::string why = refusal(url, request.allow_http, on_tls); !why.empty()) {
+      return Error(hop == 0 ? fmt::format("fetch {}: {}", base::quoteForMessage(url), why)
+                            : fmt::format("fetch {}: redirected to {}: {}", request.url,
+                                          base::quoteForMessage(url), why),
+                   ErrorCode::kInvalidArgument);
+    }
+    on_tls = on_tls || hasScheme(url, "https://");
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.monoNow());
+    if (left.count() <= 0) {
+      return Error(
+          fmt::format("fetch {}: timed out after {} ms", request.url, request.timeout.count()),
+          ErrorCode::kTimeout);
+    }
+    std::string location;
+    auto response = fetchOnce(request, url, left, location);
+    if (!response || !isRedirect(response->status) || location.empty()) return response;
+    if (hop >= request.max_redirects) {
+      return Error(
+          fmt::format("fetch {}: more than {} redirects", request.url, request.max_redirects),
+          ErrorCode::kInvalidArgument);
+    }
+    url = std::move(location);
+  }
+}
+
+std::string urlProblem(std::string_view url, bool allow_http) {
+  for (const char c : url) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) return "a URL has no whitespace or control characters";
+  }
+  const bool https = hasScheme(url, "https://");
+  if (!https && !hasScheme(url, "http://")) return "want an http:// or https:// URL";
+  struct UrlDeleter {
+    void operator()(CURLU* u) const { curl_url_cleanup(u); }
+  };
+  std::unique_ptr<CURLU, UrlDeleter> parsed(curl_url());
+  if (!parsed) return "cannot parse the URL (out of memory)";
+  const std::string text(url);
+  if (const CURLUcode rc = curl_url_set(parsed.get(), CURLUPART_URL, text.c_str(), 0);
+      rc != CURLUE_OK) {
+    if (rc == CURLUE_NO_HOST) return "the URL has no host";
+    return std::string("not a valid URL: ") + curl_url_strerror(rc);
+  }
+  char* host = nullptr;
+  const bool has_host = curl_url_get(parsed.get(), CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+                        host != nullptr && host[0] != '\0';
+  curl_free(host);
+  if (!has_host) return "the URL has no host";
+  if (!https && !allow_http) {
+    return "plain http:// is not allowed (no TLS: nothing fetched over it is verified)";
+  }
+  return "";
+}
+
+std::string curlVersion() { return curl_version_info(CURLVERSION_NOW)->version; }
 
 }  // namespace ekco::kube

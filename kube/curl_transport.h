@@ -1,5 +1,5 @@
-// HttpTransport over libcurl: every Kubernetes API call goes through here (agent/upgrade_cmd.cc
-// uses libcurl on its own for the installer URL, which is not an API server).
+// The tree's one libcurl adapter: every Kubernetes API call (CurlTransport) and every other URL
+// ekco fetches (fetchUrl: kURL's installer for `ekco upgrade`) goes through here.
 //
 // Connections. Easy handles are pooled (up to max_idle_handles kept); each keeps its live
 // connection between calls (curl_easy_reset keeps connections, the DNS cache and TLS sessions),
@@ -19,10 +19,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
@@ -81,5 +83,40 @@ class CurlTransport final : public HttpTransport {
 
   std::atomic<std::uint64_t> connections_opened_{0};
 };
+
+// One fetch of a URL that is not an API server (kURL's installer for `ekco upgrade`): no
+// credentials, the system trust store unless ca_pem is set, no pooled connection.
+struct UrlFetchRequest {
+  std::string url{};
+  bool head = false;  // HEAD instead of GET (no body is read)
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+  // The whole fetch, every redirect included.
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  // A longer body ends the fetch with kInvalidArgument ("larger than N bytes").
+  std::size_t max_body_bytes = std::size_t{100} << 20;
+  int max_redirects = 10;
+  // Plain http:// for the URL and its redirects. Whatever this says, a redirect from https to
+  // http is refused: once a fetch is on TLS it stays on TLS.
+  bool allow_http = false;
+  std::string ca_pem{};  // PEM; "" = the system trust store
+  std::string user_agent = "ekco";
+};
+
+// Follows redirects itself (301, 302, 303, 307, 308 with a Location), checking each hop: http or
+// https only, http only when allow_http, never https -> http, at most max_redirects. Returns the
+// final response (any HTTP status is a value, as for HttpTransport). Errors: kInvalidArgument
+// for a refused URL or redirect, too many redirects or a body over the bound; otherwise the
+// transport codes of HttpTransport (kUnavailable: nothing was sent; kTimeout; kIo). Messages
+// name the URL that failed. The clock measures `timeout` over the hops.
+[[nodiscard]] base::Result<HttpResponse> fetchUrl(const UrlFetchRequest& request,
+                                                  const base::Clock& clock);
+
+// Why `url` is not one fetchUrl fetches ("" when it is): an http:// or https:// URL with a host,
+// no whitespace or control characters (checked by libcurl's own URL parser), plain http only
+// when allow_http. Config validation and `ekco upgrade` ask this, so they agree with the fetch.
+std::string urlProblem(std::string_view url, bool allow_http);
+
+// The linked libcurl's version ("7.88.1"), for `ekco version`.
+std::string curlVersion();
 
 }  // namespace ekco::kube

@@ -39,6 +39,8 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 0;
+  // The status line's reason phrase ("Internal Server Error"); "" over HTTP/2 and when absent.
+  std::string reason{};
   // The protocol the answer came over: 10, 11 (HTTP/1.x), 20 (HTTP/2); 0 when unknown.
   int http_version = 0;
   // Header names lower-cased; a repeated header keeps its last value.

@@ -8,7 +8,6 @@
 #include <sstream>
 #include <tuple>
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <boost/version.hpp>
@@ -26,6 +25,7 @@
 #include "base/version_info.h"
 #include "haproxy/render.h"
 #include "hostfs/local_host_fs.h"
+#include "kube/curl_transport.h"
 #include "pki/certificate.h"
 #include "units/render.h"
 
@@ -243,7 +243,7 @@ std::string versionText() {
   std::string out = fmt::format("ekco {} ({})\n", EKCO_VERSION, EKCO_GIT_SHA);
   out += fmt::format("  libsystemd {}\n", EKCO_SYSTEMD_VERSION);
   out += fmt::format("  yaml-cpp {}\n", EKCO_YAML_CPP_VERSION);
-  out += fmt::format("  libcurl {}\n", curl_version_info(CURLVERSION_NOW)->version);
+  out += fmt::format("  libcurl {}\n", kube::curlVersion());
   out += fmt::format("  {}\n", pki::libraryVersion());
   out += fmt::format("  boost {}.{}.{}\n", BOOST_VERSION / 100000, BOOST_VERSION / 100 % 1000,
                      BOOST_VERSION % 100);
@@ -378,6 +378,9 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
                       "kubeconfig, to count the nodes (default: KUBECONFIG, in-cluster, then the "
                       "host's /etc/kubernetes/admin.conf and kubelet.conf)");
   upgrade->add_option("--host-root", upgrade_args.host_root, "Where the host's / is (default /)");
+  upgrade->add_flag("--allow-http", upgrade_args.allow_http,
+                    "Accept a plain http:// URL, whose download is not verified (default: "
+                    "auto_upgrade_allow_http from the config)");
   upgrade->add_flag("--dry-run", upgrade_args.dry_run,
                     "Check and report what would be done; write nothing, never run the installer");
 

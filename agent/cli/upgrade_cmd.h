@@ -1,141 +1,28 @@
-// `ekco upgrade`: kURL's auto-upgrade (EKCO's upgrade.sh, ../shared/reference/ekco.md §3.14),
-// run by ekco-upgrade.timer. It asks the installer URL for its current hash (HEAD, the
-// X-Kurl-Hash header), compares it with the last hash recorded in <state-dir>/upgrades.txt and,
-// when it changed, downloads the installer and runs `bash <file> yes auto-upgrades-enabled`.
-//
-// Order of a run (the first step that decides ends it):
-//   1. No URL (auto_upgrade_url empty, no --url): nothing to do, exit 0.
-//   2. <state-dir>/upgrade.lock (flock LOCK_EX|LOCK_NB) is held by another run: exit 0, the
-//      timer fires again. Not taken in a dry run (which writes nothing).
-//   3. HEAD the URL; a transport failure, a non-2xx status, a missing or invalid X-Kurl-Hash
-//      is an error (exit 1) and the next timer run tries again.
-//   4. No hash recorded yet: record the current one and exit 0 without upgrading (the
-//      installer seeds the file; this covers an install that did not).
-//   5. The same hash: up to date, exit 0.
-//   6. The cluster has more than one Node: refuse (exit 0). Checked only here, so a run with
-//      nothing to do needs no API server.
-//   7. Download the installer to <state-dir>/upgrade-installer.sh (mode 0700; removed after the
-//      run, and at the start of the next one if ekco was killed), run it with its output
-//      streamed to the log line by line, and on exit status 0 append "<UTC RFC 3339> <hash>" to
-//      upgrades.txt. A failed installer records nothing (exit 1; the next run retries).
-//
-// upgrades.txt is rewritten whole on every change through HostFs::write (temp file, fsync,
-// rename, directory fsync), so a crash leaves the old or the new file, never a torn last line.
+// `ekco upgrade`: the command line of kURL's auto-upgrade (the procedure is agent/tasks/upgrade.h),
+// run by ekco-upgrade.timer.
 #pragma once
 
-#include <chrono>
-#include <cstddef>
-#include <map>
-#include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
 
 #include "agent/cli/cli.h"
 #include "agent/config/config.h"
-#include "base/clock.h"
-#include "base/process.h"
-#include "base/result.h"
-#include "hostfs/host_fs.h"
-#include "kube/client.h"
+#include "agent/tasks/upgrade.h"
 
 namespace ekco::agent {
 
-inline constexpr std::string_view kDefaultUpgradeStateDir = "/var/lib/ekco";
-inline constexpr std::string_view kUpgradeRecordFile = "upgrades.txt";
-inline constexpr std::string_view kUpgradeLockFile = "upgrade.lock";
-inline constexpr std::string_view kUpgradeInstallerFile = "upgrade-installer.sh";
-inline constexpr std::string_view kKurlHashHeader = "X-Kurl-Hash";
-
-// The command line of `ekco upgrade`.
 struct UpgradeArgs {
   std::string url{};  // --url; "" = auto_upgrade_url from the config
   std::string state_dir = std::string(kDefaultUpgradeStateDir);
   std::string kubeconfig{};
   std::string host_root = "/";
+  bool allow_http = false;  // --allow-http, or auto_upgrade_allow_http in the config
   bool dry_run = false;
 };
 
-// HTTP for the installer URL, behind an interface so the core can be driven without a network.
-// Errors name the cause only ("HTTP 500", "Couldn't connect to server: ..."); the caller adds
-// the method and URL.
-class HttpFetcher {
- public:
-  virtual ~HttpFetcher() = default;
-  // HEAD, following redirects: the final response's headers, names lower-cased. A status other
-  // than 2xx is an Error (kUnavailable for 5xx).
-  [[nodiscard]] virtual base::Result<std::map<std::string, std::string>> head(
-      const std::string& url) = 0;
-  // GET, following redirects: the body. Non-2xx, or a body over the size limit, is an Error.
-  [[nodiscard]] virtual base::Result<std::string> get(const std::string& url) = 0;
-};
-
-struct HttpFetchOptions {
-  std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
-  std::chrono::milliseconds head_timeout{std::chrono::seconds(30)};
-  std::chrono::milliseconds get_timeout{std::chrono::minutes(10)};
-  std::size_t max_body_bytes = std::size_t{100} << 20;
-  long max_redirects = 10;
-};
-
-// The real fetcher, on libcurl (http and https only, also for redirects; system CAs).
-std::unique_ptr<HttpFetcher> makeCurlHttpFetcher(const HttpFetchOptions& options);
-
-struct UpgradeOptions {
-  std::string url{};
-  std::string state_dir = std::string(kDefaultUpgradeStateDir);  // a host path (HostFs)
-  bool dry_run = false;
-  std::string shell = "bash";  // runs the installer: <shell> <file> yes auto-upgrades-enabled
-  // A kURL upgrade takes minutes to an hour; past this the installer gets SIGTERM, then
-  // SIGKILL after the grace.
-  std::chrono::milliseconds installer_timeout{std::chrono::hours(3)};
-  std::chrono::milliseconds installer_kill_grace{std::chrono::seconds(60)};
-  // How many of the installer's last output lines a failure's error quotes.
-  std::size_t failure_tail_lines = 10;
-};
-
-struct UpgradeDeps {
-  hostfs::HostFs& fs;
-  HttpFetcher& http;
-  kube::KubeClient& kube;
-  base::ProcessRunner& runner;
-  const base::Clock& clock;
-};
-
-enum class UpgradeDecision {
-  kNotConfigured,  // no URL
-  kLocked,         // another run holds the lock
-  kSeeded,         // no record yet: the current hash was recorded (dry run: would be)
-  kUpToDate,       // the recorded hash is current
-  kMultiNode,      // an upgrade is due but the cluster has more than one node
-  kUpgraded,       // the installer ran and succeeded; the new hash is recorded
-  kWouldUpgrade,   // dry run: an upgrade is due
-};
-
-struct UpgradeOutcome {
-  UpgradeDecision decision = UpgradeDecision::kNotConfigured;
-  std::string hash{};           // the URL's current hash ("" before the HEAD)
-  std::string recorded_hash{};  // the last recorded one before this run ("" if none)
-  int nodes = 0;                // counted only when an upgrade is due
-  std::string message{};        // one line for people
-};
-
-// The whole decision and action (see the top of the file). An Error means exit 1: network,
-// API, filesystem or installer failure; for the installer it quotes its last output lines.
-[[nodiscard]] base::Result<UpgradeOutcome> runUpgrade(const UpgradeOptions& options,
-                                                      const UpgradeDeps& deps);
-
-// X-Kurl-Hash values ekco accepts: 1 to 128 of [A-Za-z0-9._-].
-bool isValidKurlHash(std::string_view hash);
-
-// The hash of the last non-empty line of upgrades.txt (its last whitespace-separated field);
-// nullopt when there is none. An invalid hash there is a kParse error naming the line.
-[[nodiscard]] base::Result<std::optional<std::string>> lastRecordedHash(std::string_view content);
-
-// `ekco upgrade`. Exit codes: 0 when nothing was due, the run was skipped (no URL, locked,
-// multi-node), the hash was seeded or the upgrade succeeded; 1 on failure (one `error:` line,
-// plus the installer's last lines when it failed); 2 for a bad flag (--url not http(s),
-// --state-dir or --host-root not absolute).
+// Exit codes: 0 when nothing was due, the run was skipped (no URL, locked, multi-node), the hash
+// was seeded or the upgrade succeeded; 1 on failure (one `error:` line, plus the installer's last
+// lines when it failed); 2 for a bad flag (--url not an https URL, or http without --allow-http
+// or auto_upgrade_allow_http; --state-dir or --host-root not absolute).
 int runUpgradeCommand(const Config& config, const UpgradeArgs& args, const CliEnv& env);
 
 }  // namespace ekco::agent

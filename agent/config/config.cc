@@ -15,6 +15,7 @@
 #include "base/strings.h"
 #include "haproxy/image.h"
 #include "haproxy/render.h"
+#include "kube/curl_transport.h"
 #include "units/calendar.h"
 
 namespace ekco::agent {
@@ -119,7 +120,10 @@ const std::vector<KeyDef>& keyDefs() {
                "How long ekco startup waits for the API before giving up (node left cordoned)"),
       EKCO_KEY(auto_upgrade_schedule, kString,
                "systemd calendar event of ekco-upgrade.timer, e.g. \"Sat 17:30\" (empty: off)"),
-      EKCO_KEY(auto_upgrade_url, kString, "Installer URL the upgrade checks (http or https)"),
+      EKCO_KEY(auto_upgrade_url, kString,
+               "Installer URL the upgrade checks (https; http only with auto_upgrade_allow_http)"),
+      EKCO_KEY(auto_upgrade_allow_http, kBool,
+               "Accept a plain http:// auto_upgrade_url, whose downloads are not verified"),
       EKCO_KEY(leader_election_namespace, kString, "Namespace of the ekco-leader Lease"),
       EKCO_KEY(leader_election_lease_duration, kDuration,
                "How long a leader's Lease holds without renewal before others may take it"),
@@ -522,10 +526,16 @@ Config ConfigLoader::finish() {
       problem("auto_upgrade_schedule", r.error().message() + " (see man systemd.time)");
     }
   }
-  if (!c.auto_upgrade_url.empty() && c.auto_upgrade_url.rfind("https://", 0) != 0 &&
-      c.auto_upgrade_url.rfind("http://", 0) != 0) {
-    problem("auto_upgrade_url",
-            fmt::format("want an http:// or https:// URL, got \"{}\"", c.auto_upgrade_url));
+  if (!c.auto_upgrade_url.empty()) {
+    // The same rule `ekco upgrade` and its fetch apply (kube/curl_transport.h).
+    if (std::string why = kube::urlProblem(c.auto_upgrade_url, c.auto_upgrade_allow_http);
+        !why.empty()) {
+      if (kube::urlProblem(c.auto_upgrade_url, /*allow_http=*/true).empty()) {
+        why += "; use https://, or set auto_upgrade_allow_http: true";
+      }
+      problem("auto_upgrade_url",
+              fmt::format("{} (got {})", why, base::quoteForMessage(c.auto_upgrade_url)));
+    }
   }
   if (auto lvl = base::parseLogLevel(c.log_level); !lvl) {
     problem("log_level", lvl.error().message());

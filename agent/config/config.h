@@ -99,6 +99,8 @@ struct Config {
   Duration startup_api_timeout = std::chrono::minutes(10);
   std::string auto_upgrade_schedule;  // systemd calendar event; empty = off
   std::string auto_upgrade_url;
+  // Accept a plain http:// auto_upgrade_url (an installer mirror without TLS). Off: https only.
+  bool auto_upgrade_allow_http = false;
   std::string leader_election_namespace = "kurl";
   // client-go's defaults; lease > renew deadline > retry period.
   Duration leader_election_lease_duration = std::chrono::seconds(15);

@@ -17,5 +17,14 @@ TEST(Strings, TrimSpaceRemovesEveryKindOfAsciiWhitespaceAtBothEnds) {
   EXPECT_EQ(trimSpace("x"), "x");
 }
 
+TEST(Strings, QuoteForMessageKeepsAMessageOnOneLineAndFreeOfTerminalEscapes) {
+  EXPECT_EQ(quoteForMessage("plain"), "\"plain\"");
+  EXPECT_EQ(quoteForMessage("a\nb: ok"), "\"a\\nb: ok\"");  // cannot forge a second line
+  EXPECT_EQ(quoteForMessage("\x1b[2J\r\t\x7f"), "\"\\x1b[2J\\r\\t\\x7f\"");
+  EXPECT_EQ(quoteForMessage("say \"hi\" \\o/"), "\"say \\\"hi\\\" \\\\o/\"");
+  EXPECT_EQ(quoteForMessage("Äpfel"), "\"Äpfel\"");  // other bytes are kept
+  EXPECT_EQ(quoteForMessage("abcdef", 3), "\"abc...\"");
+}
+
 }  // namespace
 }  // namespace ekco::base

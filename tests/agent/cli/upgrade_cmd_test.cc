@@ -243,8 +243,15 @@ class UpgradeTest : public ::testing::Test {
   }
 
   std::vector<std::string> args(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> a = {"upgrade", "--url",        http_.url(),           "--host-root",
-                                  root_,     "--kubeconfig", api_->kubeconfigPath()};
+    // The installer server is plain HTTP on loopback: every run opts in with --allow-http.
+    std::vector<std::string> a = {"upgrade",
+                                  "--url",
+                                  http_.url(),
+                                  "--host-root",
+                                  root_,
+                                  "--kubeconfig",
+                                  api_->kubeconfigPath(),
+                                  "--allow-http"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -255,6 +262,7 @@ class UpgradeTest : public ::testing::Test {
     a.url = http_.url();
     a.host_root = root_;
     a.kubeconfig = api_->kubeconfigPath();
+    a.allow_http = true;
     std::ostringstream out;
     std::ostringstream err;
     const int code =
@@ -421,7 +429,8 @@ TEST_F(UpgradeTest, UnsetUrlDoesNothing) {
 
 TEST_F(UpgradeTest, UrlComesFromTheConfig) {
   const std::string config = dir_.path() + "/config.yaml";
-  std::ofstream(config) << "auto_upgrade_url: " << http_.url() << "\n";
+  std::ofstream(config) << "auto_upgrade_url: " << http_.url()
+                        << "\nauto_upgrade_allow_http: true\n";
   http_.setHash("h1");
   auto r = testing::cli({"upgrade", "--config", config, "--host-root", root_, "--kubeconfig",
                          api_->kubeconfigPath()});
@@ -465,8 +474,8 @@ TEST_F(UpgradeTest, UnreachableServerIsOneLineNamingTheUrl) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/x";
-  auto r = testing::cli(
-      {"upgrade", "--url", url, "--host-root", root_, "--kubeconfig", api_->kubeconfigPath()});
+  auto r = testing::cli({"upgrade", "--url", url, "--host-root", root_, "--kubeconfig",
+                         api_->kubeconfigPath(), "--allow-http"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, ::testing::StartsWith("error: HEAD " + url + ": "));
   EXPECT_EQ(countLines(r.err), 1) << r.err;
@@ -496,7 +505,7 @@ TEST_F(UpgradeTest, RedirectsAreFollowed) {
   writeRecord("2024-01-01T00:00:00Z h1\n");
   http_.setHash("h2");
   auto r = testing::cli({"upgrade", "--url", http_.url("/redirect"), "--host-root", root_,
-                         "--kubeconfig", api_->kubeconfigPath()});
+                         "--kubeconfig", api_->kubeconfigPath(), "--allow-http"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("upgraded: installer hash h1 -> h2"));
   EXPECT_EQ(installerRuns(), 1);
@@ -621,11 +630,14 @@ TEST(UpgradeHash, LastRecordedHash) {
 TEST(UpgradeFetcher, BodyOverTheLimitIsRefused) {
   InstallerServer http;
   http.set({.hash = "h", .body = std::string(4096, 'x')});
-  auto fetcher = makeCurlHttpFetcher(HttpFetchOptions{.max_body_bytes = 1000});
+  base::SystemClock clock;
+  auto fetcher =
+      makeHttpFetcher(HttpFetchOptions{.max_body_bytes = 1000, .allow_http = true}, clock);
   auto body = fetcher->get(http.url());
   ASSERT_FALSE(body);
-  EXPECT_EQ(body.error().message(), "the response is larger than 1000 bytes");
-  auto small = makeCurlHttpFetcher(HttpFetchOptions{})->get(http.url());
+  EXPECT_EQ(body.error().message(),
+            "fetch " + http.url() + ": the response is larger than 1000 bytes");
+  auto small = makeHttpFetcher(HttpFetchOptions{.allow_http = true}, clock)->get(http.url());
   ASSERT_TRUE(small) << small.error().message();
   EXPECT_EQ(small->size(), 4096u);
   auto head = fetcher->head(http.url());
@@ -638,8 +650,8 @@ TEST(UpgradeFetcher, BodyOverTheLimitIsRefused) {
 TEST(UpgradeCli, HelpListsTheFlags) {
   auto r = testing::cli({"upgrade", "--help"});
   EXPECT_EQ(r.code, 0);
-  for (const char* flag :
-       {"--config", "--url", "--state-dir", "--kubeconfig", "--host-root", "--dry-run"}) {
+  for (const char* flag : {"--config", "--url", "--state-dir", "--kubeconfig", "--host-root",
+                           "--allow-http", "--dry-run"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
   auto top = testing::cli({"--help"});
@@ -649,7 +661,11 @@ TEST(UpgradeCli, HelpListsTheFlags) {
 TEST(UpgradeCli, BadFlagsAreUsageErrors) {
   auto r = testing::cli({"upgrade", "--url", "ftp://example.com/x"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "error: --url: want an http:// or https:// URL (got \"ftp://example.com/x\")\n");
+  EXPECT_EQ(r.err, "error: --url \"ftp://example.com/x\": want an http:// or https:// URL\n");
+  r = testing::cli({"upgrade", "--url", "https://a b/x"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "error: --url \"https://a b/x\": a URL has no whitespace or control characters\n");
   r = testing::cli({"upgrade", "--url", "https://example.com/x", "--state-dir", "var/lib/ekco"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--state-dir: want an absolute path"));
@@ -661,6 +677,34 @@ TEST(UpgradeCli, BadFlagsAreUsageErrors) {
   const std::string config = "/nonexistent/ekco/upgrade-config.yaml";
   r = testing::cli({"upgrade", "--config", config});
   EXPECT_EQ(r.code, 2);
+}
+
+// Defect 4 of the reliability issue: what is downloaded runs as root, so plain HTTP is an opt-in.
+TEST_F(UpgradeTest, PlainHttpIsRefusedWithoutTheOptIn) {
+  http_.setHash("h1");
+  auto r = testing::cli({"upgrade", "--url", http_.url(), "--host-root", root_, "--kubeconfig",
+                         api_->kubeconfigPath()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: --url \"" + http_.url() +
+                       "\": plain http:// is not allowed (no TLS: nothing fetched over it is "
+                       "verified); use https://, or accept plain http with --allow-http\n");
+  EXPECT_EQ(http_.heads(), 0);  // refused before anything was sent
+  EXPECT_FALSE(fs::exists(statePath(kUpgradeRecordFile)));
+
+  // From the config: the config itself is refused (the same rule), naming the key to set.
+  const std::string config = dir_.path() + "/config.yaml";
+  std::ofstream(config) << "auto_upgrade_url: " << http_.url() << "\n";
+  r = testing::cli({"upgrade", "--config", config, "--host-root", root_, "--kubeconfig",
+                    api_->kubeconfigPath()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("auto_upgrade_url: plain http:// is not allowed"));
+  EXPECT_THAT(r.err, HasSubstr("set auto_upgrade_allow_http: true"));
+  std::ofstream(config) << "auto_upgrade_url: " << http_.url()
+                        << "\nauto_upgrade_allow_http: true\n";
+  r = testing::cli({"upgrade", "--config", config, "--host-root", root_, "--kubeconfig",
+                    api_->kubeconfigPath()});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(http_.heads(), 1);
 }
 
 }  // namespace

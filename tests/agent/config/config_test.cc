@@ -234,6 +234,21 @@ TEST(Config, OtherValueRulesAreChecked) {
               ElementsAre(HasSubstr("config.yaml:1: log_level: invalid log level \"loud\"")));
   EXPECT_THAT(problemsOf("auto_upgrade_url: ftp://x\n"),
               ElementsAre(HasSubstr("auto_upgrade_url: want an http:// or https:// URL")));
+  // The rule `ekco upgrade` and its fetch apply (kube::urlProblem): config check agrees.
+  EXPECT_THAT(problemsOf("auto_upgrade_url: \"http://\"\nauto_upgrade_allow_http: true\n"),
+              ElementsAre(HasSubstr("auto_upgrade_url: the URL has no host")));
+  EXPECT_THAT(problemsOf("auto_upgrade_url: \"https://a b/\"\n"),
+              ElementsAre(HasSubstr("auto_upgrade_url: a URL has no whitespace or control "
+                                    "characters (got \"https://a b/\")")));
+  EXPECT_THAT(problemsOf("auto_upgrade_url: \"https://k8s.kurl.sh/x\\nok\"\n"),
+              ElementsAre(HasSubstr("(got \"https://k8s.kurl.sh/x\\nok\")")));
+  EXPECT_THAT(problemsOf("auto_upgrade_url: http://mirror.local/install.sh\n"),
+              ElementsAre(HasSubstr("plain http:// is not allowed (no TLS: nothing fetched over "
+                                    "it is verified); use https://, or set "
+                                    "auto_upgrade_allow_http: true")));
+  EXPECT_THAT(problemsOf("auto_upgrade_url: http://mirror.local/install.sh\n"
+                         "auto_upgrade_allow_http: true\n"),
+              ElementsAre());
   EXPECT_THAT(problemsOf("certificates_dir: etc/pki\n"),
               ElementsAre(HasSubstr("certificates_dir: want an absolute path")));
   EXPECT_THAT(problemsOf("leader_election_renew_deadline: 20s\n"),

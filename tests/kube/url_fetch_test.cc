@@ -1,0 +1,196 @@
+// kube::fetchUrl (the URL fetch of `ekco upgrade`) against the real OpenSSL: `openssl s_server
+// -HTTP` serves files that hold whole HTTP responses (redirects included) over TLS with a
+// certificate made here; and kube::urlProblem, the one rule config, command and fetch share.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "base/clock.h"
+#include "kube/curl_transport.h"
+#include "tests/agent/process_support.h"
+#include "tests/kube/temp_root.h"
+
+namespace ekco::kube {
+namespace {
+
+using ::testing::HasSubstr;
+namespace proc = agent::testing;
+
+// An HTTPS file server on 127.0.0.1: each file `name` in dir() is the whole response to
+// "GET /name".
+class TlsFileServer {
+ public:
+  TlsFileServer() {
+    const std::string d = dir();
+    const int rc = std::system(
+        ("cd '" + d +
+         "' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "
+         "key.pem -out cert.pem -subj /CN=ekco-test -addext subjectAltName=IP:127.0.0.1 "
+         "-days 1 >openssl.log 2>&1")
+            .c_str());
+    EXPECT_EQ(rc, 0) << "openssl req failed: " << proc::readWholeFile(d + "/openssl.log");
+    ca_pem_ = proc::readWholeFile(d + "/cert.pem");
+    pid_ = proc::spawnLogged({"/bin/sh", "-c",
+                              "cd '" + d +
+                                  "' && exec openssl s_server -accept 127.0.0.1:0 -cert "
+                                  "cert.pem -key key.pem -HTTP"},
+                             d + "/server.log");
+    const std::regex accept("ACCEPT 127\\.0\\.0\\.1:([0-9]+)");
+    EXPECT_TRUE(proc::eventually(
+        [&] {
+          std::smatch m;
+          const std::string log = proc::readWholeFile(d + "/server.log");
+          if (!std::regex_search(log, m, accept)) return false;
+          port_ = std::stoi(m[1].str());
+          return true;
+        },
+        std::chrono::seconds(10)))
+        << proc::readWholeFile(d + "/server.log");
+  }
+  ~TlsFileServer() { proc::killAndReap(pid_); }
+  TlsFileServer(const TlsFileServer&) = delete;
+  TlsFileServer& operator=(const TlsFileServer&) = delete;
+
+  std::string dir() const { return root_.dir(); }
+  std::string url(const std::string& name) const {
+    return "https://127.0.0.1:" + std::to_string(port_) + "/" + name;
+  }
+  const std::string& caPem() const { return ca_pem_; }
+  void serve(const std::string& name, const std::string& response) const {
+    std::ofstream(dir() + "/" + name, std::ios::binary) << response;
+  }
+  void redirect(const std::string& name, const std::string& location) const {
+    serve(name, "HTTP/1.0 302 Found\r\nLocation: " + location + "\r\n\r\n");
+  }
+
+ private:
+  testing::TempRoot root_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string ca_pem_;
+};
+
+class UrlFetch : public ::testing::Test {
+ protected:
+  UrlFetchRequest get(const std::string& url) const {
+    return UrlFetchRequest{
+        .url = url, .timeout = std::chrono::seconds(10), .ca_pem = server_.caPem()};
+  }
+
+  TlsFileServer server_;
+  base::SystemClock clock_;
+};
+
+TEST_F(UrlFetch, FollowsRedirectsThatStayOnHttps) {
+  server_.serve("installer", "HTTP/1.0 200 OK\r\nX-Kurl-Hash: abc\r\n\r\necho hello\n");
+  server_.redirect("hop", "/installer");          // relative
+  server_.redirect("start", server_.url("hop"));  // absolute
+  auto r = fetchUrl(get(server_.url("start")), clock_);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->reason, "OK");
+  EXPECT_EQ(r->header("x-kurl-hash"), "abc");
+  EXPECT_EQ(r->body, "echo hello\n");
+}
+
+TEST_F(UrlFetch, RefusesARedirectFromHttpsToHttpEvenWhenHttpIsAllowed) {
+  server_.redirect("start", "http://127.0.0.1:9/installer");
+  for (const bool allow_http : {false, true}) {
+    UrlFetchRequest request = get(server_.url("start"));
+    request.allow_http = allow_http;
+    auto r = fetchUrl(request, clock_);
+    ASSERT_FALSE(r) << "allow_http=" << allow_http;
+    EXPECT_EQ(r.error().code(), base::ErrorCode::kInvalidArgument);
+    EXPECT_THAT(r.error().message(), HasSubstr("redirected to \"http://127.0.0.1:9/installer\""));
+    EXPECT_THAT(r.error().message(), HasSubstr("refusing to leave https"));
+  }
+}
+
+TEST_F(UrlFetch, BoundsRedirectsAndTheBody) {
+  server_.redirect("loop", "/loop");
+  auto looped = fetchUrl(get(server_.url("loop")), clock_);
+  ASSERT_FALSE(looped);
+  EXPECT_THAT(looped.error().message(), HasSubstr("more than 10 redirects"));
+
+  server_.serve("big", "HTTP/1.0 200 OK\r\n\r\n" + std::string(5000, 'x'));
+  UrlFetchRequest request = get(server_.url("big"));
+  request.max_body_bytes = 1000;
+  auto big = fetchUrl(request, clock_);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().code(), base::ErrorCode::kInvalidArgument);
+  EXPECT_THAT(big.error().message(), HasSubstr("larger than 1000 bytes"));
+  request.max_body_bytes = 5000;
+  auto fits = fetchUrl(request, clock_);
+  ASSERT_TRUE(fits) << fits.error().message();
+  EXPECT_EQ(fits->body.size(), 5000u);
+}
+
+TEST_F(UrlFetch, VerifiesTheServerCertificate) {
+  server_.serve("installer", "HTTP/1.0 200 OK\r\n\r\nx");
+  UrlFetchRequest request = get(server_.url("installer"));
+  request.ca_pem.clear();  // the system trust store does not know the test CA
+  auto r = fetchUrl(request, clock_);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), base::ErrorCode::kUnavailable);
+}
+
+TEST_F(UrlFetch, AnHttpStatusIsAValue) {
+  server_.serve("gone", "HTTP/1.0 500 Internal Server Error\r\n\r\noops");
+  auto r = fetchUrl(get(server_.url("gone")), clock_);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->status, 500);
+  EXPECT_EQ(r->reason, "Internal Server Error");
+}
+
+TEST(UrlFetchPolicy, PlainHttpIsRefusedBeforeAnythingIsSentUnlessAllowed) {
+  base::SystemClock clock;
+  // Nothing listens on port 9: a refusal, not a connection error, proves nothing was tried.
+  auto r = fetchUrl(UrlFetchRequest{.url = "http://127.0.0.1:9/installer"}, clock);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), base::ErrorCode::kInvalidArgument);
+  EXPECT_THAT(r.error().message(), HasSubstr("plain http:// is not allowed"));
+  auto allowed =
+      fetchUrl(UrlFetchRequest{.url = "http://127.0.0.1:9/installer", .allow_http = true}, clock);
+  ASSERT_FALSE(allowed);
+  EXPECT_EQ(allowed.error().code(), base::ErrorCode::kUnavailable);  // connection refused
+}
+
+TEST(UrlFetchPolicy, UrlProblemIsOneRule) {
+  struct Case {
+    std::string url;
+    bool allow_http;
+    std::string want;  // "" = accepted, else a substring of the problem
+  };
+  const Case cases[] = {
+      {"https://k8s.kurl.sh/latest", false, ""},
+      {"HTTPS://K8S.KURL.SH/latest", false, ""},
+      {"https://[::1]:8443/x?y=z", false, ""},
+      {"http://mirror.local/install.sh", true, ""},
+      {"http://mirror.local/install.sh", false, "plain http:// is not allowed"},
+      {"http://", true, "no host"},
+      {"https://", false, "no host"},
+      {"https://a b/", false, "whitespace or control characters"},
+      {"https://a/\nok", false, "whitespace or control characters"},
+      {"https://a/\x1b[2J", false, "whitespace or control characters"},
+      {"ftp://example.com/x", true, "want an http:// or https:// URL"},
+      {"example.com/x", true, "want an http:// or https:// URL"},
+      {"", true, "want an http:// or https:// URL"},
+  };
+  for (const Case& c : cases) {
+    const std::string got = urlProblem(c.url, c.allow_http);
+    if (c.want.empty()) {
+      EXPECT_EQ(got, "") << c.url;
+    } else {
+      EXPECT_THAT(got, HasSubstr(c.want)) << c.url;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ekco::kube
