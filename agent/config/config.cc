@@ -97,6 +97,8 @@ const std::vector<KeyDef>& keyDefs() {
                "Delete Envoy pods whose envoy container stays not ready"),
       EKCO_KEY(envoy_pods_not_ready_duration, kDuration,
                "How long an Envoy container may be not ready before its pod is deleted"),
+      EKCO_KEY(auto_resource_scaling, kBool,
+               "Set Prometheus/Alertmanager replicas to min(2 / 3, nodes) as nodes join and leave"),
       EKCO_KEY(enable_internal_load_balancer, kBool,
                "Run the HAProxy static pod on port 6444 on every node"),
       EKCO_KEY(internal_load_balancer_haproxy_image, kString, "Image of the HAProxy static pod"),

@@ -73,6 +73,9 @@ struct Config {
   std::string envoy_cert_secret = "envoycert";
   bool restart_failed_envoy_pods = true;
   Duration envoy_pods_not_ready_duration = std::chrono::minutes(5);
+  // Prometheus/Alertmanager replicas follow the node count (EKCO's ReconcilePrometheus, always
+  // on there; agent/controllers/resource_scaling.h).
+  bool auto_resource_scaling = true;
 
   // --- Internal load balancer ---
   bool enable_internal_load_balancer = false;

@@ -1,9 +1,9 @@
-// deploy/ (and deploy-rook-ceph/) as a user applies them: created with the real kubectl against
-// ekco-kubesim, the DaemonSet's contract with the agent (host root, node name, config mount,
-// probes the `ekco` CLI accepts), the ConfigMap equal to the packaged config, and the RBAC rules
-// answering `kubectl auth can-i` for the ServiceAccount exactly as README's Permissions table says.
-// That the agent needs no more than these rules — and uses every one of them — is proven by
-// tests/agent/purge_e2e_test.cc, which runs the real agent as this ServiceAccount.
+// deploy/ (and deploy-rook-ceph/, deploy-monitoring/) as a user applies them: created with the real
+// kubectl against ekco-kubesim, the DaemonSet's contract with the agent (host root, node name,
+// config mount, probes the `ekco` CLI accepts), the ConfigMap equal to the packaged config, and the
+// RBAC rules answering `kubectl auth can-i` for the ServiceAccount exactly as README's Permissions
+// table says. That the agent needs no more than these rules — and uses every one of them — is
+// proven by tests/agent/purge_e2e_test.cc, which runs the real agent as this ServiceAccount.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -218,6 +218,30 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
   EXPECT_THAT(rook.stdout_data,
               HasSubstr("role.rbac.authorization.k8s.io/ekco-purge-rook created"));
 
+  // kURL's Prometheus add-on is installed: its CRDs are served, deploy-monitoring/ applies.
+  const std::string monitoring_crds = dir_.path() + "/monitoring-crds.yaml";
+  {
+    std::ofstream out(monitoring_crds);
+    for (const auto& [plural, kind] :
+         {std::pair{"prometheuses", "Prometheus"}, std::pair{"alertmanagers", "Alertmanager"}}) {
+      out << "---\napiVersion: apiextensions.k8s.io/v1\n"
+             "kind: CustomResourceDefinition\n"
+          << "metadata: {name: " << plural << ".monitoring.coreos.com}\n"
+          << "spec:\n  group: monitoring.coreos.com\n  scope: Namespaced\n"
+          << "  names: {plural: " << plural << ", kind: " << kind << "}\n"
+          << "  versions:\n"
+             "    - {name: v1, served: true, storage: true,\n"
+             "       schema: {openAPIV3Schema: {type: object, "
+             "x-kubernetes-preserve-unknown-fields: true}}}\n";
+    }
+  }
+  base::ProcessResult monitoring_crds_created = kubectl({"create", "-f", monitoring_crds});
+  ASSERT_EQ(monitoring_crds_created.exit_code, 0) << monitoring_crds_created.stderr_data;
+  base::ProcessResult monitoring = kubectl({"create", "-f", kSource + "/deploy-monitoring/"});
+  ASSERT_EQ(monitoring.exit_code, 0) << monitoring.stderr_data;
+  EXPECT_THAT(monitoring.stdout_data,
+              HasSubstr("role.rbac.authorization.k8s.io/ekco-resource-scaling created"));
+
   base::ProcessResult ds = kubectl({"get", "daemonset", "ekco", "-n", "kurl", "-o", "json"});
   ASSERT_EQ(ds.exit_code, 0) << ds.stderr_data;
   const json daemonset = json::parse(ds.stdout_data);
@@ -265,6 +289,15 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"create", "pods", "--subresource=exec", "-n", "rook-ceph"}, "yes"},
       {{"get", "pods", "--subresource=exec", "-n", "rook-ceph"}, "yes"},
       {{"create", "pods", "--subresource=exec", "-n", "default"}, "no"},
+      {{"get", "prometheuses.monitoring.coreos.com/k8s", "-n", "monitoring"}, "yes"},
+      {{"patch", "prometheuses.monitoring.coreos.com/k8s", "-n", "monitoring"}, "yes"},
+      {{"patch", "alertmanagers.monitoring.coreos.com/prometheus-alertmanager", "-n", "monitoring"},
+       "yes"},
+      {{"patch", "prometheuses.monitoring.coreos.com/other", "-n", "monitoring"}, "no"},
+      {{"list", "prometheuses.monitoring.coreos.com", "-n", "monitoring"}, "no"},
+      {{"delete", "alertmanagers.monitoring.coreos.com/prometheus-alertmanager", "-n",
+        "monitoring"},
+       "no"},
       {{"get", "secrets", "-n", "kurl"}, "no"},
       {{"list", "secrets", "--all-namespaces"}, "no"},
   };

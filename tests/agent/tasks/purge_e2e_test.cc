@@ -152,7 +152,7 @@ class PurgeE2eTest : public ::testing::Test {
     auto started = etcd_.start();
     ASSERT_TRUE(started) << started.error().message();
     std::vector<json> objects = clusterObjects();
-    for (const char* dir : {"/deploy", "/deploy-rook-ceph"}) {
+    for (const char* dir : {"/deploy", "/deploy-rook-ceph", "/deploy-monitoring"}) {
       for (const auto& f : manifestFiles(EKCO_SOURCE_DIR + std::string(dir))) {
         auto parsed = kubesim::parseObjects(testing::readWholeFile(f));
         ASSERT_TRUE(parsed) << f << ": " << parsed.error().message();
