@@ -229,6 +229,20 @@ TEST(Config, InvalidCalendarScheduleIsAnErrorNamingTheKey) {
   EXPECT_THAT(problemsOf("auto_upgrade_schedule: weekly\n"), ElementsAre());
 }
 
+// Issue 24 defect 9: a value cannot forge a line of `config check` output or send terminal
+// escapes; rejected values are quoted with Go-style escapes.
+TEST(Config, RejectedValuesAreEscapedInProblems) {
+  EXPECT_THAT(problemsOf("leader_election_namespace: \"bad\\nconfig.yaml: ok\"\n"),
+              ElementsAre(HasSubstr("got \"bad\\nconfig.yaml: ok\"")));
+  EXPECT_THAT(problemsOf("certificates_dir: \"\\e[2Jrelative\"\n"),
+              ElementsAre(HasSubstr("want an absolute path, got \"\\x1b[2Jrelative\"")));
+  EXPECT_THAT(problemsOf("clear_dead_nodes: \"maybe\\r\"\n"),
+              ElementsAre(HasSubstr("want true or false, got \"maybe\\r\"")));
+  for (const std::string& p : problemsOf("shutdown_excluded_namespaces: [\"a\\nb\"]\n")) {
+    EXPECT_EQ(p.find('\n'), std::string::npos) << p;
+  }
+}
+
 TEST(Config, OtherValueRulesAreChecked) {
   EXPECT_THAT(problemsOf("log_level: loud\n"),
               ElementsAre(HasSubstr("config.yaml:1: log_level: invalid log level \"loud\"")));

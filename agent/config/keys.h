@@ -1,0 +1,27 @@
+// The key table of ekco's configuration: each key's name, type, help and the Config field it
+// sets (agent/config/keys.cc). Internal to agent/config/: the loader, `config show` and the
+// README table read it.
+#pragma once
+
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "agent/config/config.h"
+
+namespace ekco::agent {
+
+using FieldPtr = std::variant<std::monostate, bool Config::*, int64_t Config::*, Duration Config::*,
+                              std::string Config::*, std::vector<std::string> Config::*>;
+
+struct KeyDef {
+  KeyInfo info;
+  FieldPtr field;
+};
+
+// Every key, in the order of `config show` and of the README table.
+const std::vector<KeyDef>& keyDefs();
+// The key's definition, or nullptr.
+const KeyDef* findKey(std::string_view key);
+
+}  // namespace ekco::agent

@@ -1,0 +1,66 @@
+// `ekco config show`: a Config as YAML, every key in the table's order.
+#include <set>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+#include <yaml-cpp/yaml.h>
+
+#include "agent/config/config.h"
+#include "agent/config/keys.h"
+#include "base/strings.h"
+
+namespace ekco::agent {
+namespace {
+
+// True when a YAML 1.1 reader (yaml-cpp's emitter does not check) could take the plain scalar
+// for something other than a string: empty, null, a boolean, or anything number-like ("123",
+// "1.4.3", "17:30" is a base-60 integer in YAML 1.1). Such strings are written double-quoted.
+bool mightReadAsNonString(const std::string& s) {
+  if (s.empty()) return true;
+  static const std::set<std::string> kWords = {"~",  "null", "true", "false", "yes",
+                                               "no", "on",   "off",  "y",     "n"};
+  if (kWords.count(base::asciiLower(s)) != 0) return true;
+  char c = s.front();
+  return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.';
+}
+
+}  // namespace
+
+std::string renderConfigYaml(const Config& cfg) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const KeyDef& d : keyDefs()) {
+    if (d.info.ignored || !d.info.alias_of.empty()) continue;
+    out << YAML::Key << std::string(d.info.key) << YAML::Value;
+    std::visit(
+        [&](auto member) {
+          using M = decltype(member);
+          if constexpr (std::is_same_v<M, std::monostate>) {
+            out << YAML::Null;
+          } else if constexpr (std::is_same_v<M, bool Config::*>) {
+            out << (cfg.*member);
+          } else if constexpr (std::is_same_v<M, int64_t Config::*>) {
+            out << static_cast<long long>(cfg.*member);
+          } else if constexpr (std::is_same_v<M, Duration Config::*>) {
+            out << base::formatDuration(cfg.*member);
+          } else if constexpr (std::is_same_v<M, std::string Config::*>) {
+            const std::string& s = cfg.*member;
+            if (mightReadAsNonString(s)) {
+              out << YAML::DoubleQuoted << s;
+            } else {
+              out << s;
+            }
+          } else {
+            out << YAML::Flow << YAML::BeginSeq;
+            for (const std::string& s : cfg.*member) out << s;
+            out << YAML::EndSeq;
+          }
+        },
+        d.field);
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace ekco::agent
