@@ -4,8 +4,8 @@
 //     both thresholds have passed, requeue_after is the exact time to the next threshold, Events
 //     are recorded, dry run deletes nothing, the storm guard blocks and reports, the second guard
 //     (cache re-read, leader freshness) prevents a delete;
-//   - randomized cluster states against a fake client: never a delete of a pod on a live node,
-//     never during a storm, never early, never a missed one, always the exact wake-up;
+//   - randomized cluster states against the in-memory API: never a delete of a pod on a live
+//     node, never during a storm, never early, never a missed one, always the exact wake-up;
 //   - a real `ekco agent` against kubesim: a stuck pod on an unreachable node is gone within the
 //     threshold + 1 s (the reaction latency is printed).
 #include "agent/controllers/clear_nodes.h"
@@ -31,6 +31,7 @@
 #include "kube/rest_client.h"
 #include "kube/timestamp.h"
 #include "tests/agent/process_support.h"
+#include "tests/fakes/fake_kube.h"
 #include "tests/kubesim/server.h"
 
 namespace ekco::agent {
@@ -40,6 +41,8 @@ namespace fs = std::filesystem;
 using base::Error;
 using base::ErrorCode;
 using kube::Atom;
+using kube::testing::FakeKube;
+using kube::testing::Verb;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
@@ -522,61 +525,35 @@ TEST_F(ClearNodesTest, ARecreatedNamesakeIsNeverDeleted) {
   EXPECT_TRUE(actions_.empty());
 }
 
-// --- randomized states against a fake client ---------------------------------------------------
+// --- randomized states against the in-memory API
+// ---------------------------------------------------
 
-class FakeKube final : public kube::KubeClient {
- public:
-  std::vector<kube::NodeRecord> nodes;
-  std::vector<kube::PodRecord> pods;
-  std::vector<std::string> deleted;  // "ns/name"
-  std::vector<kube::EventSpec> events;
-  std::function<void(const kube::PodRecord&)> on_delete;
+// A pod record as the API stores it, for the in-memory API (tests/fakes/fake_kube.h).
+json podObject(const kube::PodRecord& p) {
+  json meta = {{"name", p.name}, {"namespace", p.ns.str()}, {"uid", p.uid}};
+  if (p.deletion_timestamp) meta["deletionTimestamp"] = stamp(*p.deletion_timestamp);
+  if (p.deletion_grace_period_seconds) {
+    meta["deletionGracePeriodSeconds"] = *p.deletion_grace_period_seconds;
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", meta},
+          {"spec", {{"nodeName", p.node_name.str()}}},
+          {"status", {{"phase", p.phase.str()}}}};
+}
 
-  base::Result<kube::Json> get(const kube::Resource&, std::string_view, std::string_view,
-                               std::string_view) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<kube::Json> list(const kube::Resource&, std::string_view,
-                                const kube::ListOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<kube::Json> create(const kube::Resource&, std::string_view,
-                                  const kube::Json&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<kube::Json> update(const kube::Resource&, std::string_view, const kube::Json&,
-                                  std::string_view) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<kube::Json> patch(const kube::Resource&, std::string_view, std::string_view,
-                                 kube::PatchType, const kube::Json&, std::string_view) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status remove(const kube::Resource& resource, std::string_view ns, std::string_view name,
-                      const kube::DeleteOptions& options) override {
-    EXPECT_EQ(resource, kube::resources::kPods);
-    EXPECT_EQ(options.grace_period_seconds, 0);
-    auto it = std::find_if(pods.begin(), pods.end(),
-                           [&](const kube::PodRecord& p) { return p.ns == ns && p.name == name; });
-    if (it == pods.end()) return Error("not found", ErrorCode::kNotFound);
-    if (it->uid != options.precondition_uid) return Error("uid", ErrorCode::kConflict);
-    if (on_delete) on_delete(*it);
-    deleted.push_back(std::string(ns) + "/" + std::string(name));
-    pods.erase(it);
-    return base::ok();
-  }
-  base::Status evict(std::string_view, std::string_view, const kube::DeleteOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status recordEvent(const kube::EventSpec& event) override {
-    events.push_back(event);
-    return base::ok();
-  }
-  base::Status watch(const kube::Resource&, std::string_view, const kube::WatchOptions&,
-                     const kube::WatchHandler&, kube::CancelToken*) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-};
+kube::PodRecord record(const json& pod) {
+  auto projected = kube::projectPod(pod);
+  EXPECT_TRUE(projected) << projected.error().message();
+  return projected.value_or(kube::PodRecord{});
+}
+
+// The pods the fake API holds, as the pod cache would show them.
+std::vector<kube::PodRecord> podsIn(const FakeKube& kube) {
+  std::vector<kube::PodRecord> out;
+  for (const json& pod : kube.objects(kube::resources::kPods)) out.push_back(record(pod));
+  return out;
+}
 
 TEST(ClearNodesRandomized, NeverALiveNodeNeverInAStormNeverEarlyNeverMissedExactWakeUps) {
   // Thousands of force deletes and storms: counted, not printed.
@@ -597,6 +574,7 @@ TEST(ClearNodesRandomized, NeverALiveNodeNeverInAStormNeverEarlyNeverMissedExact
   for (int iteration = 0; iteration < 1500; ++iteration) {
     base::ManualClock clock(kT0);
     FakeKube kube;
+    std::vector<kube::NodeRecord> nodes;  // what the node cache and a re-read of the API show
     const ClearRules rules{.node_unreachable_toleration = seconds(pick(400)),
                            .pod_deletion_grace = seconds(pick(60)),
                            .storm_guard_percent = pick(101)};
@@ -607,76 +585,77 @@ TEST(ClearNodesRandomized, NeverALiveNodeNeverInAStormNeverEarlyNeverMissedExact
       switch (pick(7)) {
         case 0:
         case 1:
-          kube.nodes.push_back(nodeRecord(name, "True", std::nullopt, t));
+          nodes.push_back(nodeRecord(name, "True", std::nullopt, t));
           break;
         case 2:
-          kube.nodes.push_back(nodeRecord(name, "False", std::nullopt, t));
+          nodes.push_back(nodeRecord(name, "False", std::nullopt, t));
           break;
         case 3:
-          kube.nodes.push_back(nodeRecord(name, "Unknown", t, t - seconds(40)));
+          nodes.push_back(nodeRecord(name, "Unknown", t, t - seconds(40)));
           break;
         case 4:
-          kube.nodes.push_back(nodeRecord(name, "Unknown", std::nullopt, t));
+          nodes.push_back(nodeRecord(name, "Unknown", std::nullopt, t));
           break;
         case 5:
-          kube.nodes.push_back(nodeRecord(name, "Unknown"));
+          nodes.push_back(nodeRecord(name, "Unknown"));
           break;  // no time known
         default:
-          kube.nodes.push_back(nodeRecord(name, "True", t, t));
+          nodes.push_back(nodeRecord(name, "True", t, t));
           break;  // stale taint
       }
-      if (pick(5) == 0) kube.nodes.back().unschedulable = true;
+      if (pick(5) == 0) nodes.back().unschedulable = true;
     }
     const int pod_count = pick(15);
     for (int i = 0; i < pod_count; ++i) {
       const std::string node = "n" + std::to_string(pick(node_count + 1));  // may not exist
       std::optional<base::WallTime> deleted;
       if (pick(3) != 0) deleted = kT0 - offset(0, 300) + offset(0, 60);
-      kube.pods.push_back(podRecord("p" + std::to_string(i), node, deleted, pick(8) == 0 ? 0 : 30));
+      kube.put(kube::resources::kPods,
+               podObject(podRecord("p" + std::to_string(i), node, deleted, pick(8) == 0 ? 0 : 30)));
     }
     // Checked at the moment of every delete, against the state the fake holds then.
-    kube.on_delete = [&](const kube::PodRecord& pod) {
+    kube.before_delete = [&](const json& object) {
+      const kube::PodRecord pod = record(object);
       const base::WallTime now = clock.wallNow();
-      auto node = std::find_if(kube.nodes.begin(), kube.nodes.end(),
+      auto node = std::find_if(nodes.begin(), nodes.end(),
                                [&](const kube::NodeRecord& n) { return n.name == pod.node_name; });
-      ASSERT_NE(node, kube.nodes.end()) << pod.name;
+      ASSERT_NE(node, nodes.end()) << pod.name;
       EXPECT_TRUE(isDead(*node, now, rules.node_unreachable_toleration)) << pod.name;
       EXPECT_TRUE(isUnreachable(*node));
       EXPECT_NE(node->condition("Ready")->status, "True") << "deleted a pod on a live node";
       ASSERT_TRUE(pod.deletion_timestamp);
       EXPECT_GE(now, *pod.deletion_timestamp + rules.pod_deletion_grace) << "deleted early";
       EXPECT_NE(pod.deletion_grace_period_seconds, 0);
-      EXPECT_FALSE(assessStorm(kube.nodes, rules.storm_guard_percent).active)
+      EXPECT_FALSE(assessStorm(nodes, rules.storm_guard_percent).active)
           << "deleted during a storm";
     };
     ClearNodesController c(
-        [&] { return ObservedNodes{.synced = true, .nodes = kube.nodes}; },
-        [&] { return kube.pods; }, kube, clock, {.rules = rules},
-        {.read_nodes = [&]() -> base::Result<std::vector<kube::NodeRecord>> { return kube.nodes; },
+        [&] { return ObservedNodes{.synced = true, .nodes = nodes}; }, [&] { return podsIn(kube); },
+        kube, clock, {.rules = rules},
+        {.read_nodes = [&]() -> base::Result<std::vector<kube::NodeRecord>> { return nodes; },
          .read_pod = [&](std::string_view ns,
                          std::string_view name) -> base::Result<std::optional<kube::PodRecord>> {
-           for (const auto& p : kube.pods) {
-             if (p.ns == ns && p.name == name) return std::optional<kube::PodRecord>(p);
-           }
-           return std::optional<kube::PodRecord>();
+           auto pod = kube.object(kube::resources::kPods, ns, name);
+           if (!pod) return std::optional<kube::PodRecord>();
+           return std::optional<kube::PodRecord>(record(*pod));
          },
          .is_leader_fresh = [] { return true; }});
     // Run, then follow the wake-ups the controller asks for, as the manager would.
     for (int step = 0; step < 20; ++step) {
-      const auto before = kube.pods;
+      const auto before = podsIn(kube);
       const base::WallTime now = clock.wallNow();
-      const ClearPlan expected = planClear(kube.nodes, before, now, rules);
+      const ClearPlan expected = planClear(nodes, before, now, rules);
       auto r = c.reconcile();
       ASSERT_TRUE(r) << r.error().message();
       if (expected.storm.active) {
         ++storms;
-        EXPECT_EQ(kube.pods.size(), before.size());
+        EXPECT_EQ(podsIn(kube).size(), before.size());
         break;
       }
       // Nothing due is left behind.
-      EXPECT_EQ(kube.deleted.size() - static_cast<std::size_t>(deletes), expected.due.size());
-      deletes = static_cast<int>(kube.deleted.size());
-      for (const kube::PodRecord& p : kube.pods) {
+      EXPECT_EQ(kube.deleted().size() - static_cast<std::size_t>(deletes), expected.due.size());
+      deletes = static_cast<int>(kube.deleted().size());
+      for (const kube::PodRecord& p : podsIn(kube)) {
         for (const PodToClear& d : expected.due) EXPECT_NE(p.uid, d.pod.uid) << "missed a pod";
       }
       // The wake-up is exactly the next threshold.
@@ -689,9 +668,14 @@ TEST(ClearNodesRandomized, NeverALiveNodeNeverInAStormNeverEarlyNeverMissedExact
       clock.advance(*r->requeue_after);
       ++wakeups;
       // At the wake-up something is due (the pending pod crossed its threshold).
-      EXPECT_FALSE(planClear(kube.nodes, kube.pods, clock.wallNow(), rules).due.empty());
+      EXPECT_FALSE(planClear(nodes, podsIn(kube), clock.wallNow(), rules).due.empty());
     }
-    total_deletes += static_cast<int>(kube.deleted.size());
+    // Every delete is a force delete of a pod.
+    for (const auto& call : kube.calls(Verb::kDelete)) {
+      EXPECT_EQ(call.resource, kube::resources::kPods);
+      EXPECT_EQ(call.delete_options.grace_period_seconds, 0);
+    }
+    total_deletes += static_cast<int>(kube.deleted().size());
     deletes = 0;
   }
   EXPECT_GT(storms, 50);

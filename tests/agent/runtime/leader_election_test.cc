@@ -1,4 +1,4 @@
-// The leader elector: client-go's Lease semantics against an in-memory Lease store with
+// The leader elector: client-go's Lease semantics against the in-memory API with its
 // resourceVersion semantics (ManualClock: instant, deterministic), and three electors against
 // ekco-kubesim over HTTPS with real RestClients.
 #include "agent/runtime/leader_election.h"
@@ -8,10 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -21,6 +19,7 @@
 #include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
 #include "kube/timestamp.h"
+#include "tests/fakes/fake_kube.h"
 #include "tests/kubesim/server.h"
 
 namespace ekco::agent {
@@ -29,156 +28,12 @@ namespace {
 using base::Error;
 using base::ErrorCode;
 using kube::Json;
+using kube::testing::FakeKube;
+using kube::testing::Verb;
 using std::chrono::hours;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// One namespace's Leases in memory with the API's semantics for the verbs the elector uses:
-// resourceVersion on every write, kConflict on a stale one, kAlreadyExists, kNotFound. Faults
-// and hooks for races. Thread-safe.
-class LeaseStore final : public kube::KubeClient {
- public:
-  // Every call fails with kUnavailable while set.
-  std::atomic<bool> unavailable{false};
-  // The next `lost_successes` updates are applied but answered kConflict, as when a PUT's
-  // answer is lost and the client's retry of it finds the version it just wrote.
-  std::atomic<int> lost_successes{0};
-  // Runs after a get has been answered (no lock held), to let another elector act in between.
-  std::function<void()> after_get{};
-  std::atomic<int> gets{0}, creates{0}, updates{0};
-
-  // Direct access, as kubectl would have.
-  void put(Json object) {
-    std::lock_guard lock(mu_);
-    object["metadata"]["resourceVersion"] = std::to_string(++version_);
-    leases_[object["metadata"]["name"].get<std::string>()] = object;
-  }
-  void putRaw(const std::string& name, Json object) {
-    std::lock_guard lock(mu_);
-    leases_[name] = std::move(object);
-  }
-  std::optional<Json> lease(const std::string& name = "ekco-leader") const {
-    std::lock_guard lock(mu_);
-    auto it = leases_.find(name);
-    if (it == leases_.end()) return std::nullopt;
-    return it->second;
-  }
-  void erase(const std::string& name = "ekco-leader") {
-    std::lock_guard lock(mu_);
-    leases_.erase(name);
-  }
-  int calls() const { return gets + creates + updates; }
-
-  base::Result<Json> get(const kube::Resource& resource, std::string_view ns, std::string_view name,
-                         std::string_view) override {
-    gets++;
-    auto answer = [&]() -> base::Result<Json> {
-      std::lock_guard lock(mu_);
-      if (auto e = checkLocked(resource, ns, "get", name)) return *e;
-      auto it = leases_.find(std::string(name));
-      if (it == leases_.end()) return notFound("get", name);
-      return it->second;
-    }();
-    if (after_get) {
-      auto hook = std::move(after_get);  // once
-      after_get = nullptr;
-      hook();
-    }
-    return answer;
-  }
-  base::Result<Json> create(const kube::Resource& resource, std::string_view ns,
-                            const Json& object) override {
-    creates++;
-    std::lock_guard lock(mu_);
-    const std::string name = object["metadata"]["name"];
-    if (auto e = checkLocked(resource, ns, "create", name)) return *e;
-    if (object["metadata"]["namespace"] != ns) {
-      return Error("create: namespace mismatch", ErrorCode::kInvalidArgument);
-    }
-    if (leases_.count(name) != 0) {
-      return Error("create leases/" + name + ": leases.coordination.k8s.io \"" + name +
-                       "\" already exists (AlreadyExists, 409)",
-                   ErrorCode::kAlreadyExists);
-    }
-    Json stored = object;
-    stored["metadata"]["resourceVersion"] = std::to_string(++version_);
-    leases_[name] = stored;
-    return stored;
-  }
-  base::Result<Json> update(const kube::Resource& resource, std::string_view ns, const Json& object,
-                            std::string_view) override {
-    updates++;
-    std::lock_guard lock(mu_);
-    const std::string name = object["metadata"]["name"];
-    if (auto e = checkLocked(resource, ns, "update", name)) return *e;
-    auto it = leases_.find(name);
-    if (it == leases_.end()) return notFound("update", name);
-    const std::string rv = object["metadata"].value("resourceVersion", "");
-    if (!rv.empty() && rv != it->second["metadata"].value("resourceVersion", "")) {
-      return conflict(name);
-    }
-    Json stored = object;
-    stored["metadata"]["resourceVersion"] = std::to_string(++version_);
-    it->second = stored;
-    if (lost_successes > 0) {
-      lost_successes--;
-      return conflict(name);
-    }
-    return stored;
-  }
-  base::Result<Json> list(const kube::Resource&, std::string_view,
-                          const kube::ListOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<Json> patch(const kube::Resource&, std::string_view, std::string_view,
-                           kube::PatchType, const Json&, std::string_view) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status remove(const kube::Resource&, std::string_view, std::string_view,
-                      const kube::DeleteOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status evict(std::string_view, std::string_view, const kube::DeleteOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status recordEvent(const kube::EventSpec&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status watch(const kube::Resource&, std::string_view, const kube::WatchOptions&,
-                     const kube::WatchHandler&, kube::CancelToken*) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-
- private:
-  std::optional<Error> checkLocked(const kube::Resource& resource, std::string_view ns,
-                                   std::string_view verb, std::string_view name) const {
-    if (resource != kube::resources::kLeases || ns != "kurl") {
-      return Error("unexpected resource or namespace", ErrorCode::kInvalidArgument);
-    }
-    if (unavailable) {
-      return Error(
-          std::string(verb) + " leases/" + std::string(name) + ": connection refused (transport)",
-          ErrorCode::kUnavailable);
-    }
-    return std::nullopt;
-  }
-  static Error notFound(std::string_view verb, std::string_view name) {
-    return Error(std::string(verb) + " leases/" + std::string(name) +
-                     ": leases.coordination.k8s.io \"" + std::string(name) +
-                     "\" not found (NotFound, 404)",
-                 ErrorCode::kNotFound);
-  }
-  static Error conflict(const std::string& name) {
-    return Error("update leases/" + name + ": Operation cannot be fulfilled on leases " + name +
-                     ": the object has been modified (Conflict, 409)",
-                 ErrorCode::kConflict);
-  }
-
-  mutable std::mutex mu_;
-  std::map<std::string, Json> leases_;
-  std::int64_t version_ = 100;
-};
 
 // What the callbacks saw, as strings: "started", "stopped", "leader node-a".
 struct Recorder {
@@ -238,17 +93,36 @@ Json leaseObject(const std::string& holder, const std::string& renew_time,
             {"leaseTransitions", transitions}}}};
 }
 
+// The elector against the in-memory API (tests/fakes/fake_kube.h): resourceVersion on every
+// write, kConflict on a stale one, kAlreadyExists, kNotFound; faults and hooks for races.
 class LeaderElectionTest : public ::testing::Test {
  protected:
-  Json spec() { return store_.lease().value()["spec"]; }
+  void TearDown() override {
+    // The elector touches nothing but its Lease.
+    for (const auto& call : kube_.calls()) {
+      EXPECT_EQ(call.resource, kube::resources::kLeases);
+      EXPECT_EQ(call.ns, "kurl");
+    }
+  }
 
-  LeaseStore store_;
+  std::optional<Json> storedLease() const {
+    return kube_.object(kube::resources::kLeases, "kurl", "ekco-leader");
+  }
+  Json spec() { return storedLease().value()["spec"]; }
+  // Direct writes, as kubectl would make them.
+  void put(Json object) { kube_.put(kube::resources::kLeases, std::move(object)); }
+  void putRaw(Json object) {
+    kube_.putRaw(kube::resources::kLeases, "kurl", "ekco-leader", std::move(object));
+  }
+  void erase() { kube_.erase(kube::resources::kLeases, "kurl", "ekco-leader"); }
+
+  FakeKube kube_;
   base::ManualClock clock_{kStart};
 };
 
 TEST_F(LeaderElectionTest, FirstAgentCreatesTheLeaseAndLeads) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   EXPECT_FALSE(a->isLeader());
   EXPECT_FALSE(a->isLeaderFresh());
 
@@ -257,7 +131,7 @@ TEST_F(LeaderElectionTest, FirstAgentCreatesTheLeaseAndLeads) {
   EXPECT_TRUE(a->isLeaderFresh());
   EXPECT_EQ(rec.take(), (Events{"leader node-a", "started"}));
 
-  auto lease = store_.lease();
+  auto lease = storedLease();
   ASSERT_TRUE(lease);
   EXPECT_EQ((*lease)["apiVersion"], "coordination.k8s.io/v1");
   EXPECT_EQ((*lease)["kind"], "Lease");
@@ -280,15 +154,15 @@ TEST_F(LeaderElectionTest, FirstAgentCreatesTheLeaseAndLeads) {
 
 TEST_F(LeaderElectionTest, LeaderRenewsWithOnePutKeepingAcquireTimeAndTransitions) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  const int before = store_.calls();
+  const int before = kube_.callCount();
   for (int i = 0; i < 10; ++i) {
     clock_.advance(seconds(2));
     ASSERT_TRUE(step(*a));
   }
-  EXPECT_EQ(store_.updates.load(), 10);
-  EXPECT_EQ(store_.calls() - before, 10);  // the fast path: no GET while leading
+  EXPECT_EQ(kube_.count(Verb::kUpdate), 10);
+  EXPECT_EQ(kube_.callCount() - before, 10);  // the fast path: no GET while leading
   EXPECT_EQ(spec()["acquireTime"], "2023-11-14T22:13:20.123456Z");
   EXPECT_EQ(spec()["renewTime"], "2023-11-14T22:13:40.123456Z");
   EXPECT_EQ(spec()["leaseTransitions"], 0);
@@ -296,7 +170,7 @@ TEST_F(LeaderElectionTest, LeaderRenewsWithOnePutKeepingAcquireTimeAndTransition
 }
 
 TEST_F(LeaderElectionTest, DurationsAreWrittenInWholeSecondsRoundedUp) {
-  auto a = elector(store_, clock_, "node-a", nullptr,
+  auto a = elector(kube_, clock_, "node-a", nullptr,
                    {.lease_duration = milliseconds(7001),
                     .renew_deadline = milliseconds(5000),
                     .retry_period = milliseconds(1000)});
@@ -306,8 +180,8 @@ TEST_F(LeaderElectionTest, DurationsAreWrittenInWholeSecondsRoundedUp) {
 
 TEST_F(LeaderElectionTest, SecondAgentDoesNotTakeAFreshLease) {
   Recorder rec_b;
-  auto a = elector(store_, clock_, "node-a");
-  auto b = elector(store_, clock_, "node-b", &rec_b);
+  auto a = elector(kube_, clock_, "node-a");
+  auto b = elector(kube_, clock_, "node-b", &rec_b);
   ASSERT_TRUE(step(*a));
   // A renews every 2 s for a minute; B tries every 2 s too.
   for (int i = 0; i < 30; ++i) {
@@ -329,17 +203,17 @@ TEST_F(LeaderElectionTest, SecondAgentDoesNotTakeAFreshLease) {
 
 TEST_F(LeaderElectionTest, ContentionOnUpdateExactlyOneLeadsAndTheLoserSeesAConflict) {
   // A released Lease: both may take it at once.
-  store_.put(leaseObject("", "2023-11-14T22:00:00.000000Z"));
+  put(leaseObject("", "2023-11-14T22:00:00.000000Z"));
   Recorder rec_a, rec_b;
-  auto a = elector(store_, clock_, "node-a", &rec_a);
-  auto b = elector(store_, clock_, "node-b", &rec_b);
+  auto a = elector(kube_, clock_, "node-a", &rec_a);
+  auto b = elector(kube_, clock_, "node-b", &rec_b);
   // B reads and writes between A's read and A's write.
-  store_.after_get = [&] { EXPECT_TRUE(step(*b)); };
-  const int before = store_.calls();
+  kube_.afterNext(Verb::kGet, [&] { EXPECT_TRUE(step(*b)); });
+  const int before = kube_.callCount();
   auto r = a->tryAcquireOrRenew();
   ASSERT_TRUE(r) << r.error().message();  // a lost race is not an error
   EXPECT_FALSE(*r);
-  EXPECT_EQ(store_.calls() - before, 4);  // A: get + update; B: get + update
+  EXPECT_EQ(kube_.callCount() - before, 4);  // A: get + update; B: get + update
   EXPECT_FALSE(a->isLeader());
   EXPECT_TRUE(b->isLeader());
   EXPECT_NE(a->status().last_error.find("Conflict"), std::string::npos) << a->status().last_error;
@@ -354,22 +228,22 @@ TEST_F(LeaderElectionTest, ContentionOnUpdateExactlyOneLeadsAndTheLoserSeesAConf
 }
 
 TEST_F(LeaderElectionTest, ContentionOnCreateTheLoserSeesAlreadyExists) {
-  auto a = elector(store_, clock_, "node-a");
-  auto b = elector(store_, clock_, "node-b");
-  store_.after_get = [&] { EXPECT_TRUE(step(*b)); };
+  auto a = elector(kube_, clock_, "node-a");
+  auto b = elector(kube_, clock_, "node-b");
+  kube_.afterNext(Verb::kGet, [&] { EXPECT_TRUE(step(*b)); });
   auto r = a->tryAcquireOrRenew();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_FALSE(*r);
   EXPECT_FALSE(a->isLeader());
   EXPECT_TRUE(b->isLeader());
   EXPECT_NE(a->status().last_error.find("AlreadyExists"), std::string::npos);
-  EXPECT_EQ(store_.creates.load(), 2);
+  EXPECT_EQ(kube_.count(Verb::kCreate), 2);
   EXPECT_EQ(spec()["holderIdentity"], "node-b");
 }
 
 TEST_F(LeaderElectionTest, ContentionFromThreadsLeavesExactlyOneLeader) {
-  auto a = elector(store_, clock_, "node-a");
-  auto b = elector(store_, clock_, "node-b");
+  auto a = elector(kube_, clock_, "node-a");
+  auto b = elector(kube_, clock_, "node-b");
   std::atomic<int> both{0};
   auto loop = [&](LeaderElector& self, LeaderElector& other) {
     for (int i = 0; i < 200; ++i) {
@@ -389,8 +263,8 @@ TEST_F(LeaderElectionTest, ContentionFromThreadsLeavesExactlyOneLeader) {
 
 TEST_F(LeaderElectionTest, ExpiresOnTheMonotonicClockAndTheTakeoverCountsATransition) {
   Recorder rec_a, rec_b;
-  auto a = elector(store_, clock_, "node-a", &rec_a);
-  auto b = elector(store_, clock_, "node-b", &rec_b);
+  auto a = elector(kube_, clock_, "node-a", &rec_a);
+  auto b = elector(kube_, clock_, "node-b", &rec_b);
   ASSERT_TRUE(step(*a));
   EXPECT_FALSE(step(*b));  // B observes A's record now
   // A stops renewing (hung, partitioned).
@@ -417,8 +291,8 @@ TEST_F(LeaderElectionTest, ExpiresOnTheMonotonicClockAndTheTakeoverCountsATransi
 
 TEST_F(LeaderElectionTest, HonoursTheRecordsLeaseDurationOfAnotherHolder) {
   // The holder promised 40 s (its config differs from ours).
-  store_.put(leaseObject("node-x", "2023-11-14T22:13:20.000000Z", 40));
-  auto b = elector(store_, clock_, "node-b");
+  put(leaseObject("node-x", "2023-11-14T22:13:20.000000Z", 40));
+  auto b = elector(kube_, clock_, "node-b");
   EXPECT_FALSE(step(*b));
   clock_.advance(seconds(39));
   EXPECT_FALSE(step(*b));
@@ -429,8 +303,8 @@ TEST_F(LeaderElectionTest, HonoursTheRecordsLeaseDurationOfAnotherHolder) {
 
 TEST_F(LeaderElectionTest, RenewTimeOnTheWallClockNeverDecidesExpiry) {
   // A record last renewed a day ago (by the wall clock) is new to us: wait a lease duration.
-  store_.put(leaseObject("node-x", "2023-11-13T22:13:20.000000Z"));
-  auto b = elector(store_, clock_, "node-b");
+  put(leaseObject("node-x", "2023-11-13T22:13:20.000000Z"));
+  auto b = elector(kube_, clock_, "node-b");
   EXPECT_FALSE(step(*b));
   clock_.advance(seconds(14));
   EXPECT_FALSE(step(*b));
@@ -438,7 +312,7 @@ TEST_F(LeaderElectionTest, RenewTimeOnTheWallClockNeverDecidesExpiry) {
   EXPECT_TRUE(step(*b));
 
   // One renewed "a day from now" does not hold anyone off longer.
-  store_.put(leaseObject("node-y", "2023-11-15T22:13:20.000000Z"));
+  put(leaseObject("node-y", "2023-11-15T22:13:20.000000Z"));
   EXPECT_FALSE(step(*b));
   EXPECT_FALSE(b->isLeader());
   clock_.advance(seconds(15));
@@ -447,8 +321,8 @@ TEST_F(LeaderElectionTest, RenewTimeOnTheWallClockNeverDecidesExpiry) {
 
 TEST_F(LeaderElectionTest, ARenewTimeInYear9999IsReadWithoutOverflowAndHoldsNobodyOff) {
   // Defect: renewTime 9999-12-31 overflowed int64 nanoseconds (an abort under UBSan).
-  store_.put(leaseObject("node-x", "9999-12-31T23:59:59.999999Z"));
-  auto b = elector(store_, clock_, "node-b");
+  put(leaseObject("node-x", "9999-12-31T23:59:59.999999Z"));
+  auto b = elector(kube_, clock_, "node-b");
   EXPECT_FALSE(step(*b));
   EXPECT_EQ(b->status().renew_time, kube::kLatestApiTime);
   clock_.advance(seconds(15));
@@ -460,8 +334,8 @@ TEST_F(LeaderElectionTest, WallClockJumpsCauseNeitherTakeoverNorLoss) {
   // Each agent has its own clock; NTP steps them independently.
   base::ManualClock clock_a{kStart}, clock_b{kStart};
   Recorder rec_a, rec_b;
-  auto a = elector(store_, clock_a, "node-a", &rec_a);
-  auto b = elector(store_, clock_b, "node-b", &rec_b);
+  auto a = elector(kube_, clock_a, "node-a", &rec_a);
+  auto b = elector(kube_, clock_b, "node-b", &rec_b);
   ASSERT_TRUE(step(*a));
   for (int i = 0; i < 60; ++i) {
     if (i == 5) clock_b.setWall(clock_b.wallNow() + hours(6));    // B jumps ahead
@@ -484,8 +358,8 @@ TEST_F(LeaderElectionTest, WallClockJumpsCauseNeitherTakeoverNorLoss) {
 
 TEST_F(LeaderElectionTest, ReleaseClearsTheHolderAndAnotherTakesOverAtOnce) {
   Recorder rec_a, rec_b;
-  auto a = elector(store_, clock_, "node-a", &rec_a);
-  auto b = elector(store_, clock_, "node-b", &rec_b);
+  auto a = elector(kube_, clock_, "node-a", &rec_a);
+  auto b = elector(kube_, clock_, "node-b", &rec_b);
   ASSERT_TRUE(step(*a));
   EXPECT_FALSE(step(*b));
   clock_.advance(seconds(1));
@@ -507,17 +381,17 @@ TEST_F(LeaderElectionTest, ReleaseClearsTheHolderAndAnotherTakesOverAtOnce) {
   EXPECT_EQ(spec()["leaseDurationSeconds"], 15);
 
   // Releasing again, or releasing what we do not hold, writes nothing.
-  const int before = store_.calls();
+  const int before = kube_.callCount();
   EXPECT_TRUE(a->release());
-  EXPECT_EQ(store_.calls(), before);
+  EXPECT_EQ(kube_.callCount(), before);
   EXPECT_EQ(rec_a.take(), Events{});  // no second "stopped"
 }
 
 TEST_F(LeaderElectionTest, ReleaseThatFailsStillEndsTheTerm) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  store_.unavailable = true;
+  kube_.unavailable = true;
   auto released = a->release();
   ASSERT_FALSE(released);
   EXPECT_EQ(released.error().code(), ErrorCode::kUnavailable);
@@ -528,10 +402,10 @@ TEST_F(LeaderElectionTest, ReleaseThatFailsStillEndsTheTerm) {
 
 TEST_F(LeaderElectionTest, FailedRenewalsLongerThanTheRenewDeadlineEndTheTermOnce) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
   rec.take();
-  store_.unavailable = true;
+  kube_.unavailable = true;
   for (int i = 1; i <= 4; ++i) {  // failures at 2, 4, 6, 8 s: still leader, still fresh
     clock_.advance(seconds(2));
     auto r = a->tryAcquireOrRenew();
@@ -557,7 +431,7 @@ TEST_F(LeaderElectionTest, FailedRenewalsLongerThanTheRenewDeadlineEndTheTermOnc
   EXPECT_EQ(rec.take(), Events{});
 
   // The API comes back and the record still names us: a new term, same lease history.
-  store_.unavailable = false;
+  kube_.unavailable = false;
   EXPECT_TRUE(step(*a));
   EXPECT_EQ(rec.take(), (Events{"started"}));
   EXPECT_EQ(spec()["leaseTransitions"], 0);
@@ -566,14 +440,14 @@ TEST_F(LeaderElectionTest, FailedRenewalsLongerThanTheRenewDeadlineEndTheTermOnc
 
 TEST_F(LeaderElectionTest, FailuresWithinTheRenewDeadlineKeepTheTerm) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  store_.unavailable = true;
+  kube_.unavailable = true;
   for (int i = 0; i < 4; ++i) {
     clock_.advance(seconds(2));
     EXPECT_FALSE(a->tryAcquireOrRenew());
   }
-  store_.unavailable = false;
+  kube_.unavailable = false;
   clock_.advance(seconds(1));  // 9 s after the last success
   EXPECT_TRUE(step(*a));
   clock_.advance(seconds(9));
@@ -584,7 +458,7 @@ TEST_F(LeaderElectionTest, FailuresWithinTheRenewDeadlineKeepTheTerm) {
 
 TEST_F(LeaderElectionTest, ASuspendedLeaderEndsItsTermBeforeRenewing) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
   clock_.advance(seconds(12));  // no steps at all (SIGSTOP, VM paused)
   EXPECT_FALSE(a->isLeaderFresh());
@@ -594,14 +468,14 @@ TEST_F(LeaderElectionTest, ASuspendedLeaderEndsItsTermBeforeRenewing) {
 }
 
 TEST_F(LeaderElectionTest, ConflictOnRenewalReadsAgainAndKeepsALostSuccess) {
-  auto a = elector(store_, clock_, "node-a");
+  auto a = elector(kube_, clock_, "node-a");
   ASSERT_TRUE(step(*a));
   // The renewal is applied but its answer is lost; the client's retry sees Conflict.
-  store_.lost_successes = 1;
+  kube_.lost_update_answers = 1;
   clock_.advance(seconds(2));
-  const int before = store_.calls();
+  const int before = kube_.callCount();
   EXPECT_TRUE(step(*a));
-  EXPECT_EQ(store_.calls() - before, 3);  // update (conflict), get, update
+  EXPECT_EQ(kube_.callCount() - before, 3);  // update (conflict), get, update
   EXPECT_TRUE(a->isLeaderFresh());
   EXPECT_EQ(a->status().last_error, "");
   EXPECT_EQ(spec()["holderIdentity"], "node-a");
@@ -610,13 +484,13 @@ TEST_F(LeaderElectionTest, ConflictOnRenewalReadsAgainAndKeepsALostSuccess) {
 
 TEST_F(LeaderElectionTest, SomeoneElseOnTheLeaseEndsOurTermAtOnce) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
   rec.take();
   // Another writer (a misconfigured agent, kubectl) puts its name on the Lease.
-  Json taken = store_.lease().value();
+  Json taken = storedLease().value();
   taken["spec"]["holderIdentity"] = "node-z";
-  store_.put(taken);
+  put(taken);
   clock_.advance(seconds(2));
   auto r = a->tryAcquireOrRenew();
   ASSERT_TRUE(r) << r.error().message();
@@ -629,9 +503,9 @@ TEST_F(LeaderElectionTest, SomeoneElseOnTheLeaseEndsOurTermAtOnce) {
 
 TEST_F(LeaderElectionTest, DeletedLeaseIsCreatedAgainByTheLeader) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  store_.erase();
+  erase();
   clock_.advance(seconds(2));
   EXPECT_TRUE(step(*a));
   EXPECT_EQ(spec()["holderIdentity"], "node-a");
@@ -654,23 +528,23 @@ TEST_F(LeaderElectionTest, GarbageLeaseIsAnErrorNeverACrash) {
       {{"metadata", {{"name", "ekco-leader"}}}, {"spec", {{"holderIdentity", ""}}}},
   };
   for (const auto& g : garbage) {
-    store_.putRaw("ekco-leader", g);
-    auto b = elector(store_, clock_, "node-b");
+    putRaw(g);
+    auto b = elector(kube_, clock_, "node-b");
     auto r = b->tryAcquireOrRenew();
     ASSERT_FALSE(r) << g.dump();
     EXPECT_EQ(r.error().code(), ErrorCode::kParse) << g.dump();
     EXPECT_FALSE(b->isLeader());
     EXPECT_EQ(b->status().last_error, r.error().message());
-    EXPECT_EQ(store_.lease().value(), g);  // not overwritten
+    EXPECT_EQ(storedLease().value(), g);  // not overwritten
   }
-  EXPECT_EQ(store_.updates.load(), 0);
+  EXPECT_EQ(kube_.count(Verb::kUpdate), 0);
 
   // A leader that reads garbage keeps its term until the renew deadline, then ends it.
-  store_.erase();
+  erase();
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  store_.putRaw("ekco-leader", garbage[2]);  // fast path conflicts, the read is garbage
+  putRaw(garbage[2]);  // fast path conflicts, the read is garbage
   clock_.advance(seconds(2));
   EXPECT_FALSE(a->tryAcquireOrRenew());
   EXPECT_TRUE(a->isLeader());
@@ -708,7 +582,7 @@ TEST(LeaderElectionConfig, InvalidConfigsNameTheField) {
       {.config = {.identity = "n", .lease_duration = seconds(10)}, .field = "lease_duration"},
       {.config = {.identity = "n", .lease_duration = seconds(5)}, .field = "lease_duration"},
   };
-  LeaseStore store;
+  FakeKube kube;
   base::ManualClock clock;
   for (const auto& c : cases) {
     auto s = validateLeaderElectionConfig(c.config);
@@ -716,7 +590,7 @@ TEST(LeaderElectionConfig, InvalidConfigsNameTheField) {
     EXPECT_EQ(s.error().code(), ErrorCode::kInvalidArgument);
     EXPECT_EQ(s.error().message().rfind("leader election: " + c.field + " ", 0), 0u)
         << s.error().message();
-    auto e = LeaderElector::create(store, clock, c.config);
+    auto e = LeaderElector::create(kube, clock, c.config);
     ASSERT_FALSE(e);
     EXPECT_EQ(e.error().code(), ErrorCode::kInvalidArgument);
   }
@@ -729,16 +603,16 @@ TEST(LeaderElectionConfig, InvalidConfigsNameTheField) {
 TEST_F(LeaderElectionTest, RunStepsUntilStopAndStopIsPrompt) {
   base::SystemClock clock;
   Recorder rec;
-  auto a = elector(store_, clock, "node-a", &rec,
+  auto a = elector(kube_, clock, "node-a", &rec,
                    {.lease_duration = seconds(30),
                     .renew_deadline = seconds(20),
                     .retry_period = milliseconds(20)});
   std::thread t([&] { a->run(); });
   const auto deadline = std::chrono::steady_clock::now() + seconds(5);
-  while (store_.updates < 3 && std::chrono::steady_clock::now() < deadline) {
+  while (kube_.count(Verb::kUpdate) < 3 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(5));
   }
-  EXPECT_GE(store_.updates.load(), 3);  // created, then renewed every retry period
+  EXPECT_GE(kube_.count(Verb::kUpdate), 3);  // created, then renewed every retry period
   EXPECT_TRUE(a->isLeaderFresh());
   const auto before = std::chrono::steady_clock::now();
   a->stop();
@@ -752,12 +626,12 @@ TEST_F(LeaderElectionTest, RunStepsUntilStopAndStopIsPrompt) {
 }
 
 TEST_F(LeaderElectionTest, StopWaitsNoRetryPeriod) {
-  auto a = elector(store_, clock_, "node-a", nullptr,
+  auto a = elector(kube_, clock_, "node-a", nullptr,
                    {.lease_duration = seconds(600),
                     .renew_deadline = seconds(500),
                     .retry_period = seconds(300)});
   std::thread t([&] { a->run(); });
-  while (store_.calls() == 0) std::this_thread::sleep_for(milliseconds(1));
+  while (kube_.callCount() == 0) std::this_thread::sleep_for(milliseconds(1));
   const auto before = std::chrono::steady_clock::now();
   a->stop();
   t.join();
@@ -765,19 +639,19 @@ TEST_F(LeaderElectionTest, StopWaitsNoRetryPeriod) {
 }
 
 TEST_F(LeaderElectionTest, NudgeStepsAtOnceInsteadOfAfterTheRetryPeriod) {
-  auto a = elector(store_, clock_, "node-a", nullptr,
+  auto a = elector(kube_, clock_, "node-a", nullptr,
                    {.lease_duration = seconds(600),
                     .renew_deadline = seconds(500),
                     .retry_period = seconds(300)});
   std::thread t([&] { a->run(); });
-  while (store_.calls() == 0) std::this_thread::sleep_for(milliseconds(1));
-  const int before = store_.calls();
+  while (kube_.callCount() == 0) std::this_thread::sleep_for(milliseconds(1));
+  const int before = kube_.callCount();
   a->nudge();
   const auto deadline = std::chrono::steady_clock::now() + seconds(5);
-  while (store_.calls() == before && std::chrono::steady_clock::now() < deadline) {
+  while (kube_.callCount() == before && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(1));
   }
-  EXPECT_GT(store_.calls(), before) << "a nudge did not make run() step";
+  EXPECT_GT(kube_.callCount(), before) << "a nudge did not make run() step";
   a->stop();
   t.join();
 }
