@@ -348,6 +348,7 @@ std::string_view trimmed(std::string_view s) {
 
 }  // namespace
 
+// One procedure in numbered steps (1)-(5) whose descriptors pass from step to step; kept whole.
 Result<ProcessResult> BoostProcessRunner::run(const ProcessRequest& request) {
   EKCO_TRY(validate(request));
   ChildEnv env = buildEnv(request);
