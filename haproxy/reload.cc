@@ -352,6 +352,77 @@ Readiness waitUntilReady(const HaproxyProcess& master, const base::Clock& clock,
   }
 }
 
+// Waits until each signalled master has forked a worker it did not have before, or exited, at
+// most confirm_timeout.
+base::Status awaitNewWorkers(std::vector<Pending>& pending, const std::string& config_path,
+                             const base::Clock& clock, const ReloadOptions& options) {
+  const base::MonoTime deadline = clock.monoNow() + options.confirm_timeout;
+  while (!pending.empty()) {
+    auto now_found = scan(config_path, options);
+    if (!now_found) return std::move(now_found).error();
+    bool waiting = false;
+    for (Pending& p : pending) {
+      if (p.new_worker != 0 || p.exited) continue;
+      auto it = std::find_if(now_found->masters.begin(), now_found->masters.end(),
+                             [&](const HaproxyProcess& m) {
+                               return m.pid == p.before.pid && m.start_time == p.before.start_time;
+                             });
+      if (it != now_found->masters.end()) {
+        for (const ProcessIdentity& worker : it->workers) {
+          if (std::find(p.before.workers.begin(), p.before.workers.end(), worker) ==
+              p.before.workers.end()) {
+            p.new_worker = worker.pid;
+            break;
+          }
+        }
+      } else {
+        // Not found as a master: while it re-executes, its command line can briefly be
+        // unreadable, so it counts as gone only when the process itself is.
+        p.exited = !stillRuns(options, p.before);
+      }
+      if (p.new_worker == 0 && !p.exited) waiting = true;
+    }
+    if (!waiting || clock.monoNow() >= deadline) break;
+    std::this_thread::sleep_for(options.poll_interval);
+  }
+
+  return base::ok();
+}
+
+// The result's detail and confirmation: the masters reloaded (with their new workers), then
+// those that exited or started none, then the problems found before signalling.
+void describeReload(const std::vector<Pending>& pending, const std::vector<std::string>& problems,
+                    const ReloadOptions& options, ReloadResult& result) {
+  std::vector<std::string> parts;
+  std::vector<std::string> reloaded;
+  result.confirmed = !pending.empty() && problems.empty();
+  for (const Pending& p : pending) {
+    if (p.new_worker != 0) {
+      reloaded.push_back(fmt::format("{} (new worker {})", p.before.pid, p.new_worker));
+      continue;
+    }
+    result.confirmed = false;
+    if (p.exited) {
+      parts.push_back(fmt::format("master {} exited during the reload", p.before.pid));
+    } else {
+      parts.push_back(fmt::format(
+          "master {} started no new worker within {}: the new config was probably rejected, the "
+          "old worker keeps serving",
+          p.before.pid, base::formatDuration(options.confirm_timeout)));
+    }
+  }
+  if (!reloaded.empty()) {
+    std::string joined;
+    for (const std::string& r : reloaded) joined += (joined.empty() ? "" : ", ") + r;
+    parts.insert(parts.begin(),
+                 fmt::format("reloaded master{} {}", reloaded.size() > 1 ? "s" : "", joined));
+  }
+  parts.insert(parts.end(), problems.begin(), problems.end());
+  for (const std::string& part : parts) {
+    result.detail += (result.detail.empty() ? "" : "; ") + part;
+  }
+}
+
 }  // namespace
 
 base::Result<std::vector<HaproxyProcess>> findHaproxyMasters(const std::string& config_path,
@@ -412,64 +483,8 @@ base::Result<ReloadResult> reloadHaproxy(const std::string& config_path, const b
     return result;
   }
 
-  const base::MonoTime deadline = clock.monoNow() + options.confirm_timeout;
-  while (!pending.empty()) {
-    auto now_found = scan(config_path, options);
-    if (!now_found) return std::move(now_found).error();
-    bool waiting = false;
-    for (Pending& p : pending) {
-      if (p.new_worker != 0 || p.exited) continue;
-      auto it = std::find_if(now_found->masters.begin(), now_found->masters.end(),
-                             [&](const HaproxyProcess& m) {
-                               return m.pid == p.before.pid && m.start_time == p.before.start_time;
-                             });
-      if (it != now_found->masters.end()) {
-        for (const ProcessIdentity& worker : it->workers) {
-          if (std::find(p.before.workers.begin(), p.before.workers.end(), worker) ==
-              p.before.workers.end()) {
-            p.new_worker = worker.pid;
-            break;
-          }
-        }
-      } else {
-        // Not found as a master: while it re-executes, its command line can briefly be
-        // unreadable, so it counts as gone only when the process itself is.
-        p.exited = !stillRuns(options, p.before);
-      }
-      if (p.new_worker == 0 && !p.exited) waiting = true;
-    }
-    if (!waiting || clock.monoNow() >= deadline) break;
-    std::this_thread::sleep_for(options.poll_interval);
-  }
-
-  std::vector<std::string> parts;
-  std::vector<std::string> reloaded;
-  result.confirmed = !pending.empty() && problems.empty();
-  for (const Pending& p : pending) {
-    if (p.new_worker != 0) {
-      reloaded.push_back(fmt::format("{} (new worker {})", p.before.pid, p.new_worker));
-      continue;
-    }
-    result.confirmed = false;
-    if (p.exited) {
-      parts.push_back(fmt::format("master {} exited during the reload", p.before.pid));
-    } else {
-      parts.push_back(fmt::format(
-          "master {} started no new worker within {}: the new config was probably rejected, the "
-          "old worker keeps serving",
-          p.before.pid, base::formatDuration(options.confirm_timeout)));
-    }
-  }
-  if (!reloaded.empty()) {
-    std::string joined;
-    for (const std::string& r : reloaded) joined += (joined.empty() ? "" : ", ") + r;
-    parts.insert(parts.begin(),
-                 fmt::format("reloaded master{} {}", reloaded.size() > 1 ? "s" : "", joined));
-  }
-  parts.insert(parts.end(), problems.begin(), problems.end());
-  for (const std::string& part : parts) {
-    result.detail += (result.detail.empty() ? "" : "; ") + part;
-  }
+  EKCO_TRY(awaitNewWorkers(pending, config_path, clock, options));
+  describeReload(pending, problems, options, result);
   return result;
 }
 

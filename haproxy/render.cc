@@ -235,14 +235,14 @@ std::string formatEndpoint(const Endpoint& endpoint) {
               : fmt::format("{}:{}", endpoint.host, endpoint.port);
 }
 
-base::Result<std::string> renderHaproxyConfig(const HaproxyConfigOptions& options) {
-  if (options.endpoints.empty()) {
-    return invalid("no apiserver endpoints: refusing to render an empty backend");
-  }
-  // Servers: validated (an Endpoint may have been built without parseEndpoint), canonical, sorted
-  // and de-duplicated, so the same set always renders the same bytes.
+namespace {
+
+// The servers: validated (an Endpoint may have been built without parseEndpoint), canonical,
+// sorted and de-duplicated, so the same set always renders the same bytes.
+base::Result<std::vector<std::pair<SortKey, Host>>> canonicalServers(
+    const std::vector<Endpoint>& endpoints) {
   std::vector<std::pair<SortKey, Host>> servers;
-  for (const Endpoint& endpoint : options.endpoints) {
+  for (const Endpoint& endpoint : endpoints) {
     auto host = parseHost(endpoint.host);
     if (!host) {
       return invalid(fmt::format("invalid endpoint host {}: not an IP address or a DNS name",
@@ -262,6 +262,17 @@ base::Result<std::string> renderHaproxyConfig(const HaproxyConfigOptions& option
                               return !(a.first < b.first) && !(b.first < a.first);
                             }),
                 servers.end());
+  return servers;
+}
+
+}  // namespace
+
+base::Result<std::string> renderHaproxyConfig(const HaproxyConfigOptions& options) {
+  if (options.endpoints.empty()) {
+    return invalid("no apiserver endpoints: refusing to render an empty backend");
+  }
+  auto servers = canonicalServers(options.endpoints);
+  if (!servers) return std::move(servers).error();
 
   auto bind = parseBind(options.bind);
   if (!bind) return std::move(bind).error();
@@ -315,15 +326,15 @@ base::Result<std::string> renderHaproxyConfig(const HaproxyConfigOptions& option
       "    option httpchk GET /readyz HTTP/1.0\n"
       "    option log-health-checks\n"
       "    balance roundrobin\n";
-  for (std::size_t i = 0; i < servers.size(); ++i) {
-    const Host& host = servers[i].second;
+  for (std::size_t i = 0; i < servers->size(); ++i) {
+    const Host& host = (*servers)[i].second;
     // on-marked-down shutdown-sessions (not in EKCO): connections to an apiserver that fails its
     // checks are closed, so long watches move to a live one instead of hanging on a dead one for up
     // to the 86400 s timeout.
     out += fmt::format(
         "    server k8s-primary-{} {} weight 1 verify none check check-ssl inter 1s fall 2 rise 3 "
         "on-marked-down shutdown-sessions",
-        i, hostPort(host, servers[i].first.port));
+        i, hostPort(host, (*servers)[i].first.port));
     if (host.kind == HostKind::kName) {
       // HAProxy resolves names when it starts and refuses to start if one does not resolve.
       // init-addr libc,none starts it with that server down instead, and the default resolvers

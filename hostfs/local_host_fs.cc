@@ -354,6 +354,7 @@ Status checkMode(std::uint32_t mode, std::string_view what) {
 // abandoned temps, (4) create the temp file, (5) set its owner and mode, (6) write the data,
 // (7) fsync and close it, (8) rename it over the target, (9) fsync the directory. Until (8)
 // the target is untouched and a failure removes the temp file.
+// The nine numbered steps above, in order, sharing the descriptors they open; kept whole.
 Result<Changed> writeFile(int root_fd, const base::Clock& clock, std::string_view path,
                           std::string_view content, const WriteOptions& options) {
   if (options.mode) EKCO_TRY(checkMode(*options.mode, "mode"));

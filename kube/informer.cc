@@ -145,20 +145,7 @@ InformerBase::ListOutcome InformerBase::list() {
       std::string page_version = meta->value("resourceVersion", std::string());
       if (continue_token.empty()) list_version = std::move(page_version);
       continue_token = meta->value("continue", std::string());
-      if (items->is_array()) {
-        for (const Json& item : *items) {
-          auto key = objectKey(item);
-          base::Status added =
-              key ? addToReplace(std::move(*key), item) : base::Status(std::move(key).error());
-          if (!added) {
-            {
-              std::lock_guard lock(mu_);
-              ++stats_.parse_errors;
-            }
-            if (on_error_) on_error_(added.error().wrap("list " + description_));
-          }
-        }
-      }
+      addPageItems(*items);
     } while (!continue_token.empty());
     if (expired) continue;
     if (list_version.empty()) {
@@ -183,6 +170,22 @@ InformerBase::ListOutcome InformerBase::list() {
                    std::to_string(kMaxRestarts + 1) + " times in a row",
                ErrorCode::kGone));
   return ListOutcome::kFailed;
+}
+
+void InformerBase::addPageItems(const Json& items) {
+  if (!items.is_array()) return;
+  for (const Json& item : items) {
+    auto key = objectKey(item);
+    base::Status added =
+        key ? addToReplace(std::move(*key), item) : base::Status(std::move(key).error());
+    if (!added) {
+      {
+        std::lock_guard lock(mu_);
+        ++stats_.parse_errors;
+      }
+      if (on_error_) on_error_(added.error().wrap("list " + description_));
+    }
+  }
 }
 
 base::Status InformerBase::watchOnce(std::uint64_t& events_seen) {

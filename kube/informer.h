@@ -138,6 +138,9 @@ class InformerBase {
  private:
   enum class ListOutcome { kDone, kFailed, kStopped };
   ListOutcome list();
+  // Adds a page's items (an array, or null for none) to the replacement; a malformed one is
+  // counted and reported, never fatal.
+  void addPageItems(const Json& items);
   base::Status watchOnce(std::uint64_t& events_seen);
   void failed(const base::Error& error);
   // Sleeps the backoff for the n-th consecutive failure; false when stopped meanwhile.

@@ -109,6 +109,8 @@ std::vector<std::string> cephCrushRemoveCommand(std::string_view hostname) {
   return {"ceph", "osd", "crush", "rm", std::string(hostname)};
 }
 
+// Five numbered steps whose order is the point (spec, OSDs, Deployments, host bucket); kept
+// whole so the order reads at a glance.
 base::Result<PurgeResult> purgeNode(kube::KubeClient& client, kube::PodExecutor& exec,
                                     std::string_view node, std::string_view hostname,
                                     const PurgeOptions& options) {

@@ -111,6 +111,7 @@ class ElapseSearch {
   ElapseSearch(const CalendarSpec& spec, TimeConverter& conv) : spec_(spec), conv_(conv) {}
 
   // Returns false when the event never elapses again (or systemd would give up).
+  // A step-for-step port of systemd's find_next(); kept whole to compare with the original.
   bool findNext(Tm& tm, int& usec) {
     Tm c = tm;
     int tm_usec = usec;

@@ -417,6 +417,8 @@ bool TimeConverter::breakDown(int64_t t, Tm& out) const {
   return true;
 }
 
+// Follows glibc's mktime() step by step (DST gaps, isdst probing); kept whole to compare with
+// it.
 std::optional<int64_t> TimeConverter::make(Tm& tp) {
   const int64_t hour = tp.hour;
   const int64_t min = tp.min;

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -255,98 +256,115 @@ std::string versionText() {
   return out;
 }
 
-int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
-  // Installed as /usr/bin/ekco-purge-node (EKCO's manual purge command): `ekco purge-node`.
-  std::vector<std::string> args = original_args;
-  if (!args.empty() && std::filesystem::path(args[0]).filename() == "ekco-purge-node") {
-    args.insert(args.begin() + 1, "purge-node");
-  }
-  CLI::App app{"ekco: keeps a kubeadm cluster's nodes healthy (EKCO-compatible host agent)",
-               "ekco"};
-  app.require_subcommand(1);
-  // Options of the root (--log-level) may also follow a subcommand.
-  app.fallthrough(true);
-  std::string log_level_flag;
-  app.add_option("--log-level,--log_level", log_level_flag,
-                 "debug, info, warn or error (default: log_level from the config, else info)");
+namespace {
 
-  auto* version = app.add_subcommand("version", "Print the version and the library versions");
+// `ekco shutdown` and `ekco startup` (ekco-reboot.service's ExecStop and ExecStart).
+struct RebootCli {
+  std::string config{};
+  FlagValues flags{};
+  ShutdownArgs args{};
+  CLI::App* app = nullptr;
+};
 
+// The subcommands and what their arguments parse into: the add*Commands functions bind them
+// (CLI11 keeps pointers into this, so it stays where runCli made it), dispatch reads them.
+struct Commands {
+  std::string log_level_flag{};
+  CLI::App* version = nullptr;
+  CLI::App* check = nullptr;
+  std::string check_file{};
+  CLI::App* show = nullptr;
+  std::string show_file{};
+  FlagValues show_flags{};
+  CLI::App* from_kurl = nullptr;
+  std::string kurl_file{};
+  CLI::App* status = nullptr;
+  StatusOptions status_options{};
+  CLI::App* agent = nullptr;
+  std::string agent_config{};
+  FlagValues agent_flags{};
+  AgentCommandArgs agent_args{};
+  RebootCli shutdown_cli{};
+  RebootCli startup_cli{};
+  CLI::App* upgrade = nullptr;
+  std::string upgrade_config{};
+  UpgradeArgs upgrade_args{};
+  CLI::App* purge = nullptr;
+  std::string purge_config{};
+  FlagValues purge_flags{};
+  PurgeNodeArgs purge_args{};
+  CLI::App* render_haproxy = nullptr;
+  CLI::App* render_manifest = nullptr;
+  CLI::App* render_units = nullptr;
+  RenderArgs render_args{};
+  RenderUnitsArgs render_units_args{};
+};
+
+void addConfigCommands(CLI::App& app, Commands& c) {
   auto* config = app.add_subcommand("config", "Validate, show and convert ekco configuration");
   config->require_subcommand(1);
 
-  std::string check_file;
-  auto* check = config->add_subcommand(
+  c.check = config->add_subcommand(
       "check", "Validate a config.yaml: prints 'FILE: ok', or one line per problem and exit 2");
-  check->add_option("FILE", check_file, "The config file")->required();
+  c.check->add_option("FILE", c.check_file, "The config file")->required();
 
-  std::string show_file;
-  FlagValues show_flags;
-  auto* show = config->add_subcommand(
+  c.show = config->add_subcommand(
       "show", "Print the effective configuration (file, then EKCO_* environment, then flags)");
-  show->add_option("--config", show_file,
-                   "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
-  addConfigFlags(show, show_flags);
+  c.show->add_option("--config", c.show_file,
+                     "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  addConfigFlags(c.show, c.show_flags);
 
-  std::string kurl_file;
-  auto* from_kurl = config->add_subcommand(
+  c.from_kurl = config->add_subcommand(
       "from-kurl", "Print the config.yaml equivalent to a kURL Installer spec (spec.ekco.*)");
-  from_kurl->add_option("INSTALLER", kurl_file, "The kURL Installer YAML file")->required();
+  c.from_kurl->add_option("INSTALLER", c.kurl_file, "The kURL Installer YAML file")->required();
+}
 
-  StatusOptions status_options;
-  auto* status =
+void addStatusCommand(CLI::App& app, Commands& c) {
+  c.status =
       app.add_subcommand("status",
                          "Print the local agent's status from its health socket (exit 0 ready, "
                          "1 degraded, 2 unreachable)");
-  status->add_option("--socket", status_options.socket_path,
-                     "The agent's health socket (default /run/ekco/ekco.sock)");
-  status->add_option("--host-root", status_options.host_root,
-                     "Find the socket under this directory (e.g. /host in a DaemonSet pod)");
-  auto* status_json = status->add_flag("--json", status_options.json,
-                                       "Print the /status JSON as the agent serves it");
-  status
-      ->add_option("--probe", status_options.probe,
+  c.status->add_option("--socket", c.status_options.socket_path,
+                       "The agent's health socket (default /run/ekco/ekco.sock)");
+  c.status->add_option("--host-root", c.status_options.host_root,
+                       "Find the socket under this directory (e.g. /host in a DaemonSet pod)");
+  auto* status_json = c.status->add_flag("--json", c.status_options.json,
+                                         "Print the /status JSON as the agent serves it");
+  c.status
+      ->add_option("--probe", c.status_options.probe,
                    "Ask only /healthz or /readyz and print one line (a DaemonSet probe)")
       ->check(CLI::IsMember({"healthz", "readyz"}))
       ->excludes(status_json);
+}
 
-  std::string agent_config;
-  FlagValues agent_flags;
-  AgentCommandArgs agent_args;
-  auto* agent = app.add_subcommand(
+void addAgentCommand(CLI::App& app, Commands& c) {
+  c.agent = app.add_subcommand(
       "agent",
       "Run the node agent: caches, leader election, controllers, health socket (until "
       "SIGTERM)");
-  agent->add_option("--config", agent_config,
-                    "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
-  agent->add_option("--kubeconfig", agent_args.kubeconfig,
-                    "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
-                    "/etc/kubernetes/admin.conf and kubelet.conf)");
-  agent->add_option("--node-name", agent_args.node_name,
-                    "This node's name (default: NODE_NAME, then the host name)");
-  agent->add_option("--host-root", agent_args.host_root,
-                    "Where the host's / is (/host in a DaemonSet pod; default /)");
-  agent->add_option("--socket", agent_args.socket,
-                    "Health socket path (default: health_socket under --host-root)");
-  agent->add_flag("--dry-run", agent_args.dry_run,
-                  "Decide and log plans, change nothing in the cluster or on the host");
-  addConfigFlags(agent, agent_flags);
+  c.agent->add_option("--config", c.agent_config,
+                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  c.agent->add_option("--kubeconfig", c.agent_args.kubeconfig,
+                      "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
+                      "/etc/kubernetes/admin.conf and kubelet.conf)");
+  c.agent->add_option("--node-name", c.agent_args.node_name,
+                      "This node's name (default: NODE_NAME, then the host name)");
+  c.agent->add_option("--host-root", c.agent_args.host_root,
+                      "Where the host's / is (/host in a DaemonSet pod; default /)");
+  c.agent->add_option("--socket", c.agent_args.socket,
+                      "Health socket path (default: health_socket under --host-root)");
+  c.agent->add_flag("--dry-run", c.agent_args.dry_run,
+                    "Decide and log plans, change nothing in the cluster or on the host");
+  addConfigFlags(c.agent, c.agent_flags);
+}
 
-  // `ekco shutdown` and `ekco startup` (ekco-reboot.service's ExecStop and ExecStart).
-  struct RebootCli {
-    std::string config{};
-    FlagValues flags{};
-    ShutdownArgs args{};
-    CLI::App* app = nullptr;
-  };
-  RebootCli shutdown_cli;
-  RebootCli startup_cli;
+void addRebootCommands(CLI::App& app, Commands& c) {
   for (auto [cli, name, help] :
-       {std::tuple{&shutdown_cli, "shutdown",
+       {std::tuple{&c.shutdown_cli, "shutdown",
                    "Before a reboot: cordon this node, delete its pods (not in "
                    "shutdown_excluded_namespaces), wait for PVC/CephFS unmounts (bounded), "
                    "delete its rook-ceph operator/mds pods"},
-        std::tuple{&startup_cli, "startup",
+        std::tuple{&c.startup_cli, "startup",
                    "After a reboot: wait for the API (bounded), uncordon this node if ekco "
                    "shutdown cordoned it"}}) {
     cli->app = app.add_subcommand(name, help);
@@ -361,88 +379,95 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
     cli->app->add_flag("--dry-run", cli->args.dry_run, "Log what would be done, change nothing");
     addConfigFlags(cli->app, cli->flags);
   }
+}
 
-  std::string upgrade_config;
-  UpgradeArgs upgrade_args;
-  auto* upgrade =
+void addUpgradeCommand(CLI::App& app, Commands& c) {
+  c.upgrade =
       app.add_subcommand("upgrade",
                          "Auto-upgrade (ekco-upgrade.timer): re-run the kURL installer when its "
                          "X-Kurl-Hash changed (single-node clusters only)");
-  upgrade->add_option("--config", upgrade_config,
-                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
-  upgrade->add_option("--url", upgrade_args.url,
-                      "Installer URL (default: auto_upgrade_url from the config)");
-  upgrade->add_option("--state-dir", upgrade_args.state_dir,
-                      "Host directory of upgrades.txt and upgrade.lock (default /var/lib/ekco)");
-  upgrade->add_option("--kubeconfig", upgrade_args.kubeconfig,
-                      "kubeconfig, to count the nodes (default: KUBECONFIG, in-cluster, then the "
-                      "host's /etc/kubernetes/admin.conf and kubelet.conf)");
-  upgrade->add_option("--host-root", upgrade_args.host_root, "Where the host's / is (default /)");
-  upgrade->add_flag("--allow-http", upgrade_args.allow_http,
-                    "Accept a plain http:// URL, whose download is not verified (default: "
-                    "auto_upgrade_allow_http from the config)");
-  upgrade->add_flag("--dry-run", upgrade_args.dry_run,
-                    "Check and report what would be done; write nothing, never run the installer");
+  c.upgrade->add_option("--config", c.upgrade_config,
+                        "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  c.upgrade->add_option("--url", c.upgrade_args.url,
+                        "Installer URL (default: auto_upgrade_url from the config)");
+  c.upgrade->add_option("--state-dir", c.upgrade_args.state_dir,
+                        "Host directory of upgrades.txt and upgrade.lock (default /var/lib/ekco)");
+  c.upgrade->add_option("--kubeconfig", c.upgrade_args.kubeconfig,
+                        "kubeconfig, to count the nodes (default: KUBECONFIG, in-cluster, then the "
+                        "host's /etc/kubernetes/admin.conf and kubelet.conf)");
+  c.upgrade->add_option("--host-root", c.upgrade_args.host_root,
+                        "Where the host's / is (default /)");
+  c.upgrade->add_flag("--allow-http", c.upgrade_args.allow_http,
+                      "Accept a plain http:// URL, whose download is not verified (default: "
+                      "auto_upgrade_allow_http from the config)");
+  c.upgrade->add_flag(
+      "--dry-run", c.upgrade_args.dry_run,
+      "Check and report what would be done; write nothing, never run the installer");
+}
 
-  std::string purge_config;
-  FlagValues purge_flags;
-  PurgeNodeArgs purge_args;
-  auto* purge = app.add_subcommand(
+void addPurgeCommand(CLI::App& app, Commands& c) {
+  c.purge = app.add_subcommand(
       "purge-node",
       "Remove a node from the cluster for good: its Rook OSDs, its kubeadm and etcd "
       "membership, then the Node (also installed as ekco-purge-node)");
-  purge->add_option("NAME", purge_args.node, "The node to purge")->required();
-  purge->add_option("--config", purge_config,
-                    "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
-  purge->add_option("--kubeconfig", purge_args.kubeconfig,
-                    "kubeconfig (default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
-  purge->add_option("--host-root", purge_args.host_root,
-                    "Where the host's / is, for certificates_dir (default /)");
-  purge->add_option("--node-name", purge_args.self,
-                    "The node this runs on, never purged (default: NODE_NAME, then the host name)");
-  purge->add_flag("--dry-run", purge_args.dry_run,
-                  "Print the plan (OSDs, etcd member, endpoints) and exit 0 without changes");
-  purge->add_flag("--yes,-y", purge_args.yes, "Do not ask for confirmation on a terminal");
-  addConfigFlags(purge, purge_flags);
+  c.purge->add_option("NAME", c.purge_args.node, "The node to purge")->required();
+  c.purge->add_option("--config", c.purge_config,
+                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  c.purge->add_option(
+      "--kubeconfig", c.purge_args.kubeconfig,
+      "kubeconfig (default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
+  c.purge->add_option("--host-root", c.purge_args.host_root,
+                      "Where the host's / is, for certificates_dir (default /)");
+  c.purge->add_option(
+      "--node-name", c.purge_args.self,
+      "The node this runs on, never purged (default: NODE_NAME, then the host name)");
+  c.purge->add_flag("--dry-run", c.purge_args.dry_run,
+                    "Print the plan (OSDs, etcd member, endpoints) and exit 0 without changes");
+  c.purge->add_flag("--yes,-y", c.purge_args.yes, "Do not ask for confirmation on a terminal");
+  addConfigFlags(c.purge, c.purge_flags);
+}
 
-  RenderArgs render_args;
+void addRenderCommands(CLI::App& app, Commands& c) {
   auto* render = app.add_subcommand(
       "render",
       "Show the files ekco installs on the host: print them, or write them under --out (units)");
   render->require_subcommand(1);
-  auto* render_haproxy = render->add_subcommand(
+  c.render_haproxy = render->add_subcommand(
       "haproxy", "Print the internal load balancer's haproxy.cfg for the given kube-apiservers");
-  render_haproxy
-      ->add_option("--endpoints", render_args.endpoints,
+  c.render_haproxy
+      ->add_option("--endpoints", c.render_args.endpoints,
                    "kube-apiservers, comma-separated: HOST[:PORT] or [IPv6]:PORT (port 6443 by "
                    "default); HOST is an IP address or a DNS name")
       ->required();
-  render_haproxy->add_option("--bind", render_args.bind,
-                             "Listen address, IP:PORT (default 127.0.0.1:6444)");
-  render_haproxy->add_flag("--bind-ipv6-loopback", render_args.bind_ipv6_loopback,
-                           "Also listen on [::1] at the same port");
-  render_haproxy->add_option("--image", render_args.image,
-                             "HAProxy image the config is for: its tag enables directives of "
-                             "newer versions (default haproxy:lts-alpine)");
-  auto* render_manifest = render->add_subcommand(
+  c.render_haproxy->add_option("--bind", c.render_args.bind,
+                               "Listen address, IP:PORT (default 127.0.0.1:6444)");
+  c.render_haproxy->add_flag("--bind-ipv6-loopback", c.render_args.bind_ipv6_loopback,
+                             "Also listen on [::1] at the same port");
+  c.render_haproxy->add_option("--image", c.render_args.image,
+                               "HAProxy image the config is for: its tag enables directives of "
+                               "newer versions (default haproxy:lts-alpine)");
+  c.render_manifest = render->add_subcommand(
       "manifest", "Print the HAProxy static pod (/etc/kubernetes/manifests/haproxy.yaml)");
-  render_manifest->add_option("--image", render_args.image,
-                              "HAProxy image (default haproxy:lts-alpine)");
-  render_manifest->add_option("--bind", render_args.bind,
-                              "HAProxy's listen address, IP:PORT: the liveness probe's host and "
-                              "port (default 127.0.0.1:6444)");
-  RenderUnitsArgs render_units_args;
-  auto* render_units = render->add_subcommand(
+  c.render_manifest->add_option("--image", c.render_args.image,
+                                "HAProxy image (default haproxy:lts-alpine)");
+  c.render_manifest->add_option("--bind", c.render_args.bind,
+                                "HAProxy's listen address, IP:PORT: the liveness probe's host and "
+                                "port (default 127.0.0.1:6444)");
+  c.render_units = render->add_subcommand(
       "units", "Write the systemd units and /opt/ekco scripts the agent installs, under --out");
-  render_units->add_option("--config", render_units_args.config,
-                           "Config file (default /etc/ekco/config.yaml; absent means defaults)");
-  render_units
-      ->add_option("--out", render_units_args.out,
+  c.render_units->add_option("--config", c.render_units_args.config,
+                             "Config file (default /etc/ekco/config.yaml; absent means defaults)");
+  c.render_units
+      ->add_option("--out", c.render_units_args.out,
                    "Directory to write into, in the host's layout (created)")
       ->required();
-  render_units->add_option("--bin", render_units_args.bin,
-                           "The ekco binary the units run (default /usr/bin/ekco)");
+  c.render_units->add_option("--bin", c.render_units_args.bin,
+                             "The ekco binary the units run (default /usr/bin/ekco)");
+}
 
+// Parses args into the commands; the exit code when that is all (help, a usage error).
+std::optional<int> parseArgs(CLI::App& app, const std::vector<std::string>& args,
+                             const CliEnv& env) {
   std::vector<const char*> argv;
   argv.reserve(args.size());
   for (const std::string& a : args) argv.push_back(a.c_str());
@@ -460,54 +485,95 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
              << "Run 'ekco --help' for usage.\n";
     return kExitUsage;
   }
+  return std::nullopt;
+}
 
-  if (!log_level_flag.empty()) {
-    auto level = base::parseLogLevel(log_level_flag);
-    if (!level) {
-      *env.err << "error: flag --log-level: " << level.error().message() << "\n";
-      return kExitUsage;
-    }
-    base::LogOptions options;
-    options.level = *level;
-    options.journal = base::stderrIsJournal();
-    base::configureLogging(options);
+// Applies --log-level before the command reads its config; kExitUsage when it is not a level.
+std::optional<int> applyLogLevelFlag(const std::string& log_level_flag, const CliEnv& env) {
+  if (log_level_flag.empty()) return std::nullopt;
+  auto level = base::parseLogLevel(log_level_flag);
+  if (!level) {
+    *env.err << "error: flag --log-level: " << level.error().message() << "\n";
+    return kExitUsage;
   }
+  base::LogOptions options;
+  options.level = *level;
+  options.journal = base::stderrIsJournal();
+  base::configureLogging(options);
+  return std::nullopt;
+}
 
-  if (version->parsed()) {
+// Runs the one subcommand that was parsed.
+int dispatch(Commands& c, const CliEnv& env) {
+  if (c.version->parsed()) {
     *env.out << versionText();
     return kExitOk;
   }
-  if (check->parsed()) return configCheck(check_file, env);
-  if (show->parsed()) return configShow(show_file, show, show_flags, log_level_flag, env);
-  if (from_kurl->parsed()) return configFromKurl(kurl_file, env);
-  if (status->parsed()) return runStatus(status_options, *env.out, *env.err, base::SystemClock());
-  if (render_haproxy->parsed()) return renderHaproxy(render_args, env);
-  if (render_manifest->parsed()) return renderManifest(render_args, env);
-  if (render_units->parsed()) return renderUnits(render_units_args, env);
-  for (auto [cli, is_shutdown] : {std::pair{&shutdown_cli, true}, std::pair{&startup_cli, false}}) {
+  if (c.check->parsed()) return configCheck(c.check_file, env);
+  if (c.show->parsed()) return configShow(c.show_file, c.show, c.show_flags, c.log_level_flag, env);
+  if (c.from_kurl->parsed()) return configFromKurl(c.kurl_file, env);
+  if (c.status->parsed())
+    return runStatus(c.status_options, *env.out, *env.err, base::SystemClock());
+  if (c.render_haproxy->parsed()) return renderHaproxy(c.render_args, env);
+  if (c.render_manifest->parsed()) return renderManifest(c.render_args, env);
+  if (c.render_units->parsed()) return renderUnits(c.render_units_args, env);
+  for (auto [cli, is_shutdown] :
+       {std::pair{&c.shutdown_cli, true}, std::pair{&c.startup_cli, false}}) {
     if (cli->app->parsed()) {
-      auto cfg = commandConfig(cli->config, cli->app, &cli->flags, log_level_flag, env);
+      auto cfg = commandConfig(cli->config, cli->app, &cli->flags, c.log_level_flag, env);
       if (!cfg) return kExitUsage;
       return is_shutdown ? runShutdownCommand(*cfg, cli->args, env)
                          : runStartupCommand(*cfg, cli->args, env);
     }
   }
-  if (upgrade->parsed()) {
+  if (c.upgrade->parsed()) {
     // No per-key flags: the file and the environment (auto_upgrade_url, log_level).
-    auto cfg = commandConfig(upgrade_config, nullptr, nullptr, log_level_flag, env);
+    auto cfg = commandConfig(c.upgrade_config, nullptr, nullptr, c.log_level_flag, env);
     if (!cfg) return kExitUsage;
-    return runUpgradeCommand(*cfg, upgrade_args, env);
+    return runUpgradeCommand(*cfg, c.upgrade_args, env);
   }
-  if (purge->parsed()) {
-    auto cfg = commandConfig(purge_config, purge, &purge_flags, log_level_flag, env);
+  if (c.purge->parsed()) {
+    auto cfg = commandConfig(c.purge_config, c.purge, &c.purge_flags, c.log_level_flag, env);
     if (!cfg) return kExitUsage;
-    return runPurgeNodeCommand(*cfg, purge_args, env);
+    return runPurgeNodeCommand(*cfg, c.purge_args, env);
   }
-  if (agent->parsed()) {
-    return agentCommand(agent_config, agent, agent_flags, log_level_flag, agent_args, env);
+  if (c.agent->parsed()) {
+    return agentCommand(c.agent_config, c.agent, c.agent_flags, c.log_level_flag, c.agent_args,
+                        env);
   }
   *env.err << "error: no command given. Run 'ekco --help' for usage.\n";
   return kExitUsage;
+}
+
+}  // namespace
+
+int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
+  // Installed as /usr/bin/ekco-purge-node (EKCO's manual purge command): `ekco purge-node`.
+  std::vector<std::string> args = original_args;
+  if (!args.empty() && std::filesystem::path(args[0]).filename() == "ekco-purge-node") {
+    args.insert(args.begin() + 1, "purge-node");
+  }
+  CLI::App app{"ekco: keeps a kubeadm cluster's nodes healthy (EKCO-compatible host agent)",
+               "ekco"};
+  app.require_subcommand(1);
+  // Options of the root (--log-level) may also follow a subcommand.
+  app.fallthrough(true);
+  Commands c;
+  app.add_option("--log-level,--log_level", c.log_level_flag,
+                 "debug, info, warn or error (default: log_level from the config, else info)");
+
+  c.version = app.add_subcommand("version", "Print the version and the library versions");
+  addConfigCommands(app, c);
+  addStatusCommand(app, c);
+  addAgentCommand(app, c);
+  addRebootCommands(app, c);
+  addUpgradeCommand(app, c);
+  addPurgeCommand(app, c);
+  addRenderCommands(app, c);
+
+  if (auto exit_code = parseArgs(app, args, env)) return *exit_code;
+  if (auto exit_code = applyLogLevelFlag(c.log_level_flag, env)) return *exit_code;
+  return dispatch(c, env);
 }
 
 }  // namespace ekco::agent

@@ -15,6 +15,31 @@
 
 namespace ekco::agent {
 
+namespace {
+
+// On a terminal, unless --yes: asks before purging. True to go on.
+bool confirmed(const PurgeNodeArgs& args, const CliEnv& env) {
+  const bool terminal =
+      args.stdin_is_terminal ? args.stdin_is_terminal() : ::isatty(STDIN_FILENO) == 1;
+  if (!terminal || args.yes) return true;
+  *env.out << "Warning: a purged node cannot rejoin the cluster as it is; run `kubeadm reset` "
+              "on it before joining it again.\n"
+           << "Purge node " << args.node << "? [y/N] " << std::flush;
+  std::string answer;
+  if (args.read_answer) {
+    answer = args.read_answer();
+  } else {
+    std::getline(std::cin, answer);
+  }
+  if (answer != "y" && answer != "Y" && answer != "yes") {
+    *env.out << "Not purged.\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const CliEnv& env) {
   std::string self = args.self;
   if (self.empty()) {
@@ -69,23 +94,7 @@ int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const C
     return kExitOk;
   }
 
-  const bool terminal =
-      args.stdin_is_terminal ? args.stdin_is_terminal() : ::isatty(STDIN_FILENO) == 1;
-  if (terminal && !args.yes) {
-    *env.out << "Warning: a purged node cannot rejoin the cluster as it is; run `kubeadm reset` "
-                "on it before joining it again.\n"
-             << "Purge node " << args.node << "? [y/N] " << std::flush;
-    std::string answer;
-    if (args.read_answer) {
-      answer = args.read_answer();
-    } else {
-      std::getline(std::cin, answer);
-    }
-    if (answer != "y" && answer != "Y" && answer != "yes") {
-      *env.out << "Not purged.\n";
-      return kExitFailure;
-    }
-  }
+  if (!confirmed(args, env)) return kExitFailure;
 
   // The guards again, right before acting: the cluster may have changed while we asked.
   if (auto refused = guard()) {

@@ -35,6 +35,20 @@ bool byDue(const PodToClear& a, const PodToClear& b) {
   return std::tie(a.due, a.pod.ns.str(), a.pod.name) < std::tie(b.due, b.pod.ns.str(), b.pod.name);
 }
 
+// Nothing is deleted while the storm guard holds; the plan lists what it blocks.
+ReconcileResult blockedByStorm(const ClearPlan& plan) {
+  std::string text;
+  ReconcileResult result;
+  for (const PodToClear& item : plan.due) {
+    text += fmt::format("blocked by the storm guard: force-delete {} on {}\n", podName(item.pod),
+                        item.node);
+  }
+  result.summary = fmt::format("storm guard: {}; clearing nothing ({} pods due)", plan.storm.reason,
+                               plan.due.size());
+  result.plan = text;
+  return result;
+}
+
 }  // namespace
 
 ClearRules clearRules(const Config& config) {
@@ -115,46 +129,40 @@ base::Result<ReconcileResult> ClearNodesController::reconcile() {
   const base::WallTime now = clock_.wallNow();
   const ClearPlan plan = planClear(observed.nodes, pods, now, rules);
   noteStorm(plan.storm);
-  {
-    // Forget pods that are gone: a uid is never reused.
-    std::set<std::string> seen;
-    for (const kube::PodRecord& p : pods) seen.insert(p.uid);
-    for (auto it = handled_.begin(); it != handled_.end();) {
-      it = seen.count(*it) != 0 ? std::next(it) : handled_.erase(it);
-    }
-  }
+  forgetGone(pods);
   {
     std::lock_guard lock(mu_);
     synced_ = true;
     last_plan_ = plan;
     evaluated_at_ = now;
   }
+  // The storm ends with a node change, which wakes this controller.
+  if (plan.storm.active) return blockedByStorm(plan);
+  auto pass = clearDue(plan);
+  if (!pass) return std::move(pass).error();
+  return summarize(plan, std::move(*pass), clock_.wallNow());
+}
 
-  std::string text;
-  ReconcileResult result;
-  if (plan.storm.active) {
-    for (const PodToClear& item : plan.due) {
-      text += fmt::format("blocked by the storm guard: force-delete {} on {}\n", podName(item.pod),
-                          item.node);
-    }
-    result.summary = fmt::format("storm guard: {}; clearing nothing ({} pods due)",
-                                 plan.storm.reason, plan.due.size());
-    result.plan = text;
-    // The storm ends with a node change, which wakes this controller.
-    return result;
+void ClearNodesController::forgetGone(const std::vector<kube::PodRecord>& pods) {
+  // A uid is never reused.
+  std::set<std::string> seen;
+  for (const kube::PodRecord& p : pods) seen.insert(p.uid);
+  for (auto it = handled_.begin(); it != handled_.end();) {
+    it = seen.count(*it) != 0 ? std::next(it) : handled_.erase(it);
   }
+}
 
-  int deleted = 0;
-  int planned = 0;
-  int skipped = 0;
-  std::vector<Error> errors;
+base::Result<ClearNodesController::ClearPass> ClearNodesController::clearDue(
+    const ClearPlan& plan) {
+  const ClearRules& rules = options_.rules;
+  ClearPass pass;
   std::optional<std::vector<kube::NodeRecord>> fresh_nodes;
   for (const PodToClear& item : plan.due) {
     if (handled_.count(item.pod.uid) != 0 && !options_.dry_run) continue;  // cache lagging
     const std::string reason = clearReason(item, rules);
     if (options_.dry_run) {
-      text += fmt::format("force-delete {} on {}: {}\n", podName(item.pod), item.node, reason);
-      ++planned;
+      pass.text += fmt::format("force-delete {} on {}: {}\n", podName(item.pod), item.node, reason);
+      ++pass.planned;
       if (handled_.insert(item.pod.uid).second) {
         base::logInfo("dry run: would force-delete pod",
                       {{"pod", podName(item.pod)}, {"node", item.node}, {"reason", reason}});
@@ -165,14 +173,14 @@ base::Result<ReconcileResult> ClearNodesController::reconcile() {
     if (!fresh_nodes) {
       auto read = readNodes();
       if (!read) {
-        errors.push_back(read.error().wrap("read before force-deleting " + podName(item.pod)));
+        pass.errors.push_back(read.error().wrap("read before force-deleting " + podName(item.pod)));
         break;
       }
       fresh_nodes = std::move(*read);
     }
     if (std::string why = recheck(item, *fresh_nodes); !why.empty()) {
-      ++skipped;
-      text += fmt::format("skip {} on {}: {}\n", podName(item.pod), item.node, why);
+      ++pass.skipped;
+      pass.text += fmt::format("skip {} on {}: {}\n", podName(item.pod), item.node, why);
       base::logInfo("not force-deleting pod",
                     {{"pod", podName(item.pod)}, {"node", item.node}, {"reason", why}});
       {
@@ -194,38 +202,43 @@ base::Result<ReconcileResult> ClearNodesController::reconcile() {
     }
     auto done = forceDelete(item);
     if (!done) {
-      errors.push_back(done.error());
+      pass.errors.push_back(done.error());
       continue;
     }
     if (!*done) {
-      text += fmt::format("gone already {} on {}\n", podName(item.pod), item.node);
+      pass.text += fmt::format("gone already {} on {}\n", podName(item.pod), item.node);
       continue;
     }
-    ++deleted;
-    text += fmt::format("force-deleted {} on {}: {}\n", podName(item.pod), item.node, reason);
+    ++pass.deleted;
+    pass.text += fmt::format("force-deleted {} on {}: {}\n", podName(item.pod), item.node, reason);
   }
-  const base::WallTime end = clock_.wallNow();
+  return pass;
+}
+
+base::Result<ReconcileResult> ClearNodesController::summarize(const ClearPlan& plan, ClearPass pass,
+                                                              base::WallTime end) const {
+  ReconcileResult result;
   for (const PodToClear& item : plan.pending) {
-    text += fmt::format("wait {} on {} until {} ({})\n", podName(item.pod), item.node,
-                        when(item.due), inHowLong(item.due, end));
+    pass.text += fmt::format("wait {} on {} until {} ({})\n", podName(item.pod), item.node,
+                             when(item.due), inHowLong(item.due, end));
   }
   if (plan.next) {
     // Measured from the end of this run, as the manager counts it.
     const auto remaining = std::chrono::ceil<milliseconds>(*plan.next - end);
     result.requeue_after = std::max(milliseconds(0), remaining);
   }
-  result.plan = text;
-  if (!errors.empty()) {
-    std::string message = errors.front().message();
-    if (errors.size() > 1)
-      message += fmt::format(" (and {} more failed deletes)", errors.size() - 1);
-    return Error(message, errors.front().code());
+  result.plan = pass.text;
+  if (!pass.errors.empty()) {
+    std::string message = pass.errors.front().message();
+    if (pass.errors.size() > 1)
+      message += fmt::format(" (and {} more failed deletes)", pass.errors.size() - 1);
+    return Error(message, pass.errors.front().code());
   }
   if (options_.dry_run) {
-    result.summary = fmt::format("dry run: would force-delete {} pods", planned);
+    result.summary = fmt::format("dry run: would force-delete {} pods", pass.planned);
   } else {
-    result.summary = fmt::format("force-deleted {} pods", deleted);
-    if (skipped > 0) result.summary += fmt::format(", skipped {}", skipped);
+    result.summary = fmt::format("force-deleted {} pods", pass.deleted);
+    if (pass.skipped > 0) result.summary += fmt::format(", skipped {}", pass.skipped);
   }
   result.summary += fmt::format("; {} dead nodes", plan.dead_nodes.size());
   if (plan.next) {

@@ -152,6 +152,24 @@ class ClearNodesController : public Controller {
     bool dry_run = false;
   };
 
+  // What one pass over the due pods did: the plan's lines, the counts, the failed deletes.
+  struct ClearPass {
+    std::string text{};
+    int deleted = 0;
+    int planned = 0;  // dry run
+    int skipped = 0;
+    std::vector<base::Error> errors{};
+  };
+
+  // Forgets the handled uids of pods no longer seen.
+  void forgetGone(const std::vector<kube::PodRecord>& pods);
+  // Force-deletes (in a dry run: lists) the due pods, each after its guards; an error when this
+  // agent is no longer a fresh leader.
+  base::Result<ClearPass> clearDue(const ClearPlan& plan);
+  // The result of a pass: its plan (with the pending pods), summary and wake-up, measured from
+  // `end`; the first failed delete as the error.
+  base::Result<ReconcileResult> summarize(const ClearPlan& plan, ClearPass pass,
+                                          base::WallTime end) const;
   // Reads the pod from the API and tells, on it and on `nodes` (read from the API this pass),
   // why `item` must not be deleted now, or "" when it may.
   std::string recheck(const PodToClear& item, const std::vector<kube::NodeRecord>& nodes);

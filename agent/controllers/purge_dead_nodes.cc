@@ -50,9 +50,26 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
     return result;
   }
   const auto now = clock_.wallNow();
-  std::map<std::string, std::string> held;
-  std::optional<std::string> chosen;
-  std::optional<base::WallTime> next_dead;
+  const DeadNodeChoice choice = chooseDeadNode(observed, now);
+  if (choice.next_dead) {
+    result.requeue_after = std::chrono::ceil<std::chrono::milliseconds>(*choice.next_dead - now);
+  }
+  {
+    std::lock_guard lock(mu_);
+    held_ = choice.held;
+  }
+  if (!choice.chosen) {
+    result.summary = choice.held.empty()
+                         ? "no dead node to purge"
+                         : std::to_string(choice.held.size()) + " dead node(s) held back";
+    return result;
+  }
+  return purgeChosen(*choice.chosen, std::move(result));
+}
+
+PurgeDeadNodesController::DeadNodeChoice PurgeDeadNodesController::chooseDeadNode(
+    const ObservedNodes& observed, base::WallTime now) const {
+  DeadNodeChoice choice;
   // node -> pods clear-nodes still owes; planned once, and only when a dead node passes the
   // guards (most passes find none).
   std::optional<std::map<std::string, std::size_t>> due_for_clearing;
@@ -71,55 +88,47 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
     const auto dead_at = deadAt(node, options_.node_unreachable_toleration);
     if (!dead_at) continue;
     if (*dead_at > now) {
-      if (!next_dead || *dead_at < *next_dead) next_dead = *dead_at;
+      if (!choice.next_dead || *dead_at < *choice.next_dead) choice.next_dead = *dead_at;
       continue;
     }
     const std::string name = node.name.str();
     if (auto refused = purgeRefusal(guardInput(observed.nodes, name))) {
-      held[name] = *refused;
+      choice.held[name] = *refused;
       continue;
     }
     if (const std::size_t due = podsDueOn(name); due > 0) {
-      held[name] = "waiting for clear-nodes to force-delete " + std::to_string(due) +
-                   " pod(s) stuck on it first";
+      choice.held[name] = "waiting for clear-nodes to force-delete " + std::to_string(due) +
+                          " pod(s) stuck on it first";
       continue;
     }
     if (options_.purge.dry_run && planned_.count(name) != 0) {
-      held[name] = "dry run: plan already logged";
+      choice.held[name] = "dry run: plan already logged";
       continue;
     }
-    if (!chosen) chosen = name;
+    if (!choice.chosen) choice.chosen = name;
   }
-  if (next_dead) {
-    result.requeue_after = std::chrono::ceil<std::chrono::milliseconds>(*next_dead - now);
-  }
-  {
-    std::lock_guard lock(mu_);
-    held_ = held;
-  }
-  if (!chosen) {
-    result.summary = held.empty() ? "no dead node to purge"
-                                  : std::to_string(held.size()) + " dead node(s) held back";
-    return result;
-  }
+  return choice;
+}
 
+base::Result<ReconcileResult> PurgeDeadNodesController::purgeChosen(const std::string& node,
+                                                                    ReconcileResult result) {
   // The guards again, on the API's own answer (not the cache), right before acting.
-  if (auto refused = freshRefusal(*chosen)) {
-    base::logWarn("not purging dead node", {{"node", *chosen}, {"reason", *refused}});
+  if (auto refused = freshRefusal(node)) {
+    base::logWarn("not purging dead node", {{"node", node}, {"reason", *refused}});
     {
       std::lock_guard lock(mu_);
-      held_[*chosen] = *refused;
+      held_[node] = *refused;
     }
-    result.summary = "not purging " + *chosen + ": " + *refused;
+    result.summary = "not purging " + node + ": " + *refused;
     result.requeue_after = kRecheckAfter;
     return result;
   }
   base::logInfo(options_.purge.dry_run ? "dry run: would purge dead node" : "purging dead node",
-                {{"node", *chosen}});
+                {{"node", node}});
   PurgeOptions purge_options = options_.purge;
-  purge_options.recheck = [this, target = *chosen] { return freshRefusal(target); };
-  auto report = purge_(*chosen, purge_options);
-  json entry = {{"node", *chosen},
+  purge_options.recheck = [this, target = node] { return freshRefusal(target); };
+  auto report = purge_(node, purge_options);
+  json entry = {{"node", node},
                 {"at", kube::formatRfc3339(clock_.wallNow())},
                 {"dry_run", options_.purge.dry_run}};
   if (!report) {
@@ -127,7 +136,7 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
     std::lock_guard lock(mu_);
     history_.push_back(std::move(entry));
     if (history_.size() > 20) history_.erase(history_.begin());
-    return report.error().wrap("purge " + *chosen);
+    return report.error().wrap("purge " + node);
   }
   entry["actions"] = report->actions;
   entry["warnings"] = report->warnings;
@@ -137,13 +146,13 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
     if (history_.size() > 20) history_.erase(history_.begin());
   }
   if (options_.purge.dry_run) {
-    planned_.insert(*chosen);
+    planned_.insert(node);
     std::string plan;
     for (const auto& a : report->actions) plan += a + "\n";
     result.plan = plan;
-    result.summary = "dry run: would purge " + *chosen;
+    result.summary = "dry run: would purge " + node;
   } else {
-    result.summary = "purged " + *chosen;
+    result.summary = "purged " + node;
   }
   // Another dead node may be waiting: look again shortly (not at once: the cache may still
   // show the node just purged).

@@ -65,6 +65,16 @@ class PurgeDeadNodesController : public Controller {
   nlohmann::json status() const override;
 
  private:
+  // The first dead node (in the cache) that passes the guards, why the others are held, and
+  // when the next unreachable node will count as dead.
+  struct DeadNodeChoice {
+    std::map<std::string, std::string> held{};
+    std::optional<std::string> chosen{};
+    std::optional<base::WallTime> next_dead{};
+  };
+  DeadNodeChoice chooseDeadNode(const ObservedNodes& observed, base::WallTime now) const;
+  // Checks the guards on the API's answer, then purges `node` and records it in the history.
+  base::Result<ReconcileResult> purgeChosen(const std::string& node, ReconcileResult result);
   PurgeGuardInput guardInput(std::vector<kube::NodeRecord> nodes, const std::string& target) const;
   // Why `target` must not be purged on a fresh read from the API, or nullopt.
   std::optional<std::string> freshRefusal(const std::string& target) const;

@@ -122,6 +122,12 @@ class Agent::Impl {
   };
 
   base::Status registerMetrics();
+  // (1) The side-effect edge: the client, the exec client.
+  base::Status initClient();
+  // (2) The manager, the Lease client and the elector.
+  base::Status initElection();
+  // (3) The caches and the Lease holder's informer.
+  void initCaches();
   base::Status initControllers();
   void onCacheError(CacheName cache, std::string_view what, const Error& e);
   void onLeaderChange(bool leading);
@@ -218,6 +224,14 @@ void Agent::Impl::onCacheError(CacheName cache, std::string_view what, const Err
 
 base::Status Agent::Impl::init() {
   EKCO_TRY(registerMetrics());
+  EKCO_TRY(initClient());    // (1)
+  EKCO_TRY(initElection());  // (2)
+  initCaches();              // (3)
+  // (4) The controllers, from the table.
+  return initControllers();
+}
+
+base::Status Agent::Impl::initClient() {
   // (1) The side-effect edge, built as every command builds it.
   EKCO_TRY(buildClient(platform_,
                        {.host_root = options_.host_root,
@@ -230,7 +244,11 @@ base::Status Agent::Impl::init() {
     options_.socket_path = healthSocketPath(options_.host_root, options_.config.health_socket);
   }
   exec_ = std::make_unique<kube::WebSocketExecutor>(platform_.connection);
+  return base::ok();
+}
 
+base::Status Agent::Impl::initElection() {
+  // (2) The Lease client, the manager and the elector.
   const Config& c = options_.config;
   const auto ms = [](base::Duration d) { return std::chrono::duration_cast<milliseconds>(d); };
   // The elector steps again every retry period, so its calls are not retried inside the client,
@@ -243,7 +261,6 @@ base::Status Agent::Impl::init() {
                               .retry = {.max_attempts = 1},
                               .reporting_instance = options_.node_name});
 
-  // (2) The manager and the elector.
   manager_ = std::make_unique<Manager>(
       clock_, ManagerOptions{.on_reconciled = [this](const ControllerStatus& s, bool ok) {
         reconciles_->inc({s.name, ok ? "success" : "error"});
@@ -284,7 +301,11 @@ base::Status Agent::Impl::init() {
   api_silence_limit_ =
       std::max(ms(c.leader_election_lease_duration), 3 * ms(c.leader_election_retry_period)) +
       lease_timeout;
+  return base::ok();
+}
 
+void Agent::Impl::initCaches() {
+  const Config& c = options_.config;
   // (3) The caches: this node and its pods always; the rest as the controllers ask.
   caches_ = std::make_unique<Caches>(
       *platform_.client, clock_,
@@ -316,9 +337,6 @@ base::Status Agent::Impl::init() {
               },
           .on_delete = [nudge](const std::string&) { nudge(); },
           .on_error = [this](const Error& e) { errors_.report("lease watch", e.message()); }});
-
-  // (4) The controllers, from the table.
-  return initControllers();
 }
 
 base::Status Agent::Impl::initControllers() {

@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 
+#include "tests/fakes/fake_transport.h"
+
 namespace ekco::etcd {
 namespace {
 
@@ -29,31 +31,26 @@ struct Script {
   std::vector<Sent> sent{};
 };
 
-class FakeTransport final : public kube::HttpTransport {
- public:
-  FakeTransport(std::string base_url, Script* script)
-      : base_url_(std::move(base_url)), script_(script) {}
-  Result<kube::HttpResponse> send(const kube::HttpRequest& request) override {
-    std::lock_guard lock(script_->mu);
-    script_->sent.push_back({base_url_, request.method, request.target, request.body});
-    auto& queue = script_->answers[base_url_];
+// A shared FakeTransport for base_url that answers from the script (what it sent is recorded
+// in the script too, in order across endpoints).
+std::unique_ptr<kube::HttpTransport> scriptedTransport(const std::string& base_url,
+                                                       Script* script) {
+  auto transport = std::make_unique<kube::testing::FakeTransport>();
+  transport->answer_with =
+      [base_url, script](const kube::HttpRequest& request) -> Result<kube::HttpResponse> {
+    std::lock_guard lock(script->mu);
+    script->sent.push_back({base_url, request.method, request.target, request.body});
+    auto& queue = script->answers[base_url];
     if (queue.empty()) {
-      return Error("request " + base_url_ + request.target + ": Connection refused",
+      return Error("request " + base_url + request.target + ": Connection refused",
                    ErrorCode::kUnavailable);
     }
     auto answer = std::move(queue.front());
     queue.pop_front();
     return answer;
-  }
-  Result<kube::HttpResponse> stream(const kube::HttpRequest&, const kube::ChunkHandler&,
-                                    kube::CancelToken&) override {
-    return Error("not supported");
-  }
-
- private:
-  std::string base_url_;
-  Script* script_;
-};
+  };
+  return transport;
+}
 
 kube::HttpResponse answer(int status, std::string body) {
   kube::HttpResponse r;
@@ -73,7 +70,7 @@ class ClientTest : public ::testing::Test {
                const ClientOptions&) -> Result<std::unique_ptr<kube::HttpTransport>> {
           if (url.rfind("https://", 0) != 0)
             return Error("bad url " + url, ErrorCode::kInvalidArgument);
-          return std::unique_ptr<kube::HttpTransport>(new FakeTransport(url, &script_));
+          return scriptedTransport(url, &script_);
         });
   }
   void script(const std::string& url, Result<kube::HttpResponse> r) {

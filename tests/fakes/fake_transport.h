@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -37,9 +38,14 @@ class FakeTransport final : public HttpTransport {
     return requests_.empty() ? HttpRequest{} : requests_.back();
   }
 
+  // When set, answers every request (after recording it) instead of the queue: a script that
+  // depends on the request, or several transports sharing one script.
+  std::function<base::Result<HttpResponse>(const HttpRequest&)> answer_with{};
+
   base::Result<HttpResponse> send(const HttpRequest& request) override {
     std::lock_guard lock(mu_);
     requests_.push_back(request);
+    if (answer_with) return answer_with(request);
     if (answers_.empty()) return HttpResponse{.status = 200, .body = "{}"};
     auto answer = std::move(answers_.front());
     answers_.pop_front();

@@ -20,20 +20,17 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "tests/hostfs/local_host_fs_support.h"
 
-// fsync seen from the outside: this definition takes the place of libc's for the whole test
-// binary (the library is linked statically into it), records which inodes were synced, in
-// order, and can fail on demand. It forwards to the real system call otherwise.
+// fsync seen from the outside (tests/hostfs/local_host_fs_support.h): this definition takes the
+// place of libc's for the whole test binary (the library is linked statically into it), records
+// which inodes were synced, in order, and can fail on demand. It forwards to the real system call
+// otherwise.
 namespace fsync_probe {
-struct Synced {
-  dev_t dev;
-  ino_t ino;
-  bool is_dir;
-};
 std::mutex mu;
 bool recording = false;
 std::vector<Synced> synced;
-std::atomic<int> fail_files_with{0};  // errno to fail fsync of regular files with, 0: don't
+std::atomic<int> fail_files_with{0};
 std::atomic<int> fail_dirs_with{0};
 }  // namespace fsync_probe
 
@@ -60,90 +57,14 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::LocalHostFsTest;
+using testing::lstatOf;
+using testing::put;
+using testing::ScopedUmask;
+using testing::setMtime;
+using testing::slurp;
 using ::testing::StartsWith;
-
-// A fresh directory under /tmp holding root/ (the host root) and outside/ (decoys that must
-// never be touched), removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/ekco-hostfs-XXXXXX";
-    const char* made = ::mkdtemp(tmpl);
-    if (made == nullptr) std::abort();
-    base_ = made;
-    fs::create_directories(root());
-    fs::create_directories(outside());
-  }
-  ~TempDir() { fs::remove_all(base_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  fs::path root() const { return base_ / "root"; }
-  fs::path outside() const { return base_ / "outside"; }
-
- private:
-  fs::path base_;
-};
-
-void put(const fs::path& p, const std::string& content) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct stat lstatOf(const fs::path& p) {
-  struct stat st {};
-  if (::lstat(p.c_str(), &st) != 0) ADD_FAILURE() << "lstat " << p << ": " << std::strerror(errno);
-  return st;
-}
-
-// Sets the process umask for the lifetime of the object.
-class ScopedUmask {
- public:
-  explicit ScopedUmask(mode_t mask) : old_(::umask(mask)) {}
-  ~ScopedUmask() { ::umask(old_); }
-
- private:
-  mode_t old_;
-};
-
-void setMtime(const fs::path& p, base::WallTime t) {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch());
-  struct timespec ts[2];
-  ts[0].tv_sec = ts[1].tv_sec = static_cast<time_t>(ns.count() / 1'000'000'000);
-  ts[0].tv_nsec = ts[1].tv_nsec = static_cast<long>(ns.count() % 1'000'000'000);
-  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, AT_SYMLINK_NOFOLLOW), 0) << p;
-}
-
-class LocalHostFsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto opened = LocalHostFs::open(root_.string(), clock_);
-    ASSERT_TRUE(opened) << opened.error().message();
-    fs_ = std::move(*opened);
-  }
-  void TearDown() override {
-    fsync_probe::fail_files_with = 0;
-    fsync_probe::fail_dirs_with = 0;
-    std::lock_guard lock(fsync_probe::mu);
-    fsync_probe::recording = false;
-    fsync_probe::synced.clear();
-  }
-
-  // Where a host path lives in the test's root.
-  fs::path real(std::string_view host_path) const { return root_ / host_path.substr(1); }
-
-  TempDir tmp_;
-  fs::path root_ = tmp_.root();
-  base::SystemClock clock_;
-  std::unique_ptr<LocalHostFs> fs_;
-};
+using testing::TempDir;
 
 // --- reading and writing ---
 
@@ -391,180 +312,6 @@ TEST_F(LocalHostFsTest, RemoveRefusesDirectories) {
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message(), StartsWith("remove /etc/dir: "));
   EXPECT_TRUE(fs::is_directory(real("/etc/dir")));
-}
-
-// --- confinement ---
-
-TEST_F(LocalHostFsTest, RefusesPathsWithADotDotComponent) {
-  put(tmp_.outside() / "secret", "DECOY");
-  const std::string escape = "/etc/../../outside/secret";
-  auto r = fs_->read(escape);
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code(), base::ErrorCode::kEscape);
-  EXPECT_THAT(r.error().message(), StartsWith("read " + escape + ": "));
-  auto w = fs_->write(escape, "pwned", {.create_parents = true});
-  ASSERT_FALSE(w);
-  EXPECT_EQ(w.error().code(), base::ErrorCode::kEscape);
-  EXPECT_THAT(w.error().message(), StartsWith("write " + escape + ": "));
-  EXPECT_EQ(fs_->remove(escape).error().code(), base::ErrorCode::kEscape);
-  EXPECT_EQ(fs_->stat("/..").error().code(), base::ErrorCode::kEscape);
-  EXPECT_EQ(fs_->makeDirs("/a/../b").error().code(), base::ErrorCode::kEscape);
-  EXPECT_EQ(slurp(tmp_.outside() / "secret"), "DECOY");
-  EXPECT_FALSE(fs::exists(real("/etc")));
-}
-
-TEST_F(LocalHostFsTest, RefusesRelativePaths) {
-  for (const char* p : {"etc/a", "", "./etc/a"}) {
-    auto r = fs_->read(p);
-    ASSERT_FALSE(r) << p;
-    EXPECT_EQ(r.error().code(), base::ErrorCode::kInvalidArgument) << p;
-    EXPECT_FALSE(fs_->write(p, "x", {.create_parents = true})) << p;
-  }
-  EXPECT_THAT(fs_->read("etc/a").error().message(), StartsWith("read etc/a: "));
-  EXPECT_TRUE(fs::is_empty(root_));
-}
-
-TEST_F(LocalHostFsTest, DotAndRepeatedSlashesAreHarmless) {
-  put(real("/etc/a"), "x");
-  EXPECT_EQ(fs_->read("//etc/./a").value(), "x");
-}
-
-TEST_F(LocalHostFsTest, AbsoluteSymlinkNamesAHostPathAndIsReRooted) {
-  put(real("/etc/real.conf"), "inside");
-  fs::create_symlink("/etc/real.conf", real("/etc/alias.conf"));
-  EXPECT_EQ(fs_->read("/etc/alias.conf").value(), "inside");
-}
-
-TEST_F(LocalHostFsTest, AbsoluteSymlinkToARealOutsidePathStaysInsideTheRoot) {
-  // The link's text is the decoy's real path; under the root it names a different file.
-  const fs::path decoy_dir = tmp_.outside() / "k8s";
-  put(decoy_dir / "manifest.yaml", "DECOY");
-  put(tmp_.outside() / "secret", "DECOY");
-  fs::create_directories(real("/etc"));
-  fs::create_symlink(decoy_dir, real("/etc/kubernetes"));
-  fs::create_symlink(tmp_.outside() / "secret", real("/etc/secret"));
-
-  auto r = fs_->read("/etc/secret");
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code(), base::ErrorCode::kNotFound);
-
-  auto w = fs_->write("/etc/kubernetes/manifest.yaml", "mine", {.create_parents = true});
-  ASSERT_TRUE(w) << w.error().message();
-  EXPECT_EQ(slurp(decoy_dir / "manifest.yaml"), "DECOY");
-  EXPECT_EQ(slurp(root_ / decoy_dir.relative_path() / "manifest.yaml"), "mine");
-  EXPECT_EQ(fs_->read("/etc/kubernetes/manifest.yaml").value(), "mine");
-}
-
-TEST_F(LocalHostFsTest, RelativeSymlinkInsideTheRootIsFollowed) {
-  put(real("/opt/k8s/admin.conf"), "conf");
-  fs::create_directories(real("/etc"));
-  fs::create_symlink("../opt/k8s", real("/etc/kubernetes"));
-  EXPECT_EQ(fs_->read("/etc/kubernetes/admin.conf").value(), "conf");
-  ASSERT_TRUE(fs_->write("/etc/kubernetes/new.conf", "n"));
-  EXPECT_EQ(slurp(real("/opt/k8s/new.conf")), "n");
-}
-
-TEST_F(LocalHostFsTest, RefusesSymlinkThatClimbsAboveTheRoot) {
-  put(tmp_.outside() / "secret", "DECOY");
-  fs::create_directories(real("/etc"));
-  // From root/etc, ../.. is the directory holding root/ and outside/.
-  fs::create_symlink("../../outside/secret", real("/etc/secret"));
-  fs::create_symlink("../../outside", real("/etc/out"));
-
-  auto r = fs_->read("/etc/secret");
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code(), base::ErrorCode::kEscape);
-  EXPECT_EQ(r.error().message(),
-            "read /etc/secret: symlink /etc/secret -> ../../outside/secret climbs above the "
-            "host root");
-
-  auto w = fs_->write("/etc/out/secret", "pwned");
-  ASSERT_FALSE(w);
-  EXPECT_EQ(w.error().code(), base::ErrorCode::kEscape);
-  EXPECT_THAT(w.error().message(), StartsWith("write /etc/out/secret: "));
-  EXPECT_EQ(fs_->exists("/etc/out/secret").error().code(), base::ErrorCode::kEscape);
-  EXPECT_EQ(fs_->list("/etc/out").error().code(), base::ErrorCode::kEscape);
-  EXPECT_EQ(fs_->sweepStaleTemps("/etc/out", std::chrono::seconds(0)).error().code(),
-            base::ErrorCode::kEscape);
-  EXPECT_EQ(slurp(tmp_.outside() / "secret"), "DECOY");
-  EXPECT_THAT(fs_->list("/etc").value(), ElementsAre("out", "secret"));
-}
-
-TEST_F(LocalHostFsTest, SymlinkClimbingToExactlyTheRootIsFine) {
-  put(real("/a"), "top");
-  fs::create_directories(real("/etc/x"));
-  fs::create_symlink("../../a", real("/etc/x/up"));
-  EXPECT_EQ(fs_->read("/etc/x/up").value(), "top");
-}
-
-TEST_F(LocalHostFsTest, SymlinkLoopIsAnError) {
-  fs::create_directories(real("/etc"));
-  fs::create_symlink("b", real("/etc/a"));
-  fs::create_symlink("/etc/a", real("/etc/b"));
-  fs::create_symlink("self/x", real("/etc/self"));
-  for (const char* p : {"/etc/a", "/etc/self", "/etc/a/x"}) {
-    auto r = fs_->read(p);
-    ASSERT_FALSE(r) << p;
-    EXPECT_THAT(r.error().message(), HasSubstr("Too many levels of symbolic links")) << p;
-    EXPECT_THAT(r.error().message(), StartsWith(std::string("read ") + p + ": ")) << p;
-  }
-  EXPECT_FALSE(fs_->write("/etc/a/x", "x"));
-}
-
-TEST_F(LocalHostFsTest, FortySymlinkHopsAreAllowed) {
-  put(real("/etc/l0"), "end");
-  for (int i = 1; i <= 41; ++i) {
-    fs::create_symlink("l" + std::to_string(i - 1), real("/etc/l" + std::to_string(i)));
-  }
-  EXPECT_EQ(fs_->read("/etc/l40").value(), "end");
-  EXPECT_FALSE(fs_->read("/etc/l41"));
-}
-
-TEST_F(LocalHostFsTest, SymlinkAtTheFinalComponentIsReplacedOnWriteNotFollowed) {
-  put(real("/etc/real.conf"), "REAL");
-  put(tmp_.outside() / "secret", "DECOY");
-  fs::create_symlink("/etc/real.conf", real("/etc/cfg"));
-  fs::create_symlink(tmp_.outside() / "secret", real("/etc/abs"));
-  fs::create_symlink("../../outside/secret", real("/etc/climb"));
-  for (const char* p : {"/etc/cfg", "/etc/abs", "/etc/climb"}) {
-    auto w = fs_->write(p, "NEW");
-    ASSERT_TRUE(w) << p << ": " << w.error().message();
-    EXPECT_FALSE(fs::is_symlink(real(p))) << p;
-    EXPECT_EQ(slurp(real(p)), "NEW") << p;
-    EXPECT_EQ(lstatOf(real(p)).st_mode & 07777, 0644u) << p;
-  }
-  EXPECT_EQ(slurp(real("/etc/real.conf")), "REAL");
-  EXPECT_EQ(slurp(tmp_.outside() / "secret"), "DECOY");
-}
-
-TEST_F(LocalHostFsTest, ReadsProcSelfMountinfoUnderTheNativeRoot) {
-  auto native = LocalHostFs::open("/", clock_);
-  ASSERT_TRUE(native) << native.error().message();
-  EXPECT_EQ((*native)->root(), "/");
-  auto mountinfo = (*native)->read("/proc/self/mountinfo");
-  ASSERT_TRUE(mountinfo) << mountinfo.error().message();
-  EXPECT_THAT(*mountinfo, HasSubstr(" / "));
-  EXPECT_TRUE((*native)->exists("/proc/self/status").value());
-}
-
-TEST_F(LocalHostFsTest, RealPathPrefixesTheRoot) {
-  EXPECT_EQ(fs_->realPath("/etc/haproxy/haproxy.cfg"),
-            (root_ / "etc/haproxy/haproxy.cfg").string());
-  EXPECT_EQ(fs_->root(), root_.string());
-  EXPECT_EQ(fs_->realPath("/"), root_.string());
-  auto native = LocalHostFs::open("/", clock_);
-  ASSERT_TRUE(native);
-  EXPECT_EQ((*native)->realPath("/etc/x"), "/etc/x");
-  auto trailing = LocalHostFs::open(root_.string() + "/", clock_);
-  ASSERT_TRUE(trailing);
-  EXPECT_EQ((*trailing)->root(), root_.string());
-}
-
-TEST_F(LocalHostFsTest, OpenRefusesARelativeOrMissingRoot) {
-  EXPECT_EQ(LocalHostFs::open("host", clock_).error().code(), base::ErrorCode::kInvalidArgument);
-  auto missing = LocalHostFs::open((root_ / "missing").string(), clock_);
-  ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error().code(), base::ErrorCode::kNotFound);
 }
 
 // --- durability and failure ---

@@ -1,20 +1,18 @@
-// The informer loop against a scripted KubeClient: paging, the replace diff, 410 re-lists,
-// backoff after failures, unchanged records, malformed objects, stop. (informer_sim_test.cc runs
-// it against ekco-kubesim over HTTPS.)
+// The informer loop against the in-memory API with scripted lists and watches: paging, the replace
+// diff, 410 re-lists, backoff after failures, unchanged records, malformed objects, stop.
+// (informer_sim_test.cc runs it against ekco-kubesim over HTTPS.)
 #include "kube/informer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "base/clock.h"
 #include "kube/records.h"
+#include "tests/fakes/fake_kube.h"
 
 namespace ekco::kube {
 namespace {
@@ -23,8 +21,10 @@ using base::Error;
 using base::ErrorCode;
 using std::chrono::milliseconds;
 using ::testing::ElementsAre;
+using testing::FakeKube;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
+using testing::Verb;
 
 Json pod(const std::string& name, const std::string& node, const std::string& rv = "1") {
   return {{"metadata", {{"name", name}, {"namespace", "default"}, {"resourceVersion", rv}}},
@@ -44,101 +44,6 @@ WatchEvent bookmark(const std::string& rv) {
   return {.type = WatchEventType::kBookmark,
           .object = {{"kind", "Pod"}, {"metadata", {{"resourceVersion", rv}}}}};
 }
-
-// One scripted watch: events, then how the stream ends.
-struct WatchScript {
-  std::vector<WatchEvent> events{};
-  base::Status end = base::ok();
-};
-
-// list() and watch() answer from scripts; a watch with no script left blocks until cancelled.
-class ScriptedClient final : public KubeClient {
- public:
-  std::deque<base::Result<Json>> lists;
-  std::deque<WatchScript> watches;
-  std::vector<ListOptions> list_calls;
-  std::vector<WatchOptions> watch_calls;
-
-  base::Result<Json> get(const Resource&, std::string_view, std::string_view,
-                         std::string_view) override {
-    return Error("not scripted", ErrorCode::kInvalidArgument);
-  }
-  base::Result<Json> list(const Resource&, std::string_view, const ListOptions& options) override {
-    std::lock_guard lock(mu_);
-    list_calls.push_back(options);
-    if (lists.empty()) return Error("list: no script left", ErrorCode::kUnavailable);
-    auto next = std::move(lists.front());
-    lists.pop_front();
-    return next;
-  }
-  base::Result<Json> create(const Resource&, std::string_view, const Json&) override {
-    return Error("not scripted", ErrorCode::kInvalidArgument);
-  }
-  base::Result<Json> update(const Resource&, std::string_view, const Json&,
-                            std::string_view) override {
-    return Error("not scripted", ErrorCode::kInvalidArgument);
-  }
-  base::Result<Json> patch(const Resource&, std::string_view, std::string_view, PatchType,
-                           const Json&, std::string_view) override {
-    return Error("not scripted", ErrorCode::kInvalidArgument);
-  }
-  base::Status remove(const Resource&, std::string_view, std::string_view,
-                      const DeleteOptions&) override {
-    return Error("not scripted", ErrorCode::kInvalidArgument);
-  }
-  base::Status evict(std::string_view, std::string_view, const DeleteOptions&) override {
-    return Error("not scripted", ErrorCode::kInvalidArgument);
-  }
-  base::Status recordEvent(const EventSpec&) override {
-    return Error("not scripted", ErrorCode::kInvalidArgument);
-  }
-  base::Status watch(const Resource&, std::string_view, const WatchOptions& options,
-                     const WatchHandler& handler, CancelToken* cancel) override {
-    std::optional<WatchScript> script;
-    {
-      std::lock_guard lock(mu_);
-      watch_calls.push_back(options);
-      if (!watches.empty()) {
-        script = std::move(watches.front());
-        watches.pop_front();
-      }
-    }
-    if (script) {
-      for (const auto& e : script->events) {
-        if (!handler(e)) return base::ok();
-      }
-      return script->end;
-    }
-    // Nothing scripted: an idle stream until cancelled. (The waker takes the token's lock then
-    // mu_, so nothing here holds mu_ while asking the token.)
-    auto woken = std::make_shared<std::atomic<bool>>(false);
-    cancel->setWaker([this, woken] {
-      woken->store(true);
-      std::lock_guard l(mu_);
-      cv_.notify_all();
-    });
-    if (cancel->cancelled()) woken->store(true);
-    {
-      std::unique_lock l(mu_);
-      idle_watchers_++;
-      cv_.notify_all();
-      cv_.wait(l, [&] { return woken->load(); });
-    }
-    cancel->setWaker({});
-    return Error("watch: cancelled", ErrorCode::kCancelled);
-  }
-
-  // Waits until a watch with no script left is blocking (the informer has consumed everything).
-  bool waitIdle(milliseconds timeout = milliseconds(5000)) {
-    std::unique_lock l(mu_);
-    return cv_.wait_for(l, timeout, [&] { return idle_watchers_ > 0; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int idle_watchers_ = 0;
-};
 
 // Records what the handlers saw, as strings: "add a", "update a", "delete a".
 struct Recorder {
@@ -182,26 +87,38 @@ class InformerTest : public ::testing::Test {
     t.join();
   }
 
+  // What the informer asked for, in order.
+  std::vector<ListOptions> listCalls() const {
+    std::vector<ListOptions> out;
+    for (const auto& c : client_.calls(Verb::kList)) out.push_back(c.list_options);
+    return out;
+  }
+  std::vector<WatchOptions> watchCalls() const {
+    std::vector<WatchOptions> out;
+    for (const auto& c : client_.calls(Verb::kWatch)) out.push_back(c.watch_options);
+    return out;
+  }
+
   base::ManualClock clock_;
-  ScriptedClient client_;
+  FakeKube client_;  // no objects: the lists and watches are scripted
   Recorder recorder_;
 };
 
 TEST_F(InformerTest, ListsInPagesThenWatchesFromTheFirstPagesVersion) {
-  client_.lists.push_back(listOf({pod("a", "n1"), pod("b", "n1")}, "10", "page2"));
-  client_.lists.push_back(listOf({pod("c", "n2")}, "11"));
+  client_.scriptList(listOf({pod("a", "n1"), pod("b", "n1")}, "10", "page2"));
+  client_.scriptList(listOf({pod("c", "n2")}, "11"));
   auto informer = make({.page_size = 2});
   runToIdle(*informer);
 
-  ASSERT_EQ(client_.list_calls.size(), 2U);
-  EXPECT_EQ(client_.list_calls[0].limit, 2);
-  EXPECT_EQ(client_.list_calls[0].continue_token, "");
-  EXPECT_EQ(client_.list_calls[1].continue_token, "page2");
-  ASSERT_EQ(client_.watch_calls.size(), 1U);
-  EXPECT_EQ(client_.watch_calls[0].resource_version, "10");
-  EXPECT_TRUE(client_.watch_calls[0].allow_watch_bookmarks);
-  EXPECT_GE(client_.watch_calls[0].timeout_seconds, 300);
-  EXPECT_LT(client_.watch_calls[0].timeout_seconds, 600);
+  ASSERT_EQ(listCalls().size(), 2U);
+  EXPECT_EQ(listCalls()[0].limit, 2);
+  EXPECT_EQ(listCalls()[0].continue_token, "");
+  EXPECT_EQ(listCalls()[1].continue_token, "page2");
+  ASSERT_EQ(watchCalls().size(), 1U);
+  EXPECT_EQ(watchCalls()[0].resource_version, "10");
+  EXPECT_TRUE(watchCalls()[0].allow_watch_bookmarks);
+  EXPECT_GE(watchCalls()[0].timeout_seconds, 300);
+  EXPECT_LT(watchCalls()[0].timeout_seconds, 600);
   EXPECT_THAT(recorder_.take(), UnorderedElementsAre("add a", "add b", "add c"));
   EXPECT_TRUE(informer->synced());
   EXPECT_EQ(informer->size(), 3U);
@@ -212,16 +129,15 @@ TEST_F(InformerTest, ListsInPagesThenWatchesFromTheFirstPagesVersion) {
 }
 
 TEST_F(InformerTest, WatchEventsUpdateTheCacheAndCallHandlersOnlyForRealChanges) {
-  client_.lists.push_back(listOf({pod("a", "n1")}, "10"));
+  client_.scriptList(listOf({pod("a", "n1")}, "10"));
   Json annotated = pod("a", "n1", "12");
   annotated["metadata"]["annotations"] = {{"irrelevant", "x"}};
   Json terminating = pod("a", "n1", "13");
   terminating["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z";
-  client_.watches.push_back(
-      {.events = {event(WatchEventType::kAdded, pod("b", "n2", "11")),
-                  event(WatchEventType::kModified, annotated),
-                  event(WatchEventType::kModified, terminating), bookmark("20"),
-                  event(WatchEventType::kDeleted, pod("b", "n2", "21"))}});
+  client_.scriptWatch({.events = {event(WatchEventType::kAdded, pod("b", "n2", "11")),
+                                  event(WatchEventType::kModified, annotated),
+                                  event(WatchEventType::kModified, terminating), bookmark("20"),
+                                  event(WatchEventType::kDeleted, pod("b", "n2", "21"))}});
   auto informer = make();
   runToIdle(*informer);
 
@@ -234,16 +150,16 @@ TEST_F(InformerTest, WatchEventsUpdateTheCacheAndCallHandlersOnlyForRealChanges)
   EXPECT_TRUE(informer->get("default", "a")->terminating());
   EXPECT_FALSE(informer->get("default", "b"));
   // The server ended the first stream normally: the next watch resumes from the last version.
-  ASSERT_EQ(client_.watch_calls.size(), 2U);
-  EXPECT_EQ(client_.watch_calls[1].resource_version, "21");
-  EXPECT_EQ(client_.list_calls.size(), 1U);
+  ASSERT_EQ(watchCalls().size(), 2U);
+  EXPECT_EQ(watchCalls()[1].resource_version, "21");
+  EXPECT_EQ(listCalls().size(), 1U);
 }
 
 TEST_F(InformerTest, GoneRelistsAndHandlersSeeWhatChangedMeanwhile) {
-  client_.lists.push_back(listOf({pod("a", "n1"), pod("b", "n1"), pod("c", "n1")}, "10"));
-  client_.watches.push_back({.end = Error("watch: too old resource version", ErrorCode::kGone)});
+  client_.scriptList(listOf({pod("a", "n1"), pod("b", "n1"), pod("c", "n1")}, "10"));
+  client_.scriptWatch({.end = Error("watch: too old resource version", ErrorCode::kGone)});
   Json moved = pod("b", "n2", "40");
-  client_.lists.push_back(listOf({pod("a", "n1"), moved, pod("d", "n1")}, "50"));
+  client_.scriptList(listOf({pod("a", "n1"), moved, pod("d", "n1")}, "50"));
   auto informer = make();
   runToIdle(*informer);
 
@@ -259,23 +175,23 @@ TEST_F(InformerTest, GoneRelistsAndHandlersSeeWhatChangedMeanwhile) {
   EXPECT_EQ(stats.lists, 2U);
   EXPECT_EQ(stats.relists_gone, 1U);
   EXPECT_EQ(stats.failures, 0U);
-  ASSERT_EQ(client_.watch_calls.size(), 2U);
-  EXPECT_EQ(client_.watch_calls[1].resource_version, "50");
+  ASSERT_EQ(watchCalls().size(), 2U);
+  EXPECT_EQ(watchCalls()[1].resource_version, "50");
 }
 
 TEST_F(InformerTest, FailuresBackOffAndResumeFromTheLastVersionWithoutListing) {
-  client_.lists.push_back(Error("list pods: connection refused", ErrorCode::kUnavailable));
-  client_.lists.push_back(listOf({pod("a", "n1")}, "10"));
-  client_.watches.push_back({.events = {event(WatchEventType::kAdded, pod("b", "n1", "11"))},
-                             .end = Error("watch pods: connection reset", ErrorCode::kIo)});
-  client_.watches.push_back({.end = Error("watch pods: 503", ErrorCode::kUnavailable)});
+  client_.scriptList(Error("list pods: connection refused", ErrorCode::kUnavailable));
+  client_.scriptList(listOf({pod("a", "n1")}, "10"));
+  client_.scriptWatch({.events = {event(WatchEventType::kAdded, pod("b", "n1", "11"))},
+                       .end = Error("watch pods: connection reset", ErrorCode::kIo)});
+  client_.scriptWatch({.end = Error("watch pods: 503", ErrorCode::kUnavailable)});
   auto informer = make();
   runToIdle(*informer);
 
-  EXPECT_EQ(client_.list_calls.size(), 2U);
-  ASSERT_EQ(client_.watch_calls.size(), 3U);
-  EXPECT_EQ(client_.watch_calls[1].resource_version, "11");
-  EXPECT_EQ(client_.watch_calls[2].resource_version, "11");
+  EXPECT_EQ(listCalls().size(), 2U);
+  ASSERT_EQ(watchCalls().size(), 3U);
+  EXPECT_EQ(watchCalls()[1].resource_version, "11");
+  EXPECT_EQ(watchCalls()[2].resource_version, "11");
   auto stats = informer->stats();
   EXPECT_EQ(stats.failures, 3U);
   EXPECT_EQ(stats.last_error, "watch pods: 503");
@@ -285,17 +201,17 @@ TEST_F(InformerTest, FailuresBackOffAndResumeFromTheLastVersionWithoutListing) {
 }
 
 TEST_F(InformerTest, AnExpiredContinueTokenRestartsTheList) {
-  client_.lists.push_back(listOf({pod("a", "n1")}, "10", "t1"));
-  client_.lists.push_back(Error("list pods: continue expired", ErrorCode::kGone));
-  client_.lists.push_back(listOf({pod("a", "n1")}, "30", "t2"));
-  client_.lists.push_back(listOf({pod("b", "n1")}, "30"));
+  client_.scriptList(listOf({pod("a", "n1")}, "10", "t1"));
+  client_.scriptList(Error("list pods: continue expired", ErrorCode::kGone));
+  client_.scriptList(listOf({pod("a", "n1")}, "30", "t2"));
+  client_.scriptList(listOf({pod("b", "n1")}, "30"));
   auto informer = make({.page_size = 1});
   runToIdle(*informer);
 
-  ASSERT_EQ(client_.list_calls.size(), 4U);
-  EXPECT_EQ(client_.list_calls[2].continue_token, "");
+  ASSERT_EQ(listCalls().size(), 4U);
+  EXPECT_EQ(listCalls()[2].continue_token, "");
   EXPECT_THAT(recorder_.take(), UnorderedElementsAre("add a", "add b"));
-  EXPECT_EQ(client_.watch_calls.at(0).resource_version, "30");
+  EXPECT_EQ(watchCalls().at(0).resource_version, "30");
   EXPECT_EQ(informer->stats().failures, 0U);
 }
 
@@ -303,9 +219,9 @@ TEST_F(InformerTest, MalformedObjectsAreReportedAndSkippedNeverFatal) {
   Json bad_type = pod("bad", "n1");
   bad_type["spec"]["nodeName"] = 7;
   Json nameless = {{"metadata", {{"namespace", "default"}}}};
-  client_.lists.push_back(listOf({pod("a", "n1"), bad_type, nameless, "garbage"}, "10"));
-  client_.watches.push_back({.events = {event(WatchEventType::kModified, bad_type),
-                                        event(WatchEventType::kAdded, pod("b", "n1", "12"))}});
+  client_.scriptList(listOf({pod("a", "n1"), bad_type, nameless, "garbage"}, "10"));
+  client_.scriptWatch({.events = {event(WatchEventType::kModified, bad_type),
+                                  event(WatchEventType::kAdded, pod("b", "n1", "12"))}});
   auto informer = make();
   runToIdle(*informer);
 
@@ -320,9 +236,9 @@ TEST_F(InformerTest, MalformedObjectsAreReportedAndSkippedNeverFatal) {
 }
 
 TEST_F(InformerTest, AResponseThatIsNotAListIsAFailureNotACrash) {
-  client_.lists.push_back(Json{{"kind", "Status"}});
-  client_.lists.push_back(Json{{"metadata", Json::object()}, {"items", Json::array()}});
-  client_.lists.push_back(listOf({}, "5"));
+  client_.scriptList(Json{{"kind", "Status"}});
+  client_.scriptList(Json{{"metadata", Json::object()}, {"items", Json::array()}});
+  client_.scriptList(listOf({}, "5"));
   auto informer = make();
   runToIdle(*informer);
 
@@ -332,8 +248,8 @@ TEST_F(InformerTest, AResponseThatIsNotAListIsAFailureNotACrash) {
 }
 
 TEST_F(InformerTest, AStreamThatEndsAtOnceWithNothingInItBacksOff) {
-  client_.lists.push_back(listOf({}, "5"));
-  for (int i = 0; i < 3; ++i) client_.watches.push_back({});
+  client_.scriptList(listOf({}, "5"));
+  for (int i = 0; i < 3; ++i) client_.scriptWatch({});
   auto informer =
       std::make_unique<Informer<PodRecord>>(client_, clock_, resources::kPods, "",
                                             InformerOptions{.initial_backoff = milliseconds(1),
@@ -347,6 +263,9 @@ TEST_F(InformerTest, AStreamThatEndsAtOnceWithNothingInItBacksOff) {
 
 TEST_F(InformerTest, StopEndsABackoffWaitAndAnUnsyncedWaitForSync) {
   // Every list fails and the backoff is long: stop() must cut the wait short.
+  client_.inject({.verb = Verb::kList,
+                  .error = Error("list: no script left", ErrorCode::kUnavailable),
+                  .times = -1});
   auto informer = std::make_unique<Informer<PodRecord>>(
       client_, clock_, resources::kPods, "",
       InformerOptions{.initial_backoff = std::chrono::seconds(60),
@@ -367,7 +286,7 @@ TEST_F(InformerTest, StopBeforeRunReturnsAtOnce) {
   auto informer = make();
   informer->stop();
   informer->run();
-  EXPECT_TRUE(client_.list_calls.empty());
+  EXPECT_TRUE(listCalls().empty());
 }
 
 TEST(InformerKeyTest, KeysAreNamespaceSlashNameOrTheName) {

@@ -28,6 +28,7 @@ int fail(const std::string& message) {
 
 }  // namespace
 
+// The flag table, then the server built from it and run; a table reads best as one piece.
 int main(int argc, char** argv) {
   CLI::App app{"ekco-kubesim: a test Kubernetes API server on loopback"};
   std::string listen = "127.0.0.1:0";

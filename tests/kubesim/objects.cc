@@ -117,6 +117,7 @@ base::Result<std::vector<ExecReply>> parseExecScript(std::string_view text) {
   return out;
 }
 
+// Object literals, one kind after another (nodes, then their pods); read best as one piece.
 std::vector<json> generateCluster(int nodes, int pods) {
   std::vector<json> out;
   for (int i = 0; i < nodes; ++i) {

@@ -388,6 +388,8 @@ bool ruleAllows(const json& rule, const RequestAttributes& attrs) {
   return verbMatches(rule, attrs.verb) && nonResourceURLMatches(rule, attrs.path);
 }
 
+// kube-apiserver's RBAC order (masters, discovery, ClusterRoleBindings, RoleBindings, then the
+// denial with its aggregated errors) in one piece, so it can be checked against the original.
 Decision authorize(const RbacPolicy& policy, const UserInfo& user, const RequestAttributes& attrs) {
   if (user.isMaster()) return Decision{.allowed = true, .reason = ""};
   if (!attrs.resource_request &&

@@ -211,6 +211,117 @@ void Server::Impl::record(RequestAttributes&& attrs, const std::string& user, in
   request_log_.push_back(std::move(rec));
 }
 
+// Authentication, as kube-apiserver's union authenticator: the client certificate first, then
+// a bearer token (unknown: nullptr, answered 401 by the caller), then anonymous. token_user
+// holds a token's user for the returned pointer.
+const UserInfo* Server::Impl::authenticate(const Request& req,
+                                           const std::optional<UserInfo>& cert_user,
+                                           std::optional<UserInfo>& token_user) const {
+  static const UserInfo kAnonymousAdmin{.name = "system:anonymous",
+                                        .groups = {"system:unauthenticated", "system:masters"}};
+  static const UserInfo kAnonymous{.name = "system:anonymous",
+                                   .groups = {"system:unauthenticated"}};
+  const UserInfo* user = nullptr;
+  if (cert_user) {
+    user = &*cert_user;
+  } else if (std::string token = bearerToken(std::string_view(
+                 req[http::field::authorization].data(), req[http::field::authorization].size()));
+             !token.empty()) {
+    for (const TokenUser& t : options_.tokens) {
+      if (t.token == token) {
+        token_user = tokenUserInfo(t);
+        break;
+      }
+    }
+    if (!token_user) return nullptr;
+    user = &*token_user;
+  } else {
+    user = options_.anonymous_admin ? &kAnonymousAdmin : &kAnonymous;
+  }
+  return user;
+}
+
+// The faults injected with setFaults(), for requests outside /kubesim: a hang, latency, 429s
+// and 500s. The connection's keep-alive when a fault answered (or hung up), else nullopt.
+std::optional<bool> Server::Impl::injectFaults(SslStream& stream, Request& req,
+                                               RequestAttributes& attrs, const std::string& user,
+                                               bool keep_alive) {
+  Faults faults;
+  double roll = 0;
+  {
+    std::lock_guard lock(mu_);
+    faults = faults_;
+    roll = std::uniform_real_distribution<double>(0, 1)(rng_);
+  }
+  if (faults.hang) {
+    while (!stopping_) {
+      {
+        std::lock_guard lock(mu_);
+        if (!faults_.hang) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    record(std::move(attrs), user, 0, true);
+    return false;  // never answered: the connection closes
+  }
+  if (faults.latency.count() > 0) std::this_thread::sleep_for(faults.latency);
+  if (roll < faults.rate_429) {
+    record(std::move(attrs), user, 429, true);
+    writeReply(stream, req,
+               statusReply(429, "TooManyRequests",
+                           "the server has received too many requests "
+                           "and has asked us to try again later"),
+               keep_alive, 1);
+    return keep_alive;
+  }
+  if (roll < faults.rate_429 + faults.rate_500) {
+    record(std::move(attrs), user, 500, true);
+    writeReply(stream, req,
+               statusReply(500, "InternalError",
+                           "an error on the server (\"injected by "
+                           "kubesim\") has prevented the request from "
+                           "succeeding"),
+               keep_alive);
+    return keep_alive;
+  }
+  return std::nullopt;
+}
+
+// A SelfSubjectAccessReview, answered from the same RBAC evaluator as every request.
+Reply Server::Impl::serveSelfSubjectAccessReview(const Request& req, const UserInfo& user) {
+  Reply reply;
+  if (req.method() != http::verb::post) {
+    reply = statusReply(405, "MethodNotAllowed",
+                        "the server does not allow this method on the requested resource");
+  } else {
+    std::string_view content_type(req[http::field::content_type].data(),
+                                  req[http::field::content_type].size());
+    json body;
+    if (content_type.substr(0, 32) == "application/vnd.kubernetes.proto") {
+      body = decodeSelfSubjectAccessReviewProtobuf(req.body()).value_or(json::value_t::discarded);
+    } else {
+      body = json::parse(req.body(), nullptr, false);
+    }
+    if (body.is_discarded()) {
+      reply = statusReply(400, "BadRequest",
+                          "the request body is not valid JSON (kubesim accepts only JSON)");
+    } else {
+      std::string ns;
+      const json* attributes = body.is_object() ? &body : nullptr;
+      for (const char* key : {"spec", "resourceAttributes", "namespace"}) {
+        if (attributes == nullptr || !attributes->is_object() || !attributes->contains(key)) {
+          attributes = nullptr;
+          break;
+        }
+        attributes = &(*attributes)[key];
+      }
+      if (attributes != nullptr && attributes->is_string()) ns = attributes->get<std::string>();
+      reply = selfSubjectAccessReview(user.isMaster() ? RbacPolicy{} : rbacPolicy(ns), user, body);
+    }
+  }
+  return reply;
+}
+
 bool Server::Impl::handle(SslStream& stream, Request& req,
                           const std::optional<UserInfo>& cert_user) {
   std::string_view target(req.target().data(), req.target().size());
@@ -226,32 +337,13 @@ bool Server::Impl::handle(SslStream& stream, Request& req,
 
   // Authentication, as kube-apiserver's union authenticator: the client certificate first, then
   // a bearer token (unknown: 401), then anonymous.
-  static const UserInfo kAnonymousAdmin{.name = "system:anonymous",
-                                        .groups = {"system:unauthenticated", "system:masters"}};
-  static const UserInfo kAnonymous{.name = "system:anonymous",
-                                   .groups = {"system:unauthenticated"}};
   std::optional<UserInfo> token_user;
-  const UserInfo* user = nullptr;
-  if (cert_user) {
-    user = &*cert_user;
-  } else if (std::string token = bearerToken(std::string_view(
-                 req[http::field::authorization].data(), req[http::field::authorization].size()));
-             !token.empty()) {
-    for (const TokenUser& t : options_.tokens) {
-      if (t.token == token) {
-        token_user = tokenUserInfo(t);
-        break;
-      }
-    }
-    if (!token_user) {
-      // Recorded before answering, so a client that has its answer finds it in the log.
-      record(std::move(attrs), "", 401, false);
-      writeReply(stream, req, statusReply(401, "Unauthorized", "Unauthorized"), keep_alive);
-      return keep_alive;
-    }
-    user = &*token_user;
-  } else {
-    user = options_.anonymous_admin ? &kAnonymousAdmin : &kAnonymous;
+  const UserInfo* user = authenticate(req, cert_user, token_user);
+  if (user == nullptr) {
+    // Recorded before answering, so a client that has its answer finds it in the log.
+    record(std::move(attrs), "", 401, false);
+    writeReply(stream, req, statusReply(401, "Unauthorized", "Unauthorized"), keep_alive);
+    return keep_alive;
   }
 
   // Authorization: RBAC from the store (system:masters bypasses it).
@@ -267,44 +359,7 @@ bool Server::Impl::handle(SslStream& stream, Request& req,
 
   bool is_kubesim = !segs.empty() && segs[0] == "kubesim";
   if (!is_kubesim) {
-    Faults faults;
-    double roll = 0;
-    {
-      std::lock_guard lock(mu_);
-      faults = faults_;
-      roll = std::uniform_real_distribution<double>(0, 1)(rng_);
-    }
-    if (faults.hang) {
-      while (!stopping_) {
-        {
-          std::lock_guard lock(mu_);
-          if (!faults_.hang) break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      record(std::move(attrs), user->name, 0, true);
-      return false;  // never answered: the connection closes
-    }
-    if (faults.latency.count() > 0) std::this_thread::sleep_for(faults.latency);
-    if (roll < faults.rate_429) {
-      record(std::move(attrs), user->name, 429, true);
-      writeReply(stream, req,
-                 statusReply(429, "TooManyRequests",
-                             "the server has received too many requests "
-                             "and has asked us to try again later"),
-                 keep_alive, 1);
-      return keep_alive;
-    }
-    if (roll < faults.rate_429 + faults.rate_500) {
-      record(std::move(attrs), user->name, 500, true);
-      writeReply(stream, req,
-                 statusReply(500, "InternalError",
-                             "an error on the server (\"injected by "
-                             "kubesim\") has prevented the request from "
-                             "succeeding"),
-                 keep_alive);
-      return keep_alive;
-    }
+    if (auto answered = injectFaults(stream, req, attrs, user->name, keep_alive)) return *answered;
   }
 
   bool is_watch = false;
@@ -324,37 +379,7 @@ bool Server::Impl::handle(SslStream& stream, Request& req,
     if (attrs.resource_request && attrs.api_group == "authorization.k8s.io" &&
         attrs.resource == "selfsubjectaccessreviews" && attrs.ns.empty() && attrs.name.empty() &&
         attrs.subresource.empty()) {
-      if (req.method() != http::verb::post) {
-        reply = statusReply(405, "MethodNotAllowed",
-                            "the server does not allow this method on the requested resource");
-      } else {
-        std::string_view content_type(req[http::field::content_type].data(),
-                                      req[http::field::content_type].size());
-        json body;
-        if (content_type.substr(0, 32) == "application/vnd.kubernetes.proto") {
-          body =
-              decodeSelfSubjectAccessReviewProtobuf(req.body()).value_or(json::value_t::discarded);
-        } else {
-          body = json::parse(req.body(), nullptr, false);
-        }
-        if (body.is_discarded()) {
-          reply = statusReply(400, "BadRequest",
-                              "the request body is not valid JSON (kubesim accepts only JSON)");
-        } else {
-          std::string ns;
-          const json* attributes = body.is_object() ? &body : nullptr;
-          for (const char* key : {"spec", "resourceAttributes", "namespace"}) {
-            if (attributes == nullptr || !attributes->is_object() || !attributes->contains(key)) {
-              attributes = nullptr;
-              break;
-            }
-            attributes = &(*attributes)[key];
-          }
-          if (attributes != nullptr && attributes->is_string()) ns = attributes->get<std::string>();
-          reply = selfSubjectAccessReview(user->isMaster() ? RbacPolicy{} : rbacPolicy(ns), *user,
-                                          body);
-        }
-      }
+      reply = serveSelfSubjectAccessReview(req, *user);
     } else {
       reply = route(req, segs, query, &is_watch, &watch_route, &watch_resource);
     }

@@ -5,6 +5,8 @@ namespace ekco::kubesim {
 
 using namespace server_detail;  // NOLINT(google-build-using-namespace): this server's internals
 
+// The exec exchange in protocol order (command and pod, subprotocol, handshake, output
+// channels, status, close); kept whole.
 int Server::Impl::serveExec(SslStream& stream, Request& req, const ParsedRoute& route,
                             const Query& query, const std::function<void(int)>& answering) {
   std::vector<std::string> command;

@@ -167,6 +167,11 @@ class Server::Impl {
   // Answers one request; false when the connection must close afterwards. `cert_user`: the
   // client certificate's identity, if the client presented one.
   bool handle(SslStream& stream, Request& req, const std::optional<UserInfo>& cert_user);
+  const UserInfo* authenticate(const Request& req, const std::optional<UserInfo>& cert_user,
+                               std::optional<UserInfo>& token_user) const;
+  std::optional<bool> injectFaults(SslStream& stream, Request& req, RequestAttributes& attrs,
+                                   const std::string& user, bool keep_alive);
+  Reply serveSelfSubjectAccessReview(const Request& req, const UserInfo& user);
   // The RBAC objects that can apply to a request in `ns` ("" : cluster-scoped only).
   RbacPolicy rbacPolicy(const std::string& ns) const;
   void record(RequestAttributes&& attrs, const std::string& user, int code, bool allowed);
@@ -174,6 +179,8 @@ class Server::Impl {
               bool* is_watch, ParsedRoute* watch_route, ResourceInfo* watch_resource);
   Reply serveResource(const Request& req, const ParsedRoute& route, const Query& query,
                       bool* is_watch, ResourceInfo* resource_out);
+  Reply serveCollection(const Request& req, const ResourceInfo& r, const ParsedRoute& route,
+                        const Query& query, json body, bool* is_watch, ResourceInfo* resource_out);
   void serveWatch(SslStream& stream, const Request& req, const ResourceInfo& r,
                   const ParsedRoute& route, const Query& query);
   // Runs an exec; `answering(code)` is called just before the answer is written (101 when the

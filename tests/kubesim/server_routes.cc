@@ -5,6 +5,37 @@ namespace ekco::kubesim {
 
 using namespace server_detail;  // NOLINT(google-build-using-namespace): this server's internals
 
+namespace {
+
+Reply methodNotAllowed() {
+  return statusReply(405, "MethodNotAllowed",
+                     "the server does not allow this method on the requested resource");
+}
+
+// A DELETE's options: from its DeleteOptions body, then the query (which wins).
+DeleteOptions deleteOptions(const json& body, const Query& query) {
+  DeleteOptions options;
+  if (body.is_object()) {
+    if (body.contains("gracePeriodSeconds") && body["gracePeriodSeconds"].is_number_integer()) {
+      options.grace_period_seconds = body["gracePeriodSeconds"].get<std::int64_t>();
+    }
+    options.propagation_policy = body.value("propagationPolicy", "");
+    const json& pre = body.value("preconditions", json::object());
+    if (pre.is_object()) {
+      options.precondition_uid = pre.value("uid", "");
+      options.precondition_resource_version = pre.value("resourceVersion", "");
+    }
+  }
+  if (auto g = toInt(queryValue(query, "gracePeriodSeconds"))) options.grace_period_seconds = g;
+  if (std::string p = queryValue(query, "propagationPolicy"); !p.empty()) {
+    options.propagation_policy = p;
+  }
+  return options;
+}
+
+}  // namespace
+
+// A routing table, one branch per path family, tried top to bottom; it reads best as one.
 Reply Server::Impl::route(const Request& req, const std::vector<std::string>& segs,
                           const Query& query, bool* is_watch, ParsedRoute* watch_route,
                           ResourceInfo* watch_resource) {
@@ -166,52 +197,10 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
   if (!route.sub.empty() && !r.hasSubresource(route.sub)) {
     return statusReply(404, "NotFound", "the server could not find the requested resource");
   }
-  auto method_not_allowed = [&] {
-    return statusReply(405, "MethodNotAllowed",
-                       "the server does not allow this method on the requested resource");
-  };
   auto patch_type = [&] { return std::string(req[http::field::content_type]); };
 
   if (route.name.empty()) {
-    if (method == http::verb::get) {
-      if (queryFlag(query, "watch")) {
-        auto labels = LabelSelector::parse(queryValue(query, "labelSelector"));
-        if (!labels) return statusReply(400, "BadRequest", labels.error().message());
-        auto fields = FieldSelector::parse(queryValue(query, "fieldSelector"));
-        if (!fields) return statusReply(400, "BadRequest", fields.error().message());
-        std::string rv = queryValue(query, "resourceVersion");
-        if (!rv.empty() && !toInt(rv)) {
-          return statusReply(400, "BadRequest", "invalid resourceVersion: " + rv);
-        }
-        *is_watch = true;
-        *resource_out = r;
-        return Reply{};
-      }
-      ListOptions options{.label_selector = queryValue(query, "labelSelector"),
-                          .field_selector = queryValue(query, "fieldSelector"),
-                          .limit = toInt(queryValue(query, "limit")).value_or(0),
-                          .continue_token = queryValue(query, "continue"),
-                          .resource_version = queryValue(query, "resourceVersion"),
-                          .resource_version_match = queryValue(query, "resourceVersionMatch")};
-      return store_.list(r, route.ns, options);
-    }
-    if (method == http::verb::post) {
-      if (r.namespaced && route.ns.empty()) return method_not_allowed();
-      if (!body.is_object())
-        return statusReply(400, "BadRequest", "the body must be a JSON object");
-      return store_.create(r, route.ns, std::move(body));
-    }
-    if (method == http::verb::delete_) {
-      ListOptions options = selectorsOnly(query);
-      Reply listed = store_.list(r, route.ns, options);
-      if (listed.code != 200) return listed;
-      for (const json& item : listed.body["items"]) {
-        (void)store_.remove(r, item["metadata"].value("namespace", ""),
-                            item["metadata"].value("name", ""), DeleteOptions{});
-      }
-      return listed;
-    }
-    return method_not_allowed();
+    return serveCollection(req, r, route, query, std::move(body), is_watch, resource_out);
   }
 
   if (route.sub == "scale") {
@@ -220,10 +209,10 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
     if (method == http::verb::patch) {
       return store_.patchScale(r, route.ns, route.name, patch_type(), req.body());
     }
-    return method_not_allowed();
+    return methodNotAllowed();
   }
   if (route.sub == "eviction") {
-    if (method != http::verb::post) return method_not_allowed();
+    if (method != http::verb::post) return methodNotAllowed();
     return store_.evict(route.ns, route.name, body);
   }
   if (route.sub == "exec") {
@@ -241,28 +230,57 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
     case http::verb::patch:
       return store_.patch(r, route.ns, route.name, patch_type(), req.body(), route.sub);
     case http::verb::delete_: {
-      if (!route.sub.empty()) return method_not_allowed();
-      DeleteOptions options;
-      if (body.is_object()) {
-        if (body.contains("gracePeriodSeconds") && body["gracePeriodSeconds"].is_number_integer()) {
-          options.grace_period_seconds = body["gracePeriodSeconds"].get<std::int64_t>();
-        }
-        options.propagation_policy = body.value("propagationPolicy", "");
-        const json& pre = body.value("preconditions", json::object());
-        if (pre.is_object()) {
-          options.precondition_uid = pre.value("uid", "");
-          options.precondition_resource_version = pre.value("resourceVersion", "");
-        }
-      }
-      if (auto g = toInt(queryValue(query, "gracePeriodSeconds"))) options.grace_period_seconds = g;
-      if (std::string p = queryValue(query, "propagationPolicy"); !p.empty()) {
-        options.propagation_policy = p;
-      }
-      return store_.remove(r, route.ns, route.name, options);
+      if (!route.sub.empty()) return methodNotAllowed();
+      return store_.remove(r, route.ns, route.name, deleteOptions(body, query));
     }
     default:
-      return method_not_allowed();
+      return methodNotAllowed();
   }
+}
+
+// The verbs on a collection: list or watch (GET), create (POST), delete a selection (DELETE).
+Reply Server::Impl::serveCollection(const Request& req, const ResourceInfo& r,
+                                    const ParsedRoute& route, const Query& query, json body,
+                                    bool* is_watch, ResourceInfo* resource_out) {
+  const http::verb method = req.method();
+  if (method == http::verb::get) {
+    if (queryFlag(query, "watch")) {
+      auto labels = LabelSelector::parse(queryValue(query, "labelSelector"));
+      if (!labels) return statusReply(400, "BadRequest", labels.error().message());
+      auto fields = FieldSelector::parse(queryValue(query, "fieldSelector"));
+      if (!fields) return statusReply(400, "BadRequest", fields.error().message());
+      std::string rv = queryValue(query, "resourceVersion");
+      if (!rv.empty() && !toInt(rv)) {
+        return statusReply(400, "BadRequest", "invalid resourceVersion: " + rv);
+      }
+      *is_watch = true;
+      *resource_out = r;
+      return Reply{};
+    }
+    ListOptions options{.label_selector = queryValue(query, "labelSelector"),
+                        .field_selector = queryValue(query, "fieldSelector"),
+                        .limit = toInt(queryValue(query, "limit")).value_or(0),
+                        .continue_token = queryValue(query, "continue"),
+                        .resource_version = queryValue(query, "resourceVersion"),
+                        .resource_version_match = queryValue(query, "resourceVersionMatch")};
+    return store_.list(r, route.ns, options);
+  }
+  if (method == http::verb::post) {
+    if (r.namespaced && route.ns.empty()) return methodNotAllowed();
+    if (!body.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
+    return store_.create(r, route.ns, std::move(body));
+  }
+  if (method == http::verb::delete_) {
+    ListOptions options = selectorsOnly(query);
+    Reply listed = store_.list(r, route.ns, options);
+    if (listed.code != 200) return listed;
+    for (const json& item : listed.body["items"]) {
+      (void)store_.remove(r, item["metadata"].value("namespace", ""),
+                          item["metadata"].value("name", ""), DeleteOptions{});
+    }
+    return listed;
+  }
+  return methodNotAllowed();
 }
 
 }  // namespace ekco::kubesim

@@ -5,6 +5,8 @@ namespace ekco::kubesim {
 
 using namespace server_detail;  // NOLINT(google-build-using-namespace): this server's internals
 
+// One stream's life (replay, live events, bookmarks, injected drops, timeout) over state its
+// loop shares; kept whole.
 void Server::Impl::serveWatch(SslStream& stream, const Request& req, const ResourceInfo& r,
                               const ParsedRoute& route, const Query& query) {
   // Selectors were validated by serveResource.

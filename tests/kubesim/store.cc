@@ -1,129 +1,23 @@
 #include "tests/kubesim/store.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <ctime>
-#include <set>
 
 #include "tests/kubesim/patch.h"
 #include "tests/kubesim/selector.h"
+#include "tests/kubesim/store_support.h"
 
 namespace ekco::kubesim {
 
 using nlohmann::json;
+using store_detail::conflictModified;
+using store_detail::hasFinalizers;
+using store_detail::metaInt;
+using store_detail::notFound;
+using store_detail::str;
 
 namespace {
-
-const std::set<std::string>& clusterScopedKinds() {
-  static const std::set<std::string> kinds = {"Node",
-                                              "Namespace",
-                                              "PersistentVolume",
-                                              "StorageClass",
-                                              "ClusterRole",
-                                              "ClusterRoleBinding",
-                                              "CustomResourceDefinition",
-                                              "PriorityClass",
-                                              "CSIDriver",
-                                              "CSINode",
-                                              "VolumeAttachment",
-                                              "MutatingWebhookConfiguration",
-                                              "ValidatingWebhookConfiguration",
-                                              "APIService",
-                                              "CertificateSigningRequest",
-                                              "RuntimeClass",
-                                              "IngressClass",
-                                              "ClusterIssuer"};
-  return kinds;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string pluralize(std::string_view kind) {
-  std::string s = lower(kind);
-  if (s.empty()) return s;
-  auto ends = [&](std::string_view suffix) {
-    return s.size() >= suffix.size() &&
-           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (ends("s") || ends("x") || ends("ch") || ends("sh")) return s + "es";
-  if (ends("y") && s.size() > 1 &&
-      std::string_view("aeiou").find(s[s.size() - 2]) == std::string_view::npos) {
-    return s.substr(0, s.size() - 1) + "ies";
-  }
-  return s + "s";
-}
-
-std::vector<ResourceInfo> builtins() {
-  auto r = [](std::string group, std::string version, std::string plural, std::string kind,
-              bool namespaced, std::vector<std::string> shorts, std::vector<std::string> subs) {
-    return ResourceInfo{.group = std::move(group),
-                        .version = std::move(version),
-                        .plural = std::move(plural),
-                        .singular = lower(kind),
-                        .kind = std::move(kind),
-                        .namespaced = namespaced,
-                        .short_names = std::move(shorts),
-                        .subresources = std::move(subs)};
-  };
-  // Served by the server itself (the RBAC evaluator), never stored.
-  ResourceInfo selfSubjectAccessReviews =
-      r("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", false,
-        {}, {});
-  selfSubjectAccessReviews.verbs = {"create"};
-  return {
-      r("", "v1", "nodes", "Node", false, {"no"}, {"status"}),
-      r("", "v1", "pods", "Pod", true, {"po"}, {"status", "eviction", "exec"}),
-      r("", "v1", "namespaces", "Namespace", false, {"ns"}, {"status"}),
-      r("", "v1", "configmaps", "ConfigMap", true, {"cm"}, {}),
-      r("", "v1", "secrets", "Secret", true, {}, {}),
-      r("", "v1", "services", "Service", true, {"svc"}, {"status"}),
-      r("", "v1", "endpoints", "Endpoints", true, {"ep"}, {}),
-      r("", "v1", "events", "Event", true, {"ev"}, {}),
-      r("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, {"pvc"}, {"status"}),
-      r("", "v1", "persistentvolumes", "PersistentVolume", false, {"pv"}, {"status"}),
-      r("", "v1", "serviceaccounts", "ServiceAccount", true, {"sa"}, {}),
-      r("apps", "v1", "deployments", "Deployment", true, {"deploy"}, {"status", "scale"}),
-      r("apps", "v1", "statefulsets", "StatefulSet", true, {"sts"}, {"status", "scale"}),
-      r("apps", "v1", "daemonsets", "DaemonSet", true, {"ds"}, {"status"}),
-      r("apps", "v1", "replicasets", "ReplicaSet", true, {"rs"}, {"status"}),
-      r("coordination.k8s.io", "v1", "leases", "Lease", true, {}, {}),
-      r("events.k8s.io", "v1", "events", "Event", true, {"ev"}, {}),
-      r("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, {"pdb"}, {"status"}),
-      r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, {}, {}),
-      r("storage.k8s.io", "v1", "storageclasses", "StorageClass", false, {"sc"}, {}),
-      r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-        false, {"crd", "crds"}, {"status"}),
-      r("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, {}, {}),
-      r("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, {},
-        {}),
-      r("rbac.authorization.k8s.io", "v1", "roles", "Role", true, {}, {}),
-      r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, {}, {}),
-      selfSubjectAccessReviews,
-  };
-}
-
-std::string str(const json& obj, std::initializer_list<const char*> path) {
-  const json* cur = &obj;
-  for (const char* p : path) {
-    if (!cur->is_object()) return {};
-    auto it = cur->find(p);
-    if (it == cur->end()) return {};
-    cur = &*it;
-  }
-  return cur->is_string() ? cur->get<std::string>() : std::string();
-}
-
-bool hasFinalizers(const json& obj) {
-  auto meta = obj.find("metadata");
-  if (meta == obj.end() || !meta->is_object()) return false;
-  auto f = meta->find("finalizers");
-  return f != meta->end() && f->is_array() && !f->empty();
-}
 
 bool isPod(const ResourceInfo& r) { return r.group.empty() && r.plural == "pods"; }
 
@@ -132,20 +26,6 @@ json specOf(const json& obj) {
   copy.erase("metadata");
   copy.erase("status");
   return copy;
-}
-
-std::int64_t metaInt(const json& obj, const char* field, std::int64_t fallback) {
-  auto meta = obj.find("metadata");
-  if (meta == obj.end() || !meta->is_object()) return fallback;
-  auto it = meta->find(field);
-  return it != meta->end() && it->is_number_integer() ? it->get<std::int64_t>() : fallback;
-}
-
-// "2026-01-02T03:04:05Z" → seconds since the epoch; nullopt if malformed.
-std::optional<std::int64_t> parseTime(const std::string& text) {
-  std::tm tm{};
-  if (strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
-  return static_cast<std::int64_t>(timegm(&tm));
 }
 
 std::string toHex(std::string_view s) {
@@ -175,6 +55,35 @@ std::optional<std::string> fromHex(std::string_view s) {
   return out;
 }
 
+}  // namespace
+
+namespace store_detail {
+
+std::string str(const json& obj, std::initializer_list<const char*> path) {
+  const json* cur = &obj;
+  for (const char* p : path) {
+    if (!cur->is_object()) return {};
+    auto it = cur->find(p);
+    if (it == cur->end()) return {};
+    cur = &*it;
+  }
+  return cur->is_string() ? cur->get<std::string>() : std::string();
+}
+
+bool hasFinalizers(const json& obj) {
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return false;
+  auto f = meta->find("finalizers");
+  return f != meta->end() && f->is_array() && !f->empty();
+}
+
+std::int64_t metaInt(const json& obj, const char* field, std::int64_t fallback) {
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return fallback;
+  auto it = meta->find(field);
+  return it != meta->end() && it->is_number_integer() ? it->get<std::int64_t>() : fallback;
+}
+
 Reply notFound(const ResourceInfo& r, const std::string& name) {
   return statusReply(404, "NotFound", r.qualified() + " \"" + name + "\" not found", name, &r);
 }
@@ -187,11 +96,7 @@ Reply conflictModified(const ResourceInfo& r, const std::string& name) {
                      name, &r);
 }
 
-}  // namespace
-
-bool ResourceInfo::hasSubresource(std::string_view sub) const {
-  return std::find(subresources.begin(), subresources.end(), sub) != subresources.end();
-}
+}  // namespace store_detail
 
 Reply statusReply(int code, std::string_view reason, std::string_view message,
                   std::string_view name, const ResourceInfo* resource) {
@@ -211,76 +116,6 @@ Reply statusReply(int code, std::string_view reason, std::string_view message,
 }
 
 std::string objectKey(const std::string& ns, const std::string& name) { return ns + "/" + name; }
-
-Store::Store(const base::Clock& clock, std::size_t history_window)
-    : clock_(clock),
-      history_window_(std::max<std::size_t>(history_window, 1)),
-      rng_(std::random_device{}()) {
-  for (ResourceInfo& info : builtins()) registerLocked(std::move(info));
-}
-
-void Store::registerLocked(ResourceInfo info) {
-  std::string key = info.key();
-  resources_.emplace(key, std::move(info));
-  data_.try_emplace(key);
-}
-
-std::optional<ResourceInfo> Store::findResource(std::string_view group, std::string_view version,
-                                                std::string_view plural) const {
-  std::lock_guard lock(mu_);
-  auto it =
-      resources_.find(std::string(group) + "/" + std::string(version) + "/" + std::string(plural));
-  if (it == resources_.end()) return std::nullopt;
-  return it->second;
-}
-
-std::optional<ResourceInfo> Store::findQualified(std::string_view qualified) const {
-  std::lock_guard lock(mu_);
-  auto dot = qualified.find('.');
-  std::string plural(qualified.substr(0, dot));
-  std::string group(dot == std::string_view::npos ? "" : qualified.substr(dot + 1));
-  for (const auto& [key, info] : resources_) {
-    if (info.plural == plural && info.group == group) return info;
-  }
-  return std::nullopt;
-}
-
-std::vector<ResourceInfo> Store::resources() const {
-  std::lock_guard lock(mu_);
-  std::vector<ResourceInfo> out;
-  for (const auto& [key, info] : resources_) out.push_back(info);
-  return out;
-}
-
-std::optional<ResourceInfo> Store::findByKindLocked(std::string_view api_version,
-                                                    std::string_view kind) const {
-  for (const auto& [key, info] : resources_) {
-    if (info.kind == kind && info.apiVersion() == api_version) return info;
-  }
-  return std::nullopt;
-}
-
-base::Result<ResourceInfo> Store::resourceForObject(const json& object) {
-  std::string api_version = str(object, {"apiVersion"});
-  std::string kind = str(object, {"kind"});
-  if (api_version.empty() || kind.empty()) {
-    return base::Error("object without apiVersion or kind", base::ErrorCode::kInvalidArgument);
-  }
-  std::lock_guard lock(mu_);
-  if (auto found = findByKindLocked(api_version, kind)) return *found;
-  auto slash = api_version.find('/');
-  ResourceInfo info{
-      .group = slash == std::string::npos ? "" : api_version.substr(0, slash),
-      .version = slash == std::string::npos ? api_version : api_version.substr(slash + 1),
-      .plural = pluralize(kind),
-      .singular = lower(kind),
-      .kind = kind,
-      .namespaced = clusterScopedKinds().count(kind) == 0,
-      .short_names = {},
-      .subresources = {}};
-  registerLocked(info);
-  return info;
-}
 
 std::string Store::nowText(std::chrono::seconds offset) const {
   std::time_t t = std::chrono::system_clock::to_time_t(clock_.wallNow() + offset);
@@ -706,131 +541,6 @@ void Store::finishDeletionLocked(const ResourceInfo& r, const json& object) {
   commitLocked(r, "DELETED", object, std::move(old));
 }
 
-Reply Store::getScale(const ResourceInfo& r, const std::string& ns, const std::string& name) const {
-  std::lock_guard lock(mu_);
-  const json* obj = findLocked(r, ns, name);
-  if (obj == nullptr) return notFound(r, name);
-  std::string selector;
-  const json& match =
-      (*obj)["spec"].value("selector", json::object()).value("matchLabels", json::object());
-  for (auto it = match.begin(); it != match.end(); ++it) {
-    if (!selector.empty()) selector += ",";
-    selector += it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
-  }
-  json meta = {{"name", name},
-               {"namespace", ns},
-               {"uid", str(*obj, {"metadata", "uid"})},
-               {"resourceVersion", str(*obj, {"metadata", "resourceVersion"})},
-               {"creationTimestamp", str(*obj, {"metadata", "creationTimestamp"})}};
-  return Reply{.code = 200,
-               .body = {{"kind", "Scale"},
-                        {"apiVersion", "autoscaling/v1"},
-                        {"metadata", meta},
-                        {"spec", {{"replicas", (*obj)["spec"].value("replicas", 1)}}},
-                        {"status",
-                         {{"replicas", obj->value("status", json::object()).value("replicas", 0)},
-                          {"selector", selector}}}}};
-}
-
-Reply Store::updateScale(const ResourceInfo& r, const std::string& ns, const std::string& name,
-                         const json& scale) {
-  if (!scale.is_object() || !scale.contains("spec") || !scale["spec"].is_object() ||
-      !scale["spec"].value("replicas", json()).is_number_integer()) {
-    return statusReply(422, "Invalid", "Scale is invalid: spec.replicas: Required value", name, &r);
-  }
-  {
-    std::lock_guard lock(mu_);
-    const json* obj = findLocked(r, ns, name);
-    if (obj == nullptr) return notFound(r, name);
-    std::string rv = str(scale, {"metadata", "resourceVersion"});
-    if (!rv.empty() && rv != str(*obj, {"metadata", "resourceVersion"})) {
-      return conflictModified(r, name);
-    }
-    json next = *obj;
-    next["spec"]["replicas"] = scale["spec"]["replicas"];
-    Reply written = updateLocked(r, ns, name, std::move(next), "", false);
-    if (written.code >= 300) return written;
-  }
-  return getScale(r, ns, name);
-}
-
-Reply Store::patchScale(const ResourceInfo& r, const std::string& ns, const std::string& name,
-                        std::string_view content_type, std::string_view body) {
-  Reply scale = getScale(r, ns, name);
-  if (scale.code != 200) return scale;
-  json patch_doc = json::parse(body, nullptr, false);
-  if (patch_doc.is_discarded()) return statusReply(400, "BadRequest", "invalid JSON patch");
-  std::string type(content_type.substr(0, content_type.find(';')));
-  try {
-    if (type == "application/json-patch+json") {
-      scale.body = scale.body.patch(patch_doc);
-    } else if (type == "application/strategic-merge-patch+json") {
-      auto merged = strategicMergePatch(scale.body, patch_doc);
-      if (!merged) return statusReply(400, "BadRequest", merged.error().message());
-      scale.body = *merged;
-    } else {
-      scale.body.merge_patch(patch_doc);
-    }
-  } catch (const json::exception& e) {
-    return statusReply(422, "Invalid", e.what(), name, &r);
-  }
-  return updateScale(r, ns, name, scale.body);
-}
-
-Reply Store::evict(const std::string& ns, const std::string& name, const json& eviction) {
-  std::optional<ResourceInfo> pods = findResource("", "v1", "pods");
-  std::lock_guard lock(mu_);
-  const json* pod = findLocked(*pods, ns, name);
-  if (pod == nullptr) return notFound(*pods, name);
-  // A PodDisruptionBudget whose selector matches the pod and whose status says no disruption
-  // is allowed blocks the eviction (429), as the eviction subresource does.
-  auto pdbs = data_.find("policy/v1/poddisruptionbudgets");
-  if (pdbs != data_.end() &&
-      !pod->value("metadata", json::object()).contains("deletionTimestamp")) {
-    for (const auto& [key, pdb] : pdbs->second.objects) {
-      if (str(pdb, {"metadata", "namespace"}) != ns) continue;
-      const json& match = pdb.value("spec", json::object())
-                              .value("selector", json::object())
-                              .value("matchLabels", json::object());
-      std::string text;
-      for (auto it = match.begin(); it != match.end(); ++it) {
-        if (!text.empty()) text += ",";
-        text += it.key() + "=" + (it->is_string() ? it->get<std::string>() : "");
-      }
-      auto sel = LabelSelector::parse(text);
-      if (!sel || !sel->matches((*pod)["metadata"].value("labels", json()))) continue;
-      const json& status = pdb.value("status", json::object());
-      if (status.value("disruptionsAllowed", std::int64_t{1}) <= 0) {
-        Reply reply = statusReply(429, "TooManyRequests",
-                                  "Cannot evict pod as it would violate the pod's disruption "
-                                  "budget.");
-        reply.body["details"] = {
-            {"causes",
-             {{{"reason", "DisruptionBudget"},
-               {"message",
-                "The disruption budget " + str(pdb, {"metadata", "name"}) + " needs " +
-                    std::to_string(status.value("desiredHealthy", 0)) + " healthy pods and has " +
-                    std::to_string(status.value("currentHealthy", 0)) + " currently"}}}}};
-        return reply;
-      }
-    }
-  }
-  DeleteOptions options;
-  const json& del =
-      eviction.is_object() ? eviction.value("deleteOptions", json::object()) : json::object();
-  if (del.contains("gracePeriodSeconds") && del["gracePeriodSeconds"].is_number_integer()) {
-    options.grace_period_seconds = del["gracePeriodSeconds"].get<std::int64_t>();
-  }
-  Reply deleted = deleteLocked(*pods, *pod, options);
-  if (deleted.code >= 300) return deleted;
-  return Reply{.code = 201,
-               .body = {{"kind", "Status"},
-                        {"apiVersion", "v1"},
-                        {"metadata", json::object()},
-                        {"status", "Success"},
-                        {"code", 201}}};
-}
-
 base::Result<json> Store::put(json object) {
   if (!object.is_object()) {
     return base::Error("object is not a JSON object", base::ErrorCode::kInvalidArgument);
@@ -919,47 +629,6 @@ void Store::shutdown() {
 bool Store::isShutdown() const {
   std::lock_guard lock(mu_);
   return shutdown_;
-}
-
-void Store::kubeletPass() {
-  std::lock_guard lock(mu_);
-  auto pods_it = resources_.find("/v1/pods");
-  if (pods_it == resources_.end()) return;
-  const ResourceInfo pods = pods_it->second;
-  const auto& nodes = data_["/v1/nodes"].objects;
-  std::int64_t now =
-      std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch()).count();
-  std::vector<json> due;
-  const auto& all_pods = data_["/v1/pods"].objects;
-  for (const std::string& key : terminating_pods_) {
-    auto found = all_pods.find(key);
-    if (found == all_pods.end()) continue;
-    const json& pod = found->second;
-    std::string deletion = str(pod, {"metadata", "deletionTimestamp"});
-    if (deletion.empty()) continue;
-    auto when = parseTime(deletion);
-    if (when && *when > now) continue;
-    // Only a kubelet that is running (its node Ready=True) confirms the deletion.
-    auto node = nodes.find(objectKey("", pod["spec"].value("nodeName", "")));
-    if (node == nodes.end()) continue;
-    bool ready = false;
-    for (const json& c :
-         node->second.value("status", json::object()).value("conditions", json::array())) {
-      if (c.value("type", "") == "Ready" && c.value("status", "") == "True") ready = true;
-    }
-    if (ready) due.push_back(pod);
-  }
-  for (json& pod : due) {
-    if (hasFinalizers(pod)) {
-      if (metaInt(pod, "deletionGracePeriodSeconds", 0) != 0) {
-        json old = pod;
-        pod["metadata"]["deletionGracePeriodSeconds"] = 0;
-        commitLocked(pods, "MODIFIED", std::move(pod), std::move(old));
-      }
-    } else {
-      finishDeletionLocked(pods, pod);
-    }
-  }
 }
 
 }  // namespace ekco::kubesim

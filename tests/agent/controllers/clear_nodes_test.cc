@@ -1,11 +1,9 @@
-// The clear-nodes leader controller (agent/clear_nodes.h):
-//   - the pure plan over tables;
+// The clear-nodes leader controller (agent/clear_nodes.h) (the pure plan and randomized states
+// against the in-memory API: clear_nodes_plan_test.cc):
 //   - the controller against ekco-kubesim in-process on a ManualClock: force deletes only once
 //     both thresholds have passed, requeue_after is the exact time to the next threshold, Events
 //     are recorded, dry run deletes nothing, the storm guard blocks and reports, the second guard
 //     (cache re-read, leader freshness) prevents a delete;
-//   - randomized cluster states against a fake client: never a delete of a pod on a live node,
-//     never during a storm, never early, never a missed one, always the exact wake-up;
 //   - a real `ekco agent` against kubesim: a stuck pod on an unreachable node is gone within the
 //     threshold + 1 s (the reaction latency is printed).
 #include "agent/controllers/clear_nodes.h"
@@ -16,14 +14,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <random>
 #include <set>
 #include <thread>
 
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
-#include "base/log.h"
 #include "hostfs/local_host_fs.h"
 #include "kube/curl_transport.h"
 #include "kube/kubeconfig.h"
@@ -37,7 +32,6 @@ namespace ekco::agent {
 namespace {
 
 namespace fs = std::filesystem;
-using base::Error;
 using base::ErrorCode;
 using kube::Atom;
 using nlohmann::json;
@@ -47,113 +41,6 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 
 const base::WallTime kT0 = base::WallTime(seconds(1'700'000'000));
-
-// --- records for the pure tests -----------------------------------------------------------
-
-kube::NodeRecord nodeRecord(const std::string& name, const std::string& ready,
-                            std::optional<base::WallTime> taint_added = std::nullopt,
-                            std::optional<base::WallTime> ready_since = std::nullopt) {
-  kube::NodeRecord n{.name = Atom(name)};
-  n.conditions.push_back(
-      {.type = Atom("Ready"), .status = Atom(ready), .last_transition_time = ready_since});
-  if (taint_added) {
-    n.taints.push_back(
-        {.key = Atom(kTaintUnreachable), .effect = Atom("NoExecute"), .time_added = taint_added});
-  }
-  return n;
-}
-
-kube::PodRecord podRecord(const std::string& name, const std::string& node,
-                          std::optional<base::WallTime> deleted = std::nullopt,
-                          std::optional<std::int64_t> grace = 30) {
-  return {.ns = Atom("default"),
-          .name = name,
-          .uid = "uid-" + name,
-          .node_name = Atom(node),
-          .phase = Atom("Running"),
-          .deletion_timestamp = deleted,
-          .deletion_grace_period_seconds = deleted ? grace : std::nullopt};
-}
-
-std::vector<std::string> names(const std::vector<PodToClear>& items) {
-  std::vector<std::string> out;
-  for (const auto& i : items) out.push_back(i.pod.name);
-  return out;
-}
-
-TEST(ClearPlan, APodDeletedInYear9999IsNotYetDueAndNothingOverflows) {
-  // Defect: deletionTimestamp 9999-12-31 overflowed into 1816 and the pod was force-deleted
-  // ("terminating since 1816"). Parsed as the informer parses it.
-  const ClearRules rules{.node_unreachable_toleration = minutes(5),
-                         .pod_deletion_grace = std::chrono::hours(2562047),
-                         .storm_guard_percent = 55};
-  auto far = kube::parseRfc3339("9999-12-31T23:59:59Z");
-  ASSERT_TRUE(far);
-  const std::vector<kube::NodeRecord> nodes = {nodeRecord("a", "True"), nodeRecord("b", "True"),
-                                               nodeRecord("dead", "Unknown", kT0, kT0)};
-  const std::vector<kube::PodRecord> pods = {podRecord("future", "dead", *far),
-                                             podRecord("normal", "dead", kT0 - minutes(10))};
-  const ClearPlan p = planClear(nodes, pods, kT0 + std::chrono::hours(24), rules);
-  EXPECT_TRUE(names(p.due).empty());
-  // Both saturate at the end of time, so they tie and sort by name.
-  EXPECT_EQ(names(p.pending), (std::vector<std::string>{"future", "normal"}));
-  ASSERT_TRUE(p.next);
-  EXPECT_GT(*p.next, kT0 + std::chrono::hours(24));
-  const ClearRules normal{.node_unreachable_toleration = minutes(5),
-                          .pod_deletion_grace = seconds(30),
-                          .storm_guard_percent = 55};
-  const ClearPlan q = planClear(nodes, pods, kT0 + std::chrono::hours(24), normal);
-  EXPECT_EQ(names(q.due), std::vector<std::string>{"normal"});
-  EXPECT_EQ(names(q.pending), std::vector<std::string>{"future"});
-}
-
-TEST(ClearPlan, BothThresholdsMustPassAndTheNextIsTheEarliestPendingOne) {
-  const ClearRules rules{.node_unreachable_toleration = minutes(5),
-                         .pod_deletion_grace = seconds(30),
-                         .storm_guard_percent = 55};
-  const std::vector<kube::NodeRecord> nodes = {
-      nodeRecord("a", "True"), nodeRecord("b", "Unknown", kT0, kT0 - seconds(40)),
-      nodeRecord("c", "False"),  // not ready but reachable: the kubelet finishes its pods
-      nodeRecord("d", "Unknown", std::nullopt, kT0 + minutes(1)),  // condition fallback
-  };
-  const std::vector<kube::PodRecord> pods = {
-      podRecord("b-early", "b", kT0 - minutes(1)),       // grace long passed, node dead at +5m
-      podRecord("b-late", "b", kT0 + minutes(5)),        // node dead first, grace at +5m30s
-      podRecord("b-running", "b"),                       // not terminating: never
-      podRecord("b-forced", "b", kT0 - minutes(10), 0),  // already force-deleted
-      podRecord("a-stuck", "a", kT0 - minutes(10)),      // live node: never
-      podRecord("c-stuck", "c", kT0 - minutes(10)),      // reachable node: never
-      podRecord("d-stuck", "d", kT0),                    // dead at +6m
-      podRecord("x-stuck", "gone", kT0 - minutes(10)),   // unknown node: never
-  };
-  {
-    const ClearPlan p = planClear(nodes, pods, kT0 + minutes(5) - milliseconds(1), rules);
-    EXPECT_TRUE(names(p.due).empty());
-    EXPECT_EQ(names(p.pending), (std::vector<std::string>{"b-early", "b-late", "d-stuck"}));
-    EXPECT_EQ(p.next, kT0 + minutes(5));
-    EXPECT_TRUE(p.dead_nodes.empty());
-    EXPECT_EQ(p.held, std::vector<std::string>{"default/b-forced"});
-    EXPECT_FALSE(p.storm.active);  // 2 of 4
-  }
-  {
-    const ClearPlan p = planClear(nodes, pods, kT0 + minutes(5), rules);
-    EXPECT_EQ(names(p.due), std::vector<std::string>{"b-early"});
-    EXPECT_EQ(p.next, kT0 + minutes(5) + seconds(30));
-    EXPECT_EQ(p.dead_nodes, std::vector<std::string>{"b"});
-    EXPECT_EQ(p.due[0].due, kT0 + minutes(5));
-    EXPECT_EQ(p.due[0].node_dead_at, kT0 + minutes(5));
-    EXPECT_EQ(p.due[0].grace_passed_at, kT0 - seconds(30));
-  }
-  {
-    const ClearPlan p = planClear(nodes, pods, kT0 + minutes(6), rules);
-    EXPECT_EQ(names(p.due), (std::vector<std::string>{"b-early", "b-late", "d-stuck"}));
-    EXPECT_EQ(p.next, std::nullopt);
-    EXPECT_EQ(p.dead_nodes, (std::vector<std::string>{"b", "d"}));
-  }
-  EXPECT_EQ(clearReason(planClear(nodes, pods, kT0 + minutes(6), rules).due[0], rules),
-            "node b unreachable since 2023-11-14T22:13:20Z (dead after 5m); pod terminating "
-            "since 2023-11-14T22:12:20Z (force-deleted after 30s)");
-}
 
 // --- against kubesim ------------------------------------------------------------------------
 
@@ -520,186 +407,6 @@ TEST_F(ClearNodesTest, ARecreatedNamesakeIsNeverDeleted) {
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_TRUE(exists("p1"));  // the uid precondition failed: nothing deleted, nothing counted
   EXPECT_TRUE(actions_.empty());
-}
-
-// --- randomized states against a fake client ---------------------------------------------------
-
-class FakeKube final : public kube::KubeClient {
- public:
-  std::vector<kube::NodeRecord> nodes;
-  std::vector<kube::PodRecord> pods;
-  std::vector<std::string> deleted;  // "ns/name"
-  std::vector<kube::EventSpec> events;
-  std::function<void(const kube::PodRecord&)> on_delete;
-
-  base::Result<kube::Json> get(const kube::Resource&, std::string_view, std::string_view,
-                               std::string_view) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<kube::Json> list(const kube::Resource&, std::string_view,
-                                const kube::ListOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<kube::Json> create(const kube::Resource&, std::string_view,
-                                  const kube::Json&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<kube::Json> update(const kube::Resource&, std::string_view, const kube::Json&,
-                                  std::string_view) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<kube::Json> patch(const kube::Resource&, std::string_view, std::string_view,
-                                 kube::PatchType, const kube::Json&, std::string_view) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status remove(const kube::Resource& resource, std::string_view ns, std::string_view name,
-                      const kube::DeleteOptions& options) override {
-    EXPECT_EQ(resource, kube::resources::kPods);
-    EXPECT_EQ(options.grace_period_seconds, 0);
-    auto it = std::find_if(pods.begin(), pods.end(),
-                           [&](const kube::PodRecord& p) { return p.ns == ns && p.name == name; });
-    if (it == pods.end()) return Error("not found", ErrorCode::kNotFound);
-    if (it->uid != options.precondition_uid) return Error("uid", ErrorCode::kConflict);
-    if (on_delete) on_delete(*it);
-    deleted.push_back(std::string(ns) + "/" + std::string(name));
-    pods.erase(it);
-    return base::ok();
-  }
-  base::Status evict(std::string_view, std::string_view, const kube::DeleteOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status recordEvent(const kube::EventSpec& event) override {
-    events.push_back(event);
-    return base::ok();
-  }
-  base::Status watch(const kube::Resource&, std::string_view, const kube::WatchOptions&,
-                     const kube::WatchHandler&, kube::CancelToken*) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-};
-
-TEST(ClearNodesRandomized, NeverALiveNodeNeverInAStormNeverEarlyNeverMissedExactWakeUps) {
-  // Thousands of force deletes and storms: counted, not printed.
-  int log_lines = 0;
-  base::configureLogging(base::LogOptions{.sink = [&](std::string_view) { ++log_lines; }});
-  struct RestoreLogging {
-    ~RestoreLogging() { base::configureLogging(base::LogOptions{}); }
-  } restore_logging;
-  std::mt19937_64 rng(20240607);
-  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
-  auto offset = [&](int lo_s, int hi_s) {  // whole seconds, as the API writes times
-    return seconds(lo_s + pick(hi_s - lo_s + 1));
-  };
-  int deletes = 0;
-  int total_deletes = 0;
-  int storms = 0;
-  int wakeups = 0;
-  for (int iteration = 0; iteration < 1500; ++iteration) {
-    base::ManualClock clock(kT0);
-    FakeKube kube;
-    const ClearRules rules{.node_unreachable_toleration = seconds(pick(400)),
-                           .pod_deletion_grace = seconds(pick(60)),
-                           .storm_guard_percent = pick(101)};
-    const int node_count = 1 + pick(9);
-    for (int i = 0; i < node_count; ++i) {
-      const std::string name = "n" + std::to_string(i);
-      const base::WallTime t = kT0 - offset(0, 600) + offset(0, 60);
-      switch (pick(7)) {
-        case 0:
-        case 1:
-          kube.nodes.push_back(nodeRecord(name, "True", std::nullopt, t));
-          break;
-        case 2:
-          kube.nodes.push_back(nodeRecord(name, "False", std::nullopt, t));
-          break;
-        case 3:
-          kube.nodes.push_back(nodeRecord(name, "Unknown", t, t - seconds(40)));
-          break;
-        case 4:
-          kube.nodes.push_back(nodeRecord(name, "Unknown", std::nullopt, t));
-          break;
-        case 5:
-          kube.nodes.push_back(nodeRecord(name, "Unknown"));
-          break;  // no time known
-        default:
-          kube.nodes.push_back(nodeRecord(name, "True", t, t));
-          break;  // stale taint
-      }
-      if (pick(5) == 0) kube.nodes.back().unschedulable = true;
-    }
-    const int pod_count = pick(15);
-    for (int i = 0; i < pod_count; ++i) {
-      const std::string node = "n" + std::to_string(pick(node_count + 1));  // may not exist
-      std::optional<base::WallTime> deleted;
-      if (pick(3) != 0) deleted = kT0 - offset(0, 300) + offset(0, 60);
-      kube.pods.push_back(podRecord("p" + std::to_string(i), node, deleted, pick(8) == 0 ? 0 : 30));
-    }
-    // Checked at the moment of every delete, against the state the fake holds then.
-    kube.on_delete = [&](const kube::PodRecord& pod) {
-      const base::WallTime now = clock.wallNow();
-      auto node = std::find_if(kube.nodes.begin(), kube.nodes.end(),
-                               [&](const kube::NodeRecord& n) { return n.name == pod.node_name; });
-      ASSERT_NE(node, kube.nodes.end()) << pod.name;
-      EXPECT_TRUE(isDead(*node, now, rules.node_unreachable_toleration)) << pod.name;
-      EXPECT_TRUE(isUnreachable(*node));
-      EXPECT_NE(node->condition("Ready")->status, "True") << "deleted a pod on a live node";
-      ASSERT_TRUE(pod.deletion_timestamp);
-      EXPECT_GE(now, *pod.deletion_timestamp + rules.pod_deletion_grace) << "deleted early";
-      EXPECT_NE(pod.deletion_grace_period_seconds, 0);
-      EXPECT_FALSE(assessStorm(kube.nodes, rules.storm_guard_percent).active)
-          << "deleted during a storm";
-    };
-    ClearNodesController c(
-        [&] { return ObservedNodes{.synced = true, .nodes = kube.nodes}; },
-        [&] { return kube.pods; }, kube, clock, {.rules = rules},
-        {.read_nodes = [&]() -> base::Result<std::vector<kube::NodeRecord>> { return kube.nodes; },
-         .read_pod = [&](std::string_view ns,
-                         std::string_view name) -> base::Result<std::optional<kube::PodRecord>> {
-           for (const auto& p : kube.pods) {
-             if (p.ns == ns && p.name == name) return std::optional<kube::PodRecord>(p);
-           }
-           return std::optional<kube::PodRecord>();
-         },
-         .is_leader_fresh = [] { return true; }});
-    // Run, then follow the wake-ups the controller asks for, as the manager would.
-    for (int step = 0; step < 20; ++step) {
-      const auto before = kube.pods;
-      const base::WallTime now = clock.wallNow();
-      const ClearPlan expected = planClear(kube.nodes, before, now, rules);
-      auto r = c.reconcile();
-      ASSERT_TRUE(r) << r.error().message();
-      if (expected.storm.active) {
-        ++storms;
-        EXPECT_EQ(kube.pods.size(), before.size());
-        break;
-      }
-      // Nothing due is left behind.
-      EXPECT_EQ(kube.deleted.size() - static_cast<std::size_t>(deletes), expected.due.size());
-      deletes = static_cast<int>(kube.deleted.size());
-      for (const kube::PodRecord& p : kube.pods) {
-        for (const PodToClear& d : expected.due) EXPECT_NE(p.uid, d.pod.uid) << "missed a pod";
-      }
-      // The wake-up is exactly the next threshold.
-      if (!expected.next) {
-        EXPECT_EQ(r->requeue_after, std::nullopt);
-        break;
-      }
-      ASSERT_TRUE(r->requeue_after);
-      EXPECT_EQ(*r->requeue_after, std::chrono::ceil<milliseconds>(*expected.next - now));
-      clock.advance(*r->requeue_after);
-      ++wakeups;
-      // At the wake-up something is due (the pending pod crossed its threshold).
-      EXPECT_FALSE(planClear(kube.nodes, kube.pods, clock.wallNow(), rules).due.empty());
-    }
-    total_deletes += static_cast<int>(kube.deleted.size());
-    deletes = 0;
-  }
-  EXPECT_GT(storms, 50);
-  EXPECT_GT(wakeups, 100);
-  EXPECT_GT(total_deletes, 300);
-  EXPECT_GT(log_lines, total_deletes);
-  std::cerr << "randomized: " << total_deletes << " force deletes, " << storms << " storms, "
-            << wakeups << " timed wake-ups\n";
 }
 
 // --- the real agent -------------------------------------------------------------------------

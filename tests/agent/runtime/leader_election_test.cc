@@ -1,27 +1,20 @@
-// The leader elector: client-go's Lease semantics against an in-memory Lease store with
-// resourceVersion semantics (ManualClock: instant, deterministic), and three electors against
-// ekco-kubesim over HTTPS with real RestClients.
+// The leader elector: client-go's Lease semantics against the in-memory API with its
+// resourceVersion semantics (ManualClock: instant, deterministic). (leader_election_sim_test.cc
+// runs three electors against ekco-kubesim over HTTPS with real RestClients.)
 #include "agent/runtime/leader_election.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
-#include <filesystem>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
 
-#include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
-#include "kube/kubeconfig.h"
-#include "kube/rest_client.h"
 #include "kube/timestamp.h"
-#include "tests/kubesim/server.h"
+#include "tests/agent/runtime/leader_election_support.h"
+#include "tests/fakes/fake_kube.h"
 
 namespace ekco::agent {
 namespace {
@@ -29,194 +22,19 @@ namespace {
 using base::Error;
 using base::ErrorCode;
 using kube::Json;
+using kube::testing::FakeKube;
+using kube::testing::Verb;
 using std::chrono::hours;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// One namespace's Leases in memory with the API's semantics for the verbs the elector uses:
-// resourceVersion on every write, kConflict on a stale one, kAlreadyExists, kNotFound. Faults
-// and hooks for races. Thread-safe.
-class LeaseStore final : public kube::KubeClient {
- public:
-  // Every call fails with kUnavailable while set.
-  std::atomic<bool> unavailable{false};
-  // The next `lost_successes` updates are applied but answered kConflict, as when a PUT's
-  // answer is lost and the client's retry of it finds the version it just wrote.
-  std::atomic<int> lost_successes{0};
-  // Runs after a get has been answered (no lock held), to let another elector act in between.
-  std::function<void()> after_get{};
-  std::atomic<int> gets{0}, creates{0}, updates{0};
-
-  // Direct access, as kubectl would have.
-  void put(Json object) {
-    std::lock_guard lock(mu_);
-    object["metadata"]["resourceVersion"] = std::to_string(++version_);
-    leases_[object["metadata"]["name"].get<std::string>()] = object;
-  }
-  void putRaw(const std::string& name, Json object) {
-    std::lock_guard lock(mu_);
-    leases_[name] = std::move(object);
-  }
-  std::optional<Json> lease(const std::string& name = "ekco-leader") const {
-    std::lock_guard lock(mu_);
-    auto it = leases_.find(name);
-    if (it == leases_.end()) return std::nullopt;
-    return it->second;
-  }
-  void erase(const std::string& name = "ekco-leader") {
-    std::lock_guard lock(mu_);
-    leases_.erase(name);
-  }
-  int calls() const { return gets + creates + updates; }
-
-  base::Result<Json> get(const kube::Resource& resource, std::string_view ns, std::string_view name,
-                         std::string_view) override {
-    gets++;
-    auto answer = [&]() -> base::Result<Json> {
-      std::lock_guard lock(mu_);
-      if (auto e = checkLocked(resource, ns, "get", name)) return *e;
-      auto it = leases_.find(std::string(name));
-      if (it == leases_.end()) return notFound("get", name);
-      return it->second;
-    }();
-    if (after_get) {
-      auto hook = std::move(after_get);  // once
-      after_get = nullptr;
-      hook();
-    }
-    return answer;
-  }
-  base::Result<Json> create(const kube::Resource& resource, std::string_view ns,
-                            const Json& object) override {
-    creates++;
-    std::lock_guard lock(mu_);
-    const std::string name = object["metadata"]["name"];
-    if (auto e = checkLocked(resource, ns, "create", name)) return *e;
-    if (object["metadata"]["namespace"] != ns) {
-      return Error("create: namespace mismatch", ErrorCode::kInvalidArgument);
-    }
-    if (leases_.count(name) != 0) {
-      return Error("create leases/" + name + ": leases.coordination.k8s.io \"" + name +
-                       "\" already exists (AlreadyExists, 409)",
-                   ErrorCode::kAlreadyExists);
-    }
-    Json stored = object;
-    stored["metadata"]["resourceVersion"] = std::to_string(++version_);
-    leases_[name] = stored;
-    return stored;
-  }
-  base::Result<Json> update(const kube::Resource& resource, std::string_view ns, const Json& object,
-                            std::string_view) override {
-    updates++;
-    std::lock_guard lock(mu_);
-    const std::string name = object["metadata"]["name"];
-    if (auto e = checkLocked(resource, ns, "update", name)) return *e;
-    auto it = leases_.find(name);
-    if (it == leases_.end()) return notFound("update", name);
-    const std::string rv = object["metadata"].value("resourceVersion", "");
-    if (!rv.empty() && rv != it->second["metadata"].value("resourceVersion", "")) {
-      return conflict(name);
-    }
-    Json stored = object;
-    stored["metadata"]["resourceVersion"] = std::to_string(++version_);
-    it->second = stored;
-    if (lost_successes > 0) {
-      lost_successes--;
-      return conflict(name);
-    }
-    return stored;
-  }
-  base::Result<Json> list(const kube::Resource&, std::string_view,
-                          const kube::ListOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Result<Json> patch(const kube::Resource&, std::string_view, std::string_view,
-                           kube::PatchType, const Json&, std::string_view) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status remove(const kube::Resource&, std::string_view, std::string_view,
-                      const kube::DeleteOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status evict(std::string_view, std::string_view, const kube::DeleteOptions&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status recordEvent(const kube::EventSpec&) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-  base::Status watch(const kube::Resource&, std::string_view, const kube::WatchOptions&,
-                     const kube::WatchHandler&, kube::CancelToken*) override {
-    return Error("not supported", ErrorCode::kInvalidArgument);
-  }
-
- private:
-  std::optional<Error> checkLocked(const kube::Resource& resource, std::string_view ns,
-                                   std::string_view verb, std::string_view name) const {
-    if (resource != kube::resources::kLeases || ns != "kurl") {
-      return Error("unexpected resource or namespace", ErrorCode::kInvalidArgument);
-    }
-    if (unavailable) {
-      return Error(
-          std::string(verb) + " leases/" + std::string(name) + ": connection refused (transport)",
-          ErrorCode::kUnavailable);
-    }
-    return std::nullopt;
-  }
-  static Error notFound(std::string_view verb, std::string_view name) {
-    return Error(std::string(verb) + " leases/" + std::string(name) +
-                     ": leases.coordination.k8s.io \"" + std::string(name) +
-                     "\" not found (NotFound, 404)",
-                 ErrorCode::kNotFound);
-  }
-  static Error conflict(const std::string& name) {
-    return Error("update leases/" + name + ": Operation cannot be fulfilled on leases " + name +
-                     ": the object has been modified (Conflict, 409)",
-                 ErrorCode::kConflict);
-  }
-
-  mutable std::mutex mu_;
-  std::map<std::string, Json> leases_;
-  std::int64_t version_ = 100;
-};
-
-// What the callbacks saw, as strings: "started", "stopped", "leader node-a".
-struct Recorder {
-  std::mutex mu;
-  std::vector<std::string> events;
-
-  LeaderElector::Callbacks callbacks() {
-    return {.on_started_leading = [this] { add("started"); },
-            .on_stopped_leading = [this] { add("stopped"); },
-            .on_new_leader = [this](const std::string& h) { add("leader " + h); }};
-  }
-  void add(std::string e) {
-    std::lock_guard lock(mu);
-    events.push_back(std::move(e));
-  }
-  std::vector<std::string> take() {
-    std::lock_guard lock(mu);
-    return std::exchange(events, {});
-  }
-  int count(const std::string& e) {
-    std::lock_guard lock(mu);
-    return static_cast<int>(std::count(events.begin(), events.end(), e));
-  }
-};
+using testing::elector;
+using testing::Events;
+using testing::Recorder;
 
 using Events = std::vector<std::string>;
 
 const base::WallTime kStart = base::WallTime(seconds(1'700'000'000) + microseconds(123456));
-
-std::unique_ptr<LeaderElector> elector(kube::KubeClient& client, const base::Clock& clock,
-                                       const std::string& identity, Recorder* recorder = nullptr,
-                                       LeaderElectionConfig cfg = {}) {
-  cfg.identity = identity;
-  auto created = LeaderElector::create(
-      client, clock, cfg, recorder != nullptr ? recorder->callbacks() : LeaderElector::Callbacks{});
-  EXPECT_TRUE(created) << created.error().message();
-  return std::move(*created);
-}
 
 // A step that must not fail; returns whether we lead.
 bool step(LeaderElector& e) {
@@ -238,17 +56,36 @@ Json leaseObject(const std::string& holder, const std::string& renew_time,
             {"leaseTransitions", transitions}}}};
 }
 
+// The elector against the in-memory API (tests/fakes/fake_kube.h): resourceVersion on every
+// write, kConflict on a stale one, kAlreadyExists, kNotFound; faults and hooks for races.
 class LeaderElectionTest : public ::testing::Test {
  protected:
-  Json spec() { return store_.lease().value()["spec"]; }
+  void TearDown() override {
+    // The elector touches nothing but its Lease.
+    for (const auto& call : kube_.calls()) {
+      EXPECT_EQ(call.resource, kube::resources::kLeases);
+      EXPECT_EQ(call.ns, "kurl");
+    }
+  }
 
-  LeaseStore store_;
+  std::optional<Json> storedLease() const {
+    return kube_.object(kube::resources::kLeases, "kurl", "ekco-leader");
+  }
+  Json spec() { return storedLease().value()["spec"]; }
+  // Direct writes, as kubectl would make them.
+  void put(Json object) { kube_.put(kube::resources::kLeases, std::move(object)); }
+  void putRaw(Json object) {
+    kube_.putRaw(kube::resources::kLeases, "kurl", "ekco-leader", std::move(object));
+  }
+  void erase() { kube_.erase(kube::resources::kLeases, "kurl", "ekco-leader"); }
+
+  FakeKube kube_;
   base::ManualClock clock_{kStart};
 };
 
 TEST_F(LeaderElectionTest, FirstAgentCreatesTheLeaseAndLeads) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   EXPECT_FALSE(a->isLeader());
   EXPECT_FALSE(a->isLeaderFresh());
 
@@ -257,7 +94,7 @@ TEST_F(LeaderElectionTest, FirstAgentCreatesTheLeaseAndLeads) {
   EXPECT_TRUE(a->isLeaderFresh());
   EXPECT_EQ(rec.take(), (Events{"leader node-a", "started"}));
 
-  auto lease = store_.lease();
+  auto lease = storedLease();
   ASSERT_TRUE(lease);
   EXPECT_EQ((*lease)["apiVersion"], "coordination.k8s.io/v1");
   EXPECT_EQ((*lease)["kind"], "Lease");
@@ -280,15 +117,15 @@ TEST_F(LeaderElectionTest, FirstAgentCreatesTheLeaseAndLeads) {
 
 TEST_F(LeaderElectionTest, LeaderRenewsWithOnePutKeepingAcquireTimeAndTransitions) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  const int before = store_.calls();
+  const int before = kube_.callCount();
   for (int i = 0; i < 10; ++i) {
     clock_.advance(seconds(2));
     ASSERT_TRUE(step(*a));
   }
-  EXPECT_EQ(store_.updates.load(), 10);
-  EXPECT_EQ(store_.calls() - before, 10);  // the fast path: no GET while leading
+  EXPECT_EQ(kube_.count(Verb::kUpdate), 10);
+  EXPECT_EQ(kube_.callCount() - before, 10);  // the fast path: no GET while leading
   EXPECT_EQ(spec()["acquireTime"], "2023-11-14T22:13:20.123456Z");
   EXPECT_EQ(spec()["renewTime"], "2023-11-14T22:13:40.123456Z");
   EXPECT_EQ(spec()["leaseTransitions"], 0);
@@ -296,7 +133,7 @@ TEST_F(LeaderElectionTest, LeaderRenewsWithOnePutKeepingAcquireTimeAndTransition
 }
 
 TEST_F(LeaderElectionTest, DurationsAreWrittenInWholeSecondsRoundedUp) {
-  auto a = elector(store_, clock_, "node-a", nullptr,
+  auto a = elector(kube_, clock_, "node-a", nullptr,
                    {.lease_duration = milliseconds(7001),
                     .renew_deadline = milliseconds(5000),
                     .retry_period = milliseconds(1000)});
@@ -306,8 +143,8 @@ TEST_F(LeaderElectionTest, DurationsAreWrittenInWholeSecondsRoundedUp) {
 
 TEST_F(LeaderElectionTest, SecondAgentDoesNotTakeAFreshLease) {
   Recorder rec_b;
-  auto a = elector(store_, clock_, "node-a");
-  auto b = elector(store_, clock_, "node-b", &rec_b);
+  auto a = elector(kube_, clock_, "node-a");
+  auto b = elector(kube_, clock_, "node-b", &rec_b);
   ASSERT_TRUE(step(*a));
   // A renews every 2 s for a minute; B tries every 2 s too.
   for (int i = 0; i < 30; ++i) {
@@ -329,17 +166,17 @@ TEST_F(LeaderElectionTest, SecondAgentDoesNotTakeAFreshLease) {
 
 TEST_F(LeaderElectionTest, ContentionOnUpdateExactlyOneLeadsAndTheLoserSeesAConflict) {
   // A released Lease: both may take it at once.
-  store_.put(leaseObject("", "2023-11-14T22:00:00.000000Z"));
+  put(leaseObject("", "2023-11-14T22:00:00.000000Z"));
   Recorder rec_a, rec_b;
-  auto a = elector(store_, clock_, "node-a", &rec_a);
-  auto b = elector(store_, clock_, "node-b", &rec_b);
+  auto a = elector(kube_, clock_, "node-a", &rec_a);
+  auto b = elector(kube_, clock_, "node-b", &rec_b);
   // B reads and writes between A's read and A's write.
-  store_.after_get = [&] { EXPECT_TRUE(step(*b)); };
-  const int before = store_.calls();
+  kube_.afterNext(Verb::kGet, [&] { EXPECT_TRUE(step(*b)); });
+  const int before = kube_.callCount();
   auto r = a->tryAcquireOrRenew();
   ASSERT_TRUE(r) << r.error().message();  // a lost race is not an error
   EXPECT_FALSE(*r);
-  EXPECT_EQ(store_.calls() - before, 4);  // A: get + update; B: get + update
+  EXPECT_EQ(kube_.callCount() - before, 4);  // A: get + update; B: get + update
   EXPECT_FALSE(a->isLeader());
   EXPECT_TRUE(b->isLeader());
   EXPECT_NE(a->status().last_error.find("Conflict"), std::string::npos) << a->status().last_error;
@@ -354,22 +191,22 @@ TEST_F(LeaderElectionTest, ContentionOnUpdateExactlyOneLeadsAndTheLoserSeesAConf
 }
 
 TEST_F(LeaderElectionTest, ContentionOnCreateTheLoserSeesAlreadyExists) {
-  auto a = elector(store_, clock_, "node-a");
-  auto b = elector(store_, clock_, "node-b");
-  store_.after_get = [&] { EXPECT_TRUE(step(*b)); };
+  auto a = elector(kube_, clock_, "node-a");
+  auto b = elector(kube_, clock_, "node-b");
+  kube_.afterNext(Verb::kGet, [&] { EXPECT_TRUE(step(*b)); });
   auto r = a->tryAcquireOrRenew();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_FALSE(*r);
   EXPECT_FALSE(a->isLeader());
   EXPECT_TRUE(b->isLeader());
   EXPECT_NE(a->status().last_error.find("AlreadyExists"), std::string::npos);
-  EXPECT_EQ(store_.creates.load(), 2);
+  EXPECT_EQ(kube_.count(Verb::kCreate), 2);
   EXPECT_EQ(spec()["holderIdentity"], "node-b");
 }
 
 TEST_F(LeaderElectionTest, ContentionFromThreadsLeavesExactlyOneLeader) {
-  auto a = elector(store_, clock_, "node-a");
-  auto b = elector(store_, clock_, "node-b");
+  auto a = elector(kube_, clock_, "node-a");
+  auto b = elector(kube_, clock_, "node-b");
   std::atomic<int> both{0};
   auto loop = [&](LeaderElector& self, LeaderElector& other) {
     for (int i = 0; i < 200; ++i) {
@@ -389,8 +226,8 @@ TEST_F(LeaderElectionTest, ContentionFromThreadsLeavesExactlyOneLeader) {
 
 TEST_F(LeaderElectionTest, ExpiresOnTheMonotonicClockAndTheTakeoverCountsATransition) {
   Recorder rec_a, rec_b;
-  auto a = elector(store_, clock_, "node-a", &rec_a);
-  auto b = elector(store_, clock_, "node-b", &rec_b);
+  auto a = elector(kube_, clock_, "node-a", &rec_a);
+  auto b = elector(kube_, clock_, "node-b", &rec_b);
   ASSERT_TRUE(step(*a));
   EXPECT_FALSE(step(*b));  // B observes A's record now
   // A stops renewing (hung, partitioned).
@@ -417,8 +254,8 @@ TEST_F(LeaderElectionTest, ExpiresOnTheMonotonicClockAndTheTakeoverCountsATransi
 
 TEST_F(LeaderElectionTest, HonoursTheRecordsLeaseDurationOfAnotherHolder) {
   // The holder promised 40 s (its config differs from ours).
-  store_.put(leaseObject("node-x", "2023-11-14T22:13:20.000000Z", 40));
-  auto b = elector(store_, clock_, "node-b");
+  put(leaseObject("node-x", "2023-11-14T22:13:20.000000Z", 40));
+  auto b = elector(kube_, clock_, "node-b");
   EXPECT_FALSE(step(*b));
   clock_.advance(seconds(39));
   EXPECT_FALSE(step(*b));
@@ -429,8 +266,8 @@ TEST_F(LeaderElectionTest, HonoursTheRecordsLeaseDurationOfAnotherHolder) {
 
 TEST_F(LeaderElectionTest, RenewTimeOnTheWallClockNeverDecidesExpiry) {
   // A record last renewed a day ago (by the wall clock) is new to us: wait a lease duration.
-  store_.put(leaseObject("node-x", "2023-11-13T22:13:20.000000Z"));
-  auto b = elector(store_, clock_, "node-b");
+  put(leaseObject("node-x", "2023-11-13T22:13:20.000000Z"));
+  auto b = elector(kube_, clock_, "node-b");
   EXPECT_FALSE(step(*b));
   clock_.advance(seconds(14));
   EXPECT_FALSE(step(*b));
@@ -438,7 +275,7 @@ TEST_F(LeaderElectionTest, RenewTimeOnTheWallClockNeverDecidesExpiry) {
   EXPECT_TRUE(step(*b));
 
   // One renewed "a day from now" does not hold anyone off longer.
-  store_.put(leaseObject("node-y", "2023-11-15T22:13:20.000000Z"));
+  put(leaseObject("node-y", "2023-11-15T22:13:20.000000Z"));
   EXPECT_FALSE(step(*b));
   EXPECT_FALSE(b->isLeader());
   clock_.advance(seconds(15));
@@ -447,8 +284,8 @@ TEST_F(LeaderElectionTest, RenewTimeOnTheWallClockNeverDecidesExpiry) {
 
 TEST_F(LeaderElectionTest, ARenewTimeInYear9999IsReadWithoutOverflowAndHoldsNobodyOff) {
   // Defect: renewTime 9999-12-31 overflowed int64 nanoseconds (an abort under UBSan).
-  store_.put(leaseObject("node-x", "9999-12-31T23:59:59.999999Z"));
-  auto b = elector(store_, clock_, "node-b");
+  put(leaseObject("node-x", "9999-12-31T23:59:59.999999Z"));
+  auto b = elector(kube_, clock_, "node-b");
   EXPECT_FALSE(step(*b));
   EXPECT_EQ(b->status().renew_time, kube::kLatestApiTime);
   clock_.advance(seconds(15));
@@ -460,8 +297,8 @@ TEST_F(LeaderElectionTest, WallClockJumpsCauseNeitherTakeoverNorLoss) {
   // Each agent has its own clock; NTP steps them independently.
   base::ManualClock clock_a{kStart}, clock_b{kStart};
   Recorder rec_a, rec_b;
-  auto a = elector(store_, clock_a, "node-a", &rec_a);
-  auto b = elector(store_, clock_b, "node-b", &rec_b);
+  auto a = elector(kube_, clock_a, "node-a", &rec_a);
+  auto b = elector(kube_, clock_b, "node-b", &rec_b);
   ASSERT_TRUE(step(*a));
   for (int i = 0; i < 60; ++i) {
     if (i == 5) clock_b.setWall(clock_b.wallNow() + hours(6));    // B jumps ahead
@@ -484,8 +321,8 @@ TEST_F(LeaderElectionTest, WallClockJumpsCauseNeitherTakeoverNorLoss) {
 
 TEST_F(LeaderElectionTest, ReleaseClearsTheHolderAndAnotherTakesOverAtOnce) {
   Recorder rec_a, rec_b;
-  auto a = elector(store_, clock_, "node-a", &rec_a);
-  auto b = elector(store_, clock_, "node-b", &rec_b);
+  auto a = elector(kube_, clock_, "node-a", &rec_a);
+  auto b = elector(kube_, clock_, "node-b", &rec_b);
   ASSERT_TRUE(step(*a));
   EXPECT_FALSE(step(*b));
   clock_.advance(seconds(1));
@@ -507,17 +344,17 @@ TEST_F(LeaderElectionTest, ReleaseClearsTheHolderAndAnotherTakesOverAtOnce) {
   EXPECT_EQ(spec()["leaseDurationSeconds"], 15);
 
   // Releasing again, or releasing what we do not hold, writes nothing.
-  const int before = store_.calls();
+  const int before = kube_.callCount();
   EXPECT_TRUE(a->release());
-  EXPECT_EQ(store_.calls(), before);
+  EXPECT_EQ(kube_.callCount(), before);
   EXPECT_EQ(rec_a.take(), Events{});  // no second "stopped"
 }
 
 TEST_F(LeaderElectionTest, ReleaseThatFailsStillEndsTheTerm) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  store_.unavailable = true;
+  kube_.unavailable = true;
   auto released = a->release();
   ASSERT_FALSE(released);
   EXPECT_EQ(released.error().code(), ErrorCode::kUnavailable);
@@ -528,10 +365,10 @@ TEST_F(LeaderElectionTest, ReleaseThatFailsStillEndsTheTerm) {
 
 TEST_F(LeaderElectionTest, FailedRenewalsLongerThanTheRenewDeadlineEndTheTermOnce) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
   rec.take();
-  store_.unavailable = true;
+  kube_.unavailable = true;
   for (int i = 1; i <= 4; ++i) {  // failures at 2, 4, 6, 8 s: still leader, still fresh
     clock_.advance(seconds(2));
     auto r = a->tryAcquireOrRenew();
@@ -557,7 +394,7 @@ TEST_F(LeaderElectionTest, FailedRenewalsLongerThanTheRenewDeadlineEndTheTermOnc
   EXPECT_EQ(rec.take(), Events{});
 
   // The API comes back and the record still names us: a new term, same lease history.
-  store_.unavailable = false;
+  kube_.unavailable = false;
   EXPECT_TRUE(step(*a));
   EXPECT_EQ(rec.take(), (Events{"started"}));
   EXPECT_EQ(spec()["leaseTransitions"], 0);
@@ -566,14 +403,14 @@ TEST_F(LeaderElectionTest, FailedRenewalsLongerThanTheRenewDeadlineEndTheTermOnc
 
 TEST_F(LeaderElectionTest, FailuresWithinTheRenewDeadlineKeepTheTerm) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  store_.unavailable = true;
+  kube_.unavailable = true;
   for (int i = 0; i < 4; ++i) {
     clock_.advance(seconds(2));
     EXPECT_FALSE(a->tryAcquireOrRenew());
   }
-  store_.unavailable = false;
+  kube_.unavailable = false;
   clock_.advance(seconds(1));  // 9 s after the last success
   EXPECT_TRUE(step(*a));
   clock_.advance(seconds(9));
@@ -584,7 +421,7 @@ TEST_F(LeaderElectionTest, FailuresWithinTheRenewDeadlineKeepTheTerm) {
 
 TEST_F(LeaderElectionTest, ASuspendedLeaderEndsItsTermBeforeRenewing) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
   clock_.advance(seconds(12));  // no steps at all (SIGSTOP, VM paused)
   EXPECT_FALSE(a->isLeaderFresh());
@@ -594,14 +431,14 @@ TEST_F(LeaderElectionTest, ASuspendedLeaderEndsItsTermBeforeRenewing) {
 }
 
 TEST_F(LeaderElectionTest, ConflictOnRenewalReadsAgainAndKeepsALostSuccess) {
-  auto a = elector(store_, clock_, "node-a");
+  auto a = elector(kube_, clock_, "node-a");
   ASSERT_TRUE(step(*a));
   // The renewal is applied but its answer is lost; the client's retry sees Conflict.
-  store_.lost_successes = 1;
+  kube_.lost_update_answers = 1;
   clock_.advance(seconds(2));
-  const int before = store_.calls();
+  const int before = kube_.callCount();
   EXPECT_TRUE(step(*a));
-  EXPECT_EQ(store_.calls() - before, 3);  // update (conflict), get, update
+  EXPECT_EQ(kube_.callCount() - before, 3);  // update (conflict), get, update
   EXPECT_TRUE(a->isLeaderFresh());
   EXPECT_EQ(a->status().last_error, "");
   EXPECT_EQ(spec()["holderIdentity"], "node-a");
@@ -610,13 +447,13 @@ TEST_F(LeaderElectionTest, ConflictOnRenewalReadsAgainAndKeepsALostSuccess) {
 
 TEST_F(LeaderElectionTest, SomeoneElseOnTheLeaseEndsOurTermAtOnce) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
   rec.take();
   // Another writer (a misconfigured agent, kubectl) puts its name on the Lease.
-  Json taken = store_.lease().value();
+  Json taken = storedLease().value();
   taken["spec"]["holderIdentity"] = "node-z";
-  store_.put(taken);
+  put(taken);
   clock_.advance(seconds(2));
   auto r = a->tryAcquireOrRenew();
   ASSERT_TRUE(r) << r.error().message();
@@ -629,9 +466,9 @@ TEST_F(LeaderElectionTest, SomeoneElseOnTheLeaseEndsOurTermAtOnce) {
 
 TEST_F(LeaderElectionTest, DeletedLeaseIsCreatedAgainByTheLeader) {
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  store_.erase();
+  erase();
   clock_.advance(seconds(2));
   EXPECT_TRUE(step(*a));
   EXPECT_EQ(spec()["holderIdentity"], "node-a");
@@ -654,23 +491,23 @@ TEST_F(LeaderElectionTest, GarbageLeaseIsAnErrorNeverACrash) {
       {{"metadata", {{"name", "ekco-leader"}}}, {"spec", {{"holderIdentity", ""}}}},
   };
   for (const auto& g : garbage) {
-    store_.putRaw("ekco-leader", g);
-    auto b = elector(store_, clock_, "node-b");
+    putRaw(g);
+    auto b = elector(kube_, clock_, "node-b");
     auto r = b->tryAcquireOrRenew();
     ASSERT_FALSE(r) << g.dump();
     EXPECT_EQ(r.error().code(), ErrorCode::kParse) << g.dump();
     EXPECT_FALSE(b->isLeader());
     EXPECT_EQ(b->status().last_error, r.error().message());
-    EXPECT_EQ(store_.lease().value(), g);  // not overwritten
+    EXPECT_EQ(storedLease().value(), g);  // not overwritten
   }
-  EXPECT_EQ(store_.updates.load(), 0);
+  EXPECT_EQ(kube_.count(Verb::kUpdate), 0);
 
   // A leader that reads garbage keeps its term until the renew deadline, then ends it.
-  store_.erase();
+  erase();
   Recorder rec;
-  auto a = elector(store_, clock_, "node-a", &rec);
+  auto a = elector(kube_, clock_, "node-a", &rec);
   ASSERT_TRUE(step(*a));
-  store_.putRaw("ekco-leader", garbage[2]);  // fast path conflicts, the read is garbage
+  putRaw(garbage[2]);  // fast path conflicts, the read is garbage
   clock_.advance(seconds(2));
   EXPECT_FALSE(a->tryAcquireOrRenew());
   EXPECT_TRUE(a->isLeader());
@@ -708,7 +545,7 @@ TEST(LeaderElectionConfig, InvalidConfigsNameTheField) {
       {.config = {.identity = "n", .lease_duration = seconds(10)}, .field = "lease_duration"},
       {.config = {.identity = "n", .lease_duration = seconds(5)}, .field = "lease_duration"},
   };
-  LeaseStore store;
+  FakeKube kube;
   base::ManualClock clock;
   for (const auto& c : cases) {
     auto s = validateLeaderElectionConfig(c.config);
@@ -716,7 +553,7 @@ TEST(LeaderElectionConfig, InvalidConfigsNameTheField) {
     EXPECT_EQ(s.error().code(), ErrorCode::kInvalidArgument);
     EXPECT_EQ(s.error().message().rfind("leader election: " + c.field + " ", 0), 0u)
         << s.error().message();
-    auto e = LeaderElector::create(store, clock, c.config);
+    auto e = LeaderElector::create(kube, clock, c.config);
     ASSERT_FALSE(e);
     EXPECT_EQ(e.error().code(), ErrorCode::kInvalidArgument);
   }
@@ -729,16 +566,16 @@ TEST(LeaderElectionConfig, InvalidConfigsNameTheField) {
 TEST_F(LeaderElectionTest, RunStepsUntilStopAndStopIsPrompt) {
   base::SystemClock clock;
   Recorder rec;
-  auto a = elector(store_, clock, "node-a", &rec,
+  auto a = elector(kube_, clock, "node-a", &rec,
                    {.lease_duration = seconds(30),
                     .renew_deadline = seconds(20),
                     .retry_period = milliseconds(20)});
   std::thread t([&] { a->run(); });
   const auto deadline = std::chrono::steady_clock::now() + seconds(5);
-  while (store_.updates < 3 && std::chrono::steady_clock::now() < deadline) {
+  while (kube_.count(Verb::kUpdate) < 3 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(5));
   }
-  EXPECT_GE(store_.updates.load(), 3);  // created, then renewed every retry period
+  EXPECT_GE(kube_.count(Verb::kUpdate), 3);  // created, then renewed every retry period
   EXPECT_TRUE(a->isLeaderFresh());
   const auto before = std::chrono::steady_clock::now();
   a->stop();
@@ -752,12 +589,12 @@ TEST_F(LeaderElectionTest, RunStepsUntilStopAndStopIsPrompt) {
 }
 
 TEST_F(LeaderElectionTest, StopWaitsNoRetryPeriod) {
-  auto a = elector(store_, clock_, "node-a", nullptr,
+  auto a = elector(kube_, clock_, "node-a", nullptr,
                    {.lease_duration = seconds(600),
                     .renew_deadline = seconds(500),
                     .retry_period = seconds(300)});
   std::thread t([&] { a->run(); });
-  while (store_.calls() == 0) std::this_thread::sleep_for(milliseconds(1));
+  while (kube_.callCount() == 0) std::this_thread::sleep_for(milliseconds(1));
   const auto before = std::chrono::steady_clock::now();
   a->stop();
   t.join();
@@ -765,188 +602,21 @@ TEST_F(LeaderElectionTest, StopWaitsNoRetryPeriod) {
 }
 
 TEST_F(LeaderElectionTest, NudgeStepsAtOnceInsteadOfAfterTheRetryPeriod) {
-  auto a = elector(store_, clock_, "node-a", nullptr,
+  auto a = elector(kube_, clock_, "node-a", nullptr,
                    {.lease_duration = seconds(600),
                     .renew_deadline = seconds(500),
                     .retry_period = seconds(300)});
   std::thread t([&] { a->run(); });
-  while (store_.calls() == 0) std::this_thread::sleep_for(milliseconds(1));
-  const int before = store_.calls();
+  while (kube_.callCount() == 0) std::this_thread::sleep_for(milliseconds(1));
+  const int before = kube_.callCount();
   a->nudge();
   const auto deadline = std::chrono::steady_clock::now() + seconds(5);
-  while (store_.calls() == before && std::chrono::steady_clock::now() < deadline) {
+  while (kube_.callCount() == before && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(1));
   }
-  EXPECT_GT(store_.calls(), before) << "a nudge did not make run() step";
+  EXPECT_GT(kube_.callCount(), before) << "a nudge did not make run() step";
   a->stop();
   t.join();
-}
-
-// Three agents against ekco-kubesim over HTTPS, each with its own RestClient, on real time.
-class LeaderElectionSimTest : public ::testing::Test {
- protected:
-  struct Agent {
-    std::unique_ptr<kube::CurlTransport> transport{};
-    std::unique_ptr<kube::RestClient> client{};
-    std::unique_ptr<LeaderElector> elector{};
-    std::thread thread{};
-  };
-
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ekco-election-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    auto server = kubesim::Server::start({.out_dir = dir_});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
-    auto fs = hostfs::LocalHostFs::open("/", clock_);
-    ASSERT_TRUE(fs) << fs.error().message();
-    fs_ = std::move(*fs);
-    auto conn = kube::loadKubeconfig(*fs_, server_->kubeconfigPath());
-    ASSERT_TRUE(conn) << conn.error().message();
-    for (int i = 0; i < 3; ++i) {
-      Agent& agent = agents_[i];
-      auto transport =
-          kube::CurlTransport::create(*conn, fs_.get(), clock_, {.connect_timeout = seconds(5)});
-      ASSERT_TRUE(transport) << transport.error().message();
-      agent.transport = std::move(*transport);
-      agent.client = std::make_unique<kube::RestClient>(
-          *agent.transport, clock_,
-          kube::RestClientOptions{.request_timeout = seconds(2),
-                                  .retry = {.max_attempts = 2,
-                                            .base_delay = milliseconds(1),
-                                            .max_delay = milliseconds(5),
-                                            .max_retry_after = milliseconds(5)}});
-      agent.elector = elector(*agent.client, clock_, "node-" + std::to_string(i), &recs_[i],
-                              {.lease_duration = milliseconds(1000),
-                               .renew_deadline = milliseconds(600),
-                               .retry_period = milliseconds(100)});
-    }
-  }
-  void TearDown() override {
-    for (auto& agent : agents_) {
-      if (agent.elector) agent.elector->stop();
-      if (agent.thread.joinable()) agent.thread.join();
-      agent.elector.reset();
-      agent.client.reset();
-      agent.transport.reset();
-    }
-    server_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  void start(int i) {
-    agents_[i].thread = std::thread([this, i] { agents_[i].elector->run(); });
-  }
-  void stopAgent(int i) {
-    agents_[i].elector->stop();
-    agents_[i].thread.join();
-    stopped_[i] = true;
-  }
-  // The running agents whose elector says it leads. (A stopped one keeps isLeader() until a
-  // step or release() ends its term; its isLeaderFresh() ends with the renew deadline.)
-  std::vector<int> leaders() {
-    std::vector<int> out;
-    for (int i = 0; i < 3; ++i) {
-      if (!stopped_[i] && agents_[i].elector->isLeader()) out.push_back(i);
-    }
-    return out;
-  }
-  // Waits until exactly one agent other than `not_this` leads; -1 on timeout.
-  int waitForLeader(int not_this = -1, milliseconds timeout = milliseconds(5000)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto l = leaders();
-      if (l.size() == 1 && l[0] != not_this) return l[0];
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    return -1;
-  }
-  Json serverLease() {
-    auto lease = server_->get("leases.coordination.k8s.io", "kurl", "ekco-leader");
-    EXPECT_TRUE(lease);
-    return lease.value_or(Json::object());
-  }
-
-  base::SystemClock clock_;
-  std::string dir_;
-  std::unique_ptr<kubesim::Server> server_;
-  std::unique_ptr<hostfs::LocalHostFs> fs_;
-  Recorder recs_[3];
-  bool stopped_[3] = {false, false, false};
-  Agent agents_[3];
-};
-
-TEST_F(LeaderElectionSimTest, ThreeAgentsElectOneAndAnotherTakesOverWhenItStopsRenewing) {
-  // Fencing holds throughout: never two agents fresh at once, even the stopped one.
-  std::atomic<bool> done{false};
-  std::atomic<int> overlaps{0}, samples{0};
-  std::thread monitor([&] {
-    while (!done) {
-      int fresh = 0;
-      for (auto& agent : agents_) fresh += agent.elector->isLeaderFresh() ? 1 : 0;
-      if (fresh > 1) overlaps++;
-      samples++;
-      std::this_thread::sleep_for(milliseconds(1));
-    }
-  });
-  struct Join {
-    std::atomic<bool>& done;
-    std::thread& thread;
-    ~Join() {
-      done = true;
-      thread.join();
-    }
-  } join{done, monitor};
-
-  for (int i = 0; i < 3; ++i) start(i);
-  const int first = waitForLeader();
-  ASSERT_GE(first, 0);
-  // Stays exactly one for a while (several renewals, acquirers retrying).
-  for (int n = 0; n < 30; ++n) {
-    std::this_thread::sleep_for(milliseconds(10));
-    ASSERT_EQ(leaders(), std::vector<int>{first});
-  }
-  Json lease = serverLease();
-  EXPECT_EQ(lease["spec"]["holderIdentity"], "node-" + std::to_string(first));
-  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 1);
-  EXPECT_EQ(lease["spec"]["leaseTransitions"], 0);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(agents_[i].elector->status().holder, "node-" + std::to_string(first)) << i;
-  }
-
-  // The leader stops renewing without releasing (hung): another takes over after the lease
-  // duration.
-  const auto stopped_at = std::chrono::steady_clock::now();
-  stopAgent(first);
-  const int second = waitForLeader(first);
-  ASSERT_GE(second, 0);
-  const auto took = std::chrono::steady_clock::now() - stopped_at;
-  EXPECT_GE(took, milliseconds(850));  // not before the lease expired on the monotonic clock
-  EXPECT_FALSE(agents_[first].elector->isLeaderFresh());
-  lease = serverLease();
-  EXPECT_EQ(lease["spec"]["holderIdentity"], "node-" + std::to_string(second));
-  EXPECT_EQ(lease["spec"]["leaseTransitions"], 1);
-  // Callbacks run just after the state changes: give the callback its moment.
-  const auto wait_until = std::chrono::steady_clock::now() + seconds(2);
-  while (recs_[second].count("started") == 0 && std::chrono::steady_clock::now() < wait_until) {
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  EXPECT_EQ(recs_[second].count("started"), 1);
-
-  // The new leader shuts down cleanly: the last one takes over without waiting a lease duration.
-  const int third = 3 - first - second;
-  const auto released_at = std::chrono::steady_clock::now();
-  stopAgent(second);
-  ASSERT_TRUE(agents_[second].elector->release());
-  EXPECT_EQ(recs_[second].count("stopped"), 1);
-  ASSERT_EQ(waitForLeader(second), third);
-  EXPECT_LT(std::chrono::steady_clock::now() - released_at, milliseconds(900));
-  lease = serverLease();
-  EXPECT_EQ(lease["spec"]["holderIdentity"], "node-" + std::to_string(third));
-  EXPECT_EQ(lease["spec"]["leaseTransitions"], 2);
-  EXPECT_GT(samples.load(), 100);
-  EXPECT_EQ(overlaps.load(), 0);
 }
 
 }  // namespace
