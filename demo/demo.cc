@@ -229,6 +229,9 @@ class Demo {
     for (auto& p : workloads()) objects.push_back(std::move(p));
     const std::vector<json> deploy = manifests(source_ / "deploy");
     objects.insert(objects.end(), deploy.begin(), deploy.end());
+    // The cluster runs kURL's Prometheus add-on's namespace: resource-scaling's Role applies.
+    const std::vector<json> monitoring = manifests(source_ / "deploy-monitoring");
+    objects.insert(objects.end(), monitoring.begin(), monitoring.end());
 
     kubesim::ServerOptions options;
     options.out_dir = (work_ / "api").string();
@@ -242,7 +245,8 @@ class Demo {
     if (!written) fail(written.error().message());
     say("API server: ekco-kubesim at " + api_->url() + " with 5 nodes, " +
         std::to_string(workloads().size()) + " pods and the " + std::to_string(deploy.size()) +
-        " objects of deploy/ (RBAC enforced for the ServiceAccount kurl/ekco)");
+        " objects of deploy/ and the " + std::to_string(monitoring.size()) +
+        " of deploy-monitoring/ (RBAC enforced for the ServiceAccount kurl/ekco)");
   }
 
   void writeConfig() {
@@ -570,8 +574,9 @@ class Demo {
       }
     }
     for (const auto& [key, count] : calls) std::printf("  %5d  %s\n", count, key.c_str());
-    say(fmt::format("{} API requests by the agents, {} forbidden by deploy/'s RBAC", total,
-                    denied));
+    say(fmt::format(
+        "{} API requests by the agents, {} forbidden by the RBAC of deploy/ and deploy-monitoring/",
+        total, denied));
   }
 
   void stopAll() {
