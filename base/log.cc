@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/duration.h"
+#include "base/strings.h"
 
 namespace ekco::base {
 namespace {
@@ -54,31 +55,7 @@ void appendValue(std::string& out, std::string_view v) {
     return;
   }
   out += '"';
-  for (char c : v) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
+  appendEscaped(out, v);
   out += '"';
 }
 

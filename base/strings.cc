@@ -34,10 +34,9 @@ std::string_view trimSpace(std::string_view s) {
   return s;
 }
 
-std::string quoteForMessage(std::string_view value, std::size_t max_shown) {
-  std::string out = "\"";
-  for (std::size_t i = 0; i < value.size() && i < max_shown; ++i) {
-    const auto c = static_cast<unsigned char>(value[i]);
+void appendEscaped(std::string& out, std::string_view value) {
+  for (const char ch : value) {
+    const auto c = static_cast<unsigned char>(ch);
     switch (c) {
       case '"':
         out += "\\\"";
@@ -58,10 +57,15 @@ std::string quoteForMessage(std::string_view value, std::size_t max_shown) {
         if (c < 0x20 || c == 0x7f) {
           out += fmt::format("\\x{:02x}", c);
         } else {
-          out += static_cast<char>(c);
+          out += ch;
         }
     }
   }
+}
+
+std::string quoteForMessage(std::string_view value, std::size_t max_shown) {
+  std::string out = "\"";
+  appendEscaped(out, value.substr(0, max_shown));
   if (value.size() > max_shown) out += "...";
   out += '"';
   return out;

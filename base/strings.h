@@ -13,6 +13,10 @@ std::string asciiUpper(std::string_view s);
 // Without leading and trailing whitespace (space, \t, \n, \v, \f, \r).
 std::string_view trimSpace(std::string_view s);
 
+// Appends `value` with Go-style escapes and no quotes: \" \\ \n \r \t, other control characters
+// (C0 and DEL) as \xNN; every other byte as it is. The one escaper of the log and of messages.
+void appendEscaped(std::string& out, std::string_view value);
+
 // `value` in double quotes with Go-style escapes, for error messages, so a message stays one line
 // and cannot carry terminal escapes whatever the value: "a\nb", "say \"hi\"", "\x01", "\x1b".
 // Control characters (C0 and DEL) are escaped; other bytes are kept. At most `max_shown` bytes

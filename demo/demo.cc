@@ -140,20 +140,11 @@ std::vector<json> workloads() {
   return out;
 }
 
-// Every object in the YAML files of `dir` (sorted, as `kubectl create -f DIR` reads them).
+// Every object in the YAML files of `dir` (kubesim::loadManifestDir); the demo stops on an error.
 std::vector<json> manifests(const fs::path& dir) {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".yaml") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  std::vector<json> out;
-  for (const auto& f : files) {
-    auto objects = kubesim::parseObjects(readFile(f));
-    if (!objects) fail(f.string() + ": " + objects.error().message());
-    out.insert(out.end(), objects->begin(), objects->end());
-  }
-  return out;
+  auto objects = kubesim::loadManifestDir(dir.string());
+  if (!objects) fail(objects.error().message());
+  return std::move(*objects);
 }
 
 struct Agent {

@@ -520,7 +520,7 @@ Result<HttpResponse> fetchUrl(const UrlFetchRequest& request, const base::Clock&
   }
 }
 
-std::string urlProblem(std::string_view url, bool allow_http) {
+std::string urlProblem(std::string_view url, bool allow_http, std::string_view http_opt_in) {
   for (const char c : url) {
     const auto u = static_cast<unsigned char>(c);
     if (u <= 0x20 || u == 0x7f) return "a URL has no whitespace or control characters";
@@ -544,7 +544,9 @@ std::string urlProblem(std::string_view url, bool allow_http) {
   curl_free(host);
   if (!has_host) return "the URL has no host";
   if (!https && !allow_http) {
-    return "plain http:// is not allowed (no TLS: nothing fetched over it is verified)";
+    std::string why = "plain http:// is not allowed (no TLS: nothing fetched over it is verified)";
+    if (!http_opt_in.empty()) why += "; use https://, or " + std::string(http_opt_in);
+    return why;
   }
   return "";
 }

@@ -114,7 +114,9 @@ struct UrlFetchRequest {
 // Why `url` is not one fetchUrl fetches ("" when it is): an http:// or https:// URL with a host,
 // no whitespace or control characters (checked by libcurl's own URL parser), plain http only
 // when allow_http. Config validation and `ekco upgrade` ask this, so they agree with the fetch.
-std::string urlProblem(std::string_view url, bool allow_http);
+// When plain http is the only problem and `http_opt_in` is given (how the caller lets it in:
+// "set auto_upgrade_allow_http: true"), the answer ends "; use https://, or <http_opt_in>".
+std::string urlProblem(std::string_view url, bool allow_http, std::string_view http_opt_in = {});
 
 // The linked libcurl's version ("7.88.1"), for `ekco version`.
 std::string curlVersion();

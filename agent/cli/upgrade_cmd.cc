@@ -19,15 +19,14 @@ int runUpgradeCommand(const Config& config, const UpgradeArgs& args, const CliEn
   options.dry_run = args.dry_run;
   const bool allow_http = args.allow_http || config.auto_upgrade_allow_http;
   if (!options.url.empty()) {
-    if (std::string why = kube::urlProblem(options.url, allow_http); !why.empty()) {
-      const bool from_flag = !args.url.empty();
+    const bool from_flag = !args.url.empty();
+    if (std::string why =
+            kube::urlProblem(options.url, allow_http,
+                             from_flag ? "accept plain http with --allow-http"
+                                       : "accept plain http with auto_upgrade_allow_http: true");
+        !why.empty()) {
       *env.err << "error: " << (from_flag ? "--url " : "auto_upgrade_url ")
-               << base::quoteForMessage(options.url) << ": " << why;
-      if (kube::urlProblem(options.url, /*allow_http=*/true).empty()) {  // only the scheme
-        *env.err << "; use https://, or accept plain http with "
-                 << (from_flag ? "--allow-http" : "auto_upgrade_allow_http: true");
-      }
-      *env.err << "\n";
+               << base::quoteForMessage(options.url) << ": " << why << "\n";
       return kExitUsage;
     }
   }

@@ -69,11 +69,9 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
   }
   if (!c.auto_upgrade_url.empty()) {
     // The same rule `ekco upgrade` and its fetch apply (kube/curl_transport.h).
-    if (std::string why = kube::urlProblem(c.auto_upgrade_url, c.auto_upgrade_allow_http);
+    if (std::string why = kube::urlProblem(c.auto_upgrade_url, c.auto_upgrade_allow_http,
+                                           "set auto_upgrade_allow_http: true");
         !why.empty()) {
-      if (kube::urlProblem(c.auto_upgrade_url, /*allow_http=*/true).empty()) {
-        why += "; use https://, or set auto_upgrade_allow_http: true";
-      }
       problem("auto_upgrade_url",
               fmt::format("{} (got {})", why, base::quoteForMessage(c.auto_upgrade_url)));
     }

@@ -41,8 +41,9 @@ using base::trimSpace;
 std::string statusText(const kube::HttpResponse& response) {
   std::string out = fmt::format("HTTP {}", response.status);
   if (!response.reason.empty()) {
-    std::string reason = quoteForMessage(response.reason, 64);
-    out += " " + reason.substr(1, reason.size() - 2);  // escaped, without the quotes
+    out += ' ';
+    base::appendEscaped(out, std::string_view(response.reason).substr(0, 64));
+    if (response.reason.size() > 64) out += "...";
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/process.h"
 #include "kube/curl_transport.h"
 #include "tests/agent/process_support.h"
 #include "tests/kube/temp_root.h"
@@ -28,13 +29,15 @@ class TlsFileServer {
  public:
   TlsFileServer() {
     const std::string d = dir();
-    const int rc = std::system(
-        ("cd '" + d +
-         "' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "
-         "key.pem -out cert.pem -subj /CN=ekco-test -addext subjectAltName=IP:127.0.0.1 "
-         "-days 1 >openssl.log 2>&1")
-            .c_str());
-    EXPECT_EQ(rc, 0) << "openssl req failed: " << proc::readWholeFile(d + "/openssl.log");
+    base::SystemClock clock;
+    base::BoostProcessRunner runner(clock);
+    auto made = runner.run(base::ProcessRequest{
+        .argv = {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                 "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-subj", "/CN=ekco-test",
+                 "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1"},
+        .working_dir = d});
+    EXPECT_TRUE(made && made->success())
+        << "openssl req failed: " << (made ? made->stderr_data : made.error().message());
     ca_pem_ = proc::readWholeFile(d + "/cert.pem");
     pid_ = proc::spawnLogged({"/bin/sh", "-c",
                               "cd '" + d +
@@ -182,6 +185,11 @@ TEST(UrlFetchPolicy, UrlProblemIsOneRule) {
       {"example.com/x", true, "want an http:// or https:// URL"},
       {"", true, "want an http:// or https:// URL"},
   };
+  // The caller's opt-in is named only when plain http is the one problem.
+  EXPECT_EQ(urlProblem("http://mirror.local/x", false, "set allow_http"),
+            "plain http:// is not allowed (no TLS: nothing fetched over it is verified); use "
+            "https://, or set allow_http");
+  EXPECT_EQ(urlProblem("http://", false, "set allow_http"), "the URL has no host");
   for (const Case& c : cases) {
     const std::string got = urlProblem(c.url, c.allow_http);
     if (c.want.empty()) {

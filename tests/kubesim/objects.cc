@@ -5,10 +5,14 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "tests/kubesim/server.h"
@@ -81,6 +85,27 @@ base::Result<std::vector<json>> parseObjects(std::string_view text) {
     }
   } catch (const YAML::Exception& e) {
     return base::Error(std::string("parse objects: ") + e.what(), base::ErrorCode::kParse);
+  }
+  return out;
+}
+
+base::Result<std::vector<json>> loadManifestDir(const std::string& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path());
+  }
+  if (ec) return base::Error(dir + ": " + ec.message(), base::ErrorCode::kIo);
+  std::sort(files.begin(), files.end());
+  std::vector<json> out;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) return base::Error(f.string() + ": cannot read the file", base::ErrorCode::kIo);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto objects = parseObjects(text.str());
+    if (!objects) return std::move(objects).error().wrap(f.string());
+    out.insert(out.end(), objects->begin(), objects->end());
   }
   return out;
 }

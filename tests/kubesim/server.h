@@ -160,6 +160,10 @@ class Server {
 // Parses a YAML or JSON stream of objects (multi-document YAML, `---` separated; List kinds are
 // flattened) into JSON objects.
 [[nodiscard]] base::Result<std::vector<nlohmann::json>> parseObjects(std::string_view text);
+// Every object in the *.yaml files of `dir` (sorted by name, as `kubectl create -f DIR` reads
+// them): deploy/, deploy-rook-ceph/, deploy-monitoring/ loaded into a simulated cluster. An
+// error names the file.
+[[nodiscard]] base::Result<std::vector<nlohmann::json>> loadManifestDir(const std::string& dir);
 // A YAML or JSON list of {command: [prefix...], stdout, stderr, exitCode}.
 [[nodiscard]] base::Result<std::vector<ExecReply>> parseExecScript(std::string_view text);
 // Realistic nodes and pods for scale runs: nodes node-0..N-1 (Ready, labels, a control-plane

@@ -4,6 +4,7 @@
 // RBAC rules answering `kubectl auth can-i` for the ServiceAccount exactly as README's Permissions
 // table says. That the agent needs no more than these rules — and uses every one of them — is
 // proven by tests/agent/purge_e2e_test.cc, which runs the real agent as this ServiceAccount.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -18,12 +19,34 @@
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
 #include "base/process.h"
+#include "base/strings.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
 #include "tests/kubesim/server.h"
 
 namespace ekco::agent {
 namespace {
+
+// A CustomResourceDefinition document serving GROUP/v1 PLURAL (schema-less), so kubectl can
+// resolve the resource through discovery.
+std::string crdYaml(const std::string& group, const std::string& plural, const std::string& kind,
+                    bool status_subresource = false) {
+  return fmt::format(
+      "---\n"
+      "apiVersion: apiextensions.k8s.io/v1\n"
+      "kind: CustomResourceDefinition\n"
+      "metadata: {{name: {1}.{0}}}\n"
+      "spec:\n"
+      "  group: {0}\n"
+      "  scope: Namespaced\n"
+      "  names: {{plural: {1}, singular: {2}, kind: {3}}}\n"
+      "  versions:\n"
+      "    - {{name: v1, served: true, storage: true,{4}\n"
+      "       schema: {{openAPIV3Schema: {{type: object, "
+      "x-kubernetes-preserve-unknown-fields: true}}}}}}\n",
+      group, plural, base::asciiLower(kind), kind,
+      status_subresource ? " subresources: {status: {}}," : "");
+}
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -199,18 +222,8 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
   // Rook is installed: its CephCluster CRD is served (kubectl resolves cephclusters through
   // discovery).
   const std::string crd = dir_.path() + "/cephcluster-crd.yaml";
-  std::ofstream(crd)
-      << "apiVersion: apiextensions.k8s.io/v1\n"
-         "kind: CustomResourceDefinition\n"
-         "metadata: {name: cephclusters.ceph.rook.io}\n"
-         "spec:\n"
-         "  group: ceph.rook.io\n"
-         "  scope: Namespaced\n"
-         "  names: {plural: cephclusters, singular: cephcluster, kind: CephCluster}\n"
-         "  versions:\n"
-         "    - {name: v1, served: true, storage: true, subresources: {status: {}},\n"
-         "       schema: {openAPIV3Schema: {type: object, "
-         "x-kubernetes-preserve-unknown-fields: true}}}\n";
+  std::ofstream(crd) << crdYaml("ceph.rook.io", "cephclusters", "CephCluster",
+                                /*status_subresource=*/true);
   base::ProcessResult crd_created = kubectl({"create", "-f", crd});
   ASSERT_EQ(crd_created.exit_code, 0) << crd_created.stderr_data;
   base::ProcessResult rook = kubectl({"create", "-f", kSource + "/deploy-rook-ceph/"});
@@ -220,21 +233,9 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
 
   // kURL's Prometheus add-on is installed: its CRDs are served, deploy-monitoring/ applies.
   const std::string monitoring_crds = dir_.path() + "/monitoring-crds.yaml";
-  {
-    std::ofstream out(monitoring_crds);
-    for (const auto& [plural, kind] :
-         {std::pair{"prometheuses", "Prometheus"}, std::pair{"alertmanagers", "Alertmanager"}}) {
-      out << "---\napiVersion: apiextensions.k8s.io/v1\n"
-             "kind: CustomResourceDefinition\n"
-          << "metadata: {name: " << plural << ".monitoring.coreos.com}\n"
-          << "spec:\n  group: monitoring.coreos.com\n  scope: Namespaced\n"
-          << "  names: {plural: " << plural << ", kind: " << kind << "}\n"
-          << "  versions:\n"
-             "    - {name: v1, served: true, storage: true,\n"
-             "       schema: {openAPIV3Schema: {type: object, "
-             "x-kubernetes-preserve-unknown-fields: true}}}\n";
-    }
-  }
+  std::ofstream(monitoring_crds) << crdYaml("monitoring.coreos.com", "prometheuses", "Prometheus")
+                                 << crdYaml("monitoring.coreos.com", "alertmanagers",
+                                            "Alertmanager");
   base::ProcessResult monitoring_crds_created = kubectl({"create", "-f", monitoring_crds});
   ASSERT_EQ(monitoring_crds_created.exit_code, 0) << monitoring_crds_created.stderr_data;
   base::ProcessResult monitoring = kubectl({"create", "-f", kSource + "/deploy-monitoring/"});

@@ -77,11 +77,10 @@ class ResourceScalingTest : public ::testing::Test {
   void SetUp() override {
     std::vector<json> objects = {monitoringObject("Prometheus", "k8s", std::nullopt),
                                  monitoringObject("Alertmanager", "prometheus-alertmanager", 3)};
-    for (const char* file : {"/deploy/10-rbac.yaml", "/deploy-monitoring/rbac.yaml"}) {
-      auto parsed =
-          kubesim::parseObjects(testing::readWholeFile(std::string(EKCO_SOURCE_DIR) + file));
-      ASSERT_TRUE(parsed) << file << ": " << parsed.error().message();
-      objects.insert(objects.end(), parsed->begin(), parsed->end());
+    for (const char* dir : {"/deploy", "/deploy-monitoring"}) {
+      auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + dir);
+      ASSERT_TRUE(loaded) << loaded.error().message();
+      objects.insert(objects.end(), loaded->begin(), loaded->end());
     }
     auto server = kubesim::Server::start(
         {.out_dir = dir_.path() + "/sim",

@@ -51,15 +51,6 @@ constexpr int kDead = 2;  // cp-3, etcd member 127.0.0.13
 constexpr const char* kToken = "ekco-e2e-token";
 constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
 
-std::vector<std::string> manifestFiles(const std::string& dir) {
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 // "verb resource[/subresource][.group]": what an RBAC rule grants and a request needs.
 std::string permission(const std::string& verb, const std::string& group,
                        const std::string& resource) {
@@ -153,11 +144,9 @@ class PurgeE2eTest : public ::testing::Test {
     ASSERT_TRUE(started) << started.error().message();
     std::vector<json> objects = clusterObjects();
     for (const char* dir : {"/deploy", "/deploy-rook-ceph", "/deploy-monitoring"}) {
-      for (const auto& f : manifestFiles(EKCO_SOURCE_DIR + std::string(dir))) {
-        auto parsed = kubesim::parseObjects(testing::readWholeFile(f));
-        ASSERT_TRUE(parsed) << f << ": " << parsed.error().message();
-        objects.insert(objects.end(), parsed->begin(), parsed->end());
-      }
+      auto loaded = kubesim::loadManifestDir(EKCO_SOURCE_DIR + std::string(dir));
+      ASSERT_TRUE(loaded) << loaded.error().message();
+      objects.insert(objects.end(), loaded->begin(), loaded->end());
     }
     auto server = kubesim::Server::start(
         {.out_dir = dir_.path() + "/sim",
