@@ -17,11 +17,17 @@ namespace ekco::agent {
 
 namespace {
 
-// On a terminal, unless --yes: asks before purging. True to go on.
+// --yes goes on. Otherwise a person must say yes on a terminal; without a terminal (a pipe, a
+// script, `echo n | ekco purge-node X`) nobody can, so the purge is refused. True to go on.
 bool confirmed(const PurgeNodeArgs& args, const CliEnv& env) {
+  if (args.yes) return true;
   const bool terminal =
       args.stdin_is_terminal ? args.stdin_is_terminal() : ::isatty(STDIN_FILENO) == 1;
-  if (!terminal || args.yes) return true;
+  if (!terminal) {
+    *env.err << "error: purge-node: not purged: stdin is not a terminal, so nobody can confirm; "
+                "pass --yes to purge without asking\n";
+    return false;
+  }
   *env.out << "Warning: a purged node cannot rejoin the cluster as it is; run `kubeadm reset` "
               "on it before joining it again.\n"
            << "Purge node " << args.node << "? [y/N] " << std::flush;

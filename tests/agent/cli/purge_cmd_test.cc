@@ -104,6 +104,34 @@ TEST_F(PurgeCmdTest, AsksOnATerminalAndANoKeepsTheNode) {
   EXPECT_FALSE(server_->get("nodes", "", "w-2"));
 }
 
+// Issue 24 defect 5: `echo n | ekco purge-node X` purged a Ready node. Without a terminal an
+// irreversible purge needs --yes; without it the plan is printed and nothing happens.
+TEST_F(PurgeCmdTest, WithoutATerminalItRefusesUnlessYes) {
+  std::ostringstream out;
+  std::ostringstream err;
+  CliEnv env{.environment = {}, .out = &out, .err = &err, .default_config_path = "/nonexistent"};
+  bool asked = false;
+  PurgeNodeArgs args{.node = "w-2",
+                     .kubeconfig = server_->kubeconfigPath(),
+                     .self = "cp-1",
+                     .stdin_is_terminal = [] { return false; },
+                     .read_answer =
+                         [&] {
+                           asked = true;
+                           return std::string("y");
+                         }};
+  EXPECT_EQ(runPurgeNodeCommand(Config{}, args, env), kExitFailure);
+  EXPECT_THAT(out.str(), HasSubstr("Plan to purge node w-2:"));
+  EXPECT_EQ(err.str(),
+            "error: purge-node: not purged: stdin is not a terminal, so nobody can confirm; pass "
+            "--yes to purge without asking\n");
+  EXPECT_FALSE(asked);
+  EXPECT_TRUE(server_->get("nodes", "", "w-2"));
+  args.yes = true;
+  EXPECT_EQ(runPurgeNodeCommand(Config{}, args, env), kExitOk) << err.str();
+  EXPECT_FALSE(server_->get("nodes", "", "w-2"));
+}
+
 TEST_F(PurgeCmdTest, InstalledAsEkcoPurgeNode) {
   std::ostringstream out;
   std::ostringstream err;
