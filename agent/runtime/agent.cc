@@ -107,7 +107,10 @@ std::string healthSocketPath(const std::string& host_root, const std::string& co
 class Agent::Impl {
  public:
   Impl(AgentOptions options, const base::Clock& clock)
-      : options_(std::move(options)), clock_(clock), errors_(clock), started_at_(clock.monoNow()) {}
+      : options_(std::move(options)), clock_(clock), errors_(clock), started_at_(clock.monoNow()) {
+    if (options_.holder_identity.empty())
+      options_.holder_identity = leaseIdentity(options_.node_name);
+  }
 
   base::Status init();
   int run();
@@ -280,7 +283,7 @@ base::Status Agent::Impl::initElection() {
       *lease_client_, clock_,
       {.ns = c.leader_election_namespace,
        .name = "ekco-leader",
-       .identity = options_.node_name,
+       .identity = options_.holder_identity,
        .lease_duration = ms(c.leader_election_lease_duration),
        .renew_deadline = ms(c.leader_election_renew_deadline),
        .retry_period = ms(c.leader_election_retry_period)},
@@ -289,7 +292,8 @@ base::Status Agent::Impl::initElection() {
        .on_new_leader =
            [this](const std::string& holder) {
              base::logInfo("leader observed",
-                           {{"leader", holder.empty() ? "-" : holder},
+                           {{"leader", holder.empty() ? "-" : leaseHolderNode(holder)},
+                            {"holder", holder.empty() ? "-" : holder},
                             {"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
            }});
   if (!elector) return std::move(elector).error();
@@ -384,6 +388,7 @@ void Agent::Impl::onLeaderChange(bool leading) {
   actions_->inc({leading ? "lease_acquired" : "lease_lost"});
   base::logInfo(leading ? "became leader" : "stopped leading",
                 {{"node", options_.node_name},
+                 {"identity", options_.holder_identity},
                  {"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
   std::lock_guard lock(mu_);
   leading_ = leading;
@@ -407,7 +412,7 @@ void Agent::Impl::superviseLeaderCaches() {
        .involved_namespace = options_.config.leader_election_namespace,
        .involved_name = "ekco-leader",
        .reason = "LeaderElection",
-       .message = options_.node_name + " became leader"});
+       .message = options_.node_name + " became leader (" + options_.holder_identity + ")"});
   if (!recorded) errors_.report("event", recorded.error().message());
 }
 
@@ -463,10 +468,11 @@ json Agent::Impl::status() const {
   out["node"] = options_.node_name;
   out["version"] = std::string(EKCO_VERSION) + " (" + EKCO_GIT_SHA + ")";
   const auto lease = elector_->status();
-  out["leader"] = lease.holder;
+  out["leader"] = leaseHolderNode(lease.holder);
   out["is_leader"] = lease.is_leader;
   out["lease"] = {{"name", options_.config.leader_election_namespace + "/ekco-leader"},
                   {"holder", lease.holder},
+                  {"identity", options_.holder_identity},
                   {"renew_time", kube::rfc3339OrNull(lease.renew_time)},
                   {"acquire_time", kube::rfc3339OrNull(lease.acquire_time)},
                   {"transitions", lease.transitions},
@@ -532,9 +538,11 @@ std::string Agent::Impl::metricsText() const {
 
 void Agent::Impl::notifySystemd(const Health& ready, bool first_ready, bool watchdog) {
   const auto lease = elector_->status();
-  std::string state = "node " + options_.node_name + ", " +
-                      (lease.is_leader ? std::string("leader")
-                                       : "leader " + (lease.holder.empty() ? "-" : lease.holder));
+  std::string state =
+      "node " + options_.node_name + ", " +
+      (lease.is_leader
+           ? std::string("leader")
+           : "leader " + (lease.holder.empty() ? std::string("-") : leaseHolderNode(lease.holder)));
   state += ready.ok ? ", ready" : ", not ready: " + ready.reason;
   std::replace(state.begin(), state.end(), '\n', ' ');
   std::string message;

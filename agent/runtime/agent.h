@@ -32,6 +32,8 @@ struct AgentOptions {
   std::string config_source{};  // for the start-up log line: the file, or "defaults"
   std::string kubeconfig{};     // --kubeconfig ("" = the usual search)
   std::string node_name{};      // resolved (resolveNodeName)
+  // The Lease holderIdentity; "" = leaseIdentity(node_name), unique to this process.
+  std::string holder_identity{};
   std::string host_root = "/";
   // The health socket as this process sees it ("" = <host_root><config.health_socket>).
   std::string socket_path{};

@@ -1,7 +1,11 @@
 #include "agent/runtime/leader_election.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <random>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "kube/resource.h"
 #include "kube/timestamp.h"
@@ -371,6 +375,16 @@ LeaderElector::Status LeaderElector::status() const {
     s.resource_version = observed_->resource_version;
   }
   return s;
+}
+
+std::string leaseIdentity(const std::string& node_name) {
+  std::random_device random;
+  const std::uint64_t suffix = (std::uint64_t{random()} << 32) | random();
+  return fmt::format("{}_{:016x}", node_name, suffix);
+}
+
+std::string leaseHolderNode(const std::string& identity) {
+  return identity.substr(0, identity.find('_'));
 }
 
 }  // namespace ekco::agent

@@ -68,10 +68,19 @@
 
 namespace ekco::agent {
 
+// A holderIdentity unique to this process, as client-go makes one (hostname_uuid):
+// "<node>_<16 hex digits from the system's random source>". Node names never contain '_'.
+std::string leaseIdentity(const std::string& node_name);
+// The node part of a holderIdentity ("node-a" of "node-a_3f09c1d2e4b5a697"); an identity without
+// '_' (EKCO, ekco before unique identities) as it is.
+std::string leaseHolderNode(const std::string& identity);
+
 struct LeaderElectionConfig {
   std::string ns = "kurl";
   std::string name = "ekco-leader";
-  std::string identity{};  // holderIdentity: this node's name
+  // holderIdentity, compared whole: unique per process (leaseIdentity), so two agents that share
+  // a node name (two sockets, two hosts with one hostname) never both lead.
+  std::string identity{};
   // How long others wait, after they last saw the Lease change, before taking it over.
   std::chrono::milliseconds lease_duration{15000};
   // How long the leader keeps acting without a successful renewal.

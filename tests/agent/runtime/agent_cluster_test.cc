@@ -77,7 +77,9 @@ class AgentClusterTest : public ::testing::Test {
 
   std::string socket(const std::string& name) const { return (dir_ / (name + ".sock")).string(); }
 
-  void startAgent(const std::string& name, std::vector<std::string> extra_env = {}) {
+  // `name` keys the agent (its socket, host root, log); its node name is `node`, or `name`.
+  void startAgent(const std::string& name, std::vector<std::string> extra_env = {},
+                  const std::string& node = "") {
     const fs::path root = dir_ / ("root-" + name);
     fs::create_directories(root / "etc/kubernetes");
     std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
@@ -85,7 +87,7 @@ class AgentClusterTest : public ::testing::Test {
     std::vector<std::string> args = {EKCO_BIN,       "agent",
                                      "--config",     (dir_ / "config.yaml").string(),
                                      "--kubeconfig", server_->kubeconfigPath(),
-                                     "--node-name",  name,
+                                     "--node-name",  node.empty() ? name : node,
                                      "--host-root",  root.string(),
                                      "--socket",     socket(name)};
     const pid_t pid = testing::spawnLogged(std::move(args), log, std::move(extra_env));
@@ -134,6 +136,34 @@ class AgentClusterTest : public ::testing::Test {
   std::map<std::string, pid_t> pids_;
 };
 
+// Issue 24 defect 6: with the bare node name as holderIdentity, two agents that share a node
+// name (two sockets on one host, two hosts with one hostname) both believed they held the Lease.
+// Identities are unique per process now: exactly one of them leads, the other follows it.
+TEST_F(AgentClusterTest, TwoAgentsWithOneNodeNameNeverBothLead) {
+  startAgent("twin-1", {}, "node-a");
+  startAgent("twin-2", {}, "node-a");
+  for (const char* n : {"twin-1", "twin-2"}) {
+    ASSERT_TRUE(eventually([&] { return ready(n); }, seconds(20))) << n << ":\n" << logOf(n);
+  }
+  ASSERT_TRUE(eventually([&] { return leaders().size() == 1; }, seconds(10)));
+  // Over several retry periods, never two.
+  const auto until = Clock::now() + 6 * kRetry;
+  while (Clock::now() < until) {
+    ASSERT_LE(leaders().size(), 1U);
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  const std::string leader = leaders().front();
+  const std::string follower = leader == "twin-1" ? "twin-2" : "twin-1";
+  auto l = status(leader);
+  auto f = status(follower);
+  ASSERT_TRUE(l && f);
+  EXPECT_NE((*l)["lease"]["identity"], (*f)["lease"]["identity"]);
+  EXPECT_EQ((*l)["lease"]["identity"], leaseHolder());
+  EXPECT_FALSE((*f)["is_leader"].get<bool>());
+  EXPECT_EQ((*f)["lease"]["holder"], leaseHolder());
+  EXPECT_EQ((*f)["leader"], "node-a");  // /status names the leader's node
+}
+
 TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigterm) {
   for (const char* n : {"node-a", "node-b", "node-c"}) startAgent(n);
   for (const char* n : {"node-a", "node-b", "node-c"}) {
@@ -141,7 +171,8 @@ TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigte
   }
   ASSERT_TRUE(eventually([&] { return leaders().size() == 1; }, seconds(10)));
   const std::string first = leaders().front();
-  EXPECT_EQ(leaseHolder(), first);
+  // The holder identity is the node name plus a suffix unique to the process.
+  EXPECT_THAT(leaseHolder(), ::testing::MatchesRegex(first + "_[0-9a-f]{16}"));
   // Every agent's /status names the same leader.
   ASSERT_TRUE(eventually(
       [&] {
@@ -156,7 +187,8 @@ TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigte
     auto s = status(first);
     ASSERT_TRUE(s);
     EXPECT_EQ((*s)["node"], first);
-    EXPECT_EQ((*s)["lease"]["holder"], first);
+    EXPECT_EQ((*s)["lease"]["holder"], leaseHolder());
+    EXPECT_EQ((*s)["lease"]["identity"], leaseHolder());
     EXPECT_TRUE((*s)["ready"].get<bool>());
     EXPECT_EQ((*s)["caches"].size(), 3U);  // node, pods and (leader) cluster-nodes
     EXPECT_FALSE((*s)["controllers"].empty());
@@ -178,7 +210,7 @@ TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigte
       seconds(15)));
   const auto kill_failover = Clock::now() - killed;
   EXPECT_NE(second, first);
-  EXPECT_EQ(leaseHolder(), second);
+  EXPECT_THAT(leaseHolder(), ::testing::StartsWith(second + "_"));
   // Lease duration + up to 2.2 retry periods (acquirers' jitter) + polling slack.
   EXPECT_LT(kill_failover, kLease + 3 * kRetry + milliseconds(1500));
 

@@ -3,6 +3,7 @@
 // runs three electors against ekco-kubesim over HTTPS with real RestClients.)
 #include "agent/runtime/leader_election.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,6 +83,16 @@ class LeaderElectionTest : public ::testing::Test {
   FakeKube kube_;
   base::ManualClock clock_{kStart};
 };
+
+TEST(LeaseIdentity, IsTheNodeNamePlusASuffixUniqueToTheProcess) {
+  const std::string a = leaseIdentity("node-a");
+  const std::string b = leaseIdentity("node-a");
+  EXPECT_THAT(a, ::testing::MatchesRegex("node-a_[0-9a-f]{16}"));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(leaseHolderNode(a), "node-a");
+  EXPECT_EQ(leaseHolderNode("node-a"), "node-a");  // EKCO's bare node name
+  EXPECT_EQ(leaseHolderNode(""), "");
+}
 
 TEST_F(LeaderElectionTest, FirstAgentCreatesTheLeaseAndLeads) {
   Recorder rec;
