@@ -95,6 +95,7 @@ bool InformerBase::backoff(int failures) {
   std::uniform_real_distribution<double> half(0.5, 1.0);
   const auto wait = std::chrono::milliseconds(
       static_cast<std::int64_t>(static_cast<double>(delay.count()) * half(random_)));
+  if (options_.on_backoff) options_.on_backoff(failures, wait);
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, wait, [&] { return stopping(); });
   return !stopping();
@@ -188,7 +189,7 @@ void InformerBase::addPageItems(const Json& items) {
   }
 }
 
-base::Status InformerBase::watchOnce(std::uint64_t& events_seen) {
+base::Status InformerBase::watchOnce(std::uint64_t& events_seen, bool& accepted) {
   WatchOptions options;
   {
     std::lock_guard lock(mu_);
@@ -202,7 +203,8 @@ base::Status InformerBase::watchOnce(std::uint64_t& events_seen) {
   options.idle_timeout = options_.watch_idle_timeout;
   options.label_selector = options_.label_selector;
   options.field_selector = options_.field_selector;
-  options.on_open = [this] {
+  options.on_open = [this, &accepted] {
+    accepted = true;
     std::lock_guard lock(mu_);
     stats_.connected = true;
   };
@@ -266,7 +268,8 @@ void InformerBase::run() {
     }
     const auto started = clock_.monoNow();
     std::uint64_t events_seen = 0;
-    auto watched = watchOnce(events_seen);
+    bool accepted = false;
+    auto watched = watchOnce(events_seen, accepted);
     if (stopping()) return;
     if (watched) {
       // The server ended the stream (its timeout): watch again from the last version at once,
@@ -289,7 +292,13 @@ void InformerBase::run() {
     }
     if (watched.error().code() == ErrorCode::kCancelled) return;
     failed(watched.error());
-    if (events_seen > 0) failures = 0;
+    // A watch that delivered events, or that the server accepted and that then ran a while
+    // (quiet resources send nothing for minutes), was a success: the outage that ended it backs
+    // off from the start, as after a good list. Otherwise identical short outages would take
+    // ever longer to recover from. One that broke at once keeps growing the backoff.
+    if (events_seen > 0 || (accepted && clock_.monoNow() - started >= options_.short_watch)) {
+      failures = 0;
+    }
     if (!backoff(++failures)) return;
   }
 }

@@ -71,6 +71,9 @@ struct InformerOptions {
   // follows) and the informer watches again from its last version.
   std::chrono::milliseconds watch_idle_timeout{std::chrono::seconds(90)};
   std::chrono::milliseconds short_watch{1000};
+  // Called before each backoff wait with the count of consecutive failures it is for and the
+  // wait chosen (tests, diagnostics).
+  std::function<void(int failures, std::chrono::milliseconds wait)> on_backoff{};
 };
 
 struct InformerStats {
@@ -141,7 +144,9 @@ class InformerBase {
   // Adds a page's items (an array, or null for none) to the replacement; a malformed one is
   // counted and reported, never fatal.
   void addPageItems(const Json& items);
-  base::Status watchOnce(std::uint64_t& events_seen);
+  // One watch from the last version; `events_seen` counts what it delivered, `accepted` says
+  // whether the server answered 2xx.
+  base::Status watchOnce(std::uint64_t& events_seen, bool& accepted);
   void failed(const base::Error& error);
   // Sleeps the backoff for the n-th consecutive failure; false when stopped meanwhile.
   bool backoff(int failures);

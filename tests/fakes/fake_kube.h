@@ -95,6 +95,12 @@ struct Fault {
 struct WatchScript {
   std::vector<WatchEvent> events{};
   base::Status end = base::ok();
+  // The server answered 2xx (WatchOptions::on_open is called before the events), as a real
+  // watch that is accepted and then breaks; implied when events are scripted.
+  bool accepted = false;
+  // Runs after the events, before the end is returned (a test advances its clock: the watch
+  // "ran" that long).
+  std::function<void()> before_end{};
 };
 
 class FakeKube final : public KubeClient {
@@ -429,7 +435,7 @@ class FakeKube final : public KubeClient {
       }
     }
     auto answer =
-        script ? playWatch(*script, handler) : streamStore(call, options, handler, cancel);
+        script ? playWatch(*script, options, handler) : streamStore(call, options, handler, cancel);
     runAfter(Verb::kWatch);
     return answer;
   }
@@ -598,10 +604,13 @@ class FakeKube final : public KubeClient {
     return patched;
   }
 
-  static base::Status playWatch(const WatchScript& script, const WatchHandler& handler) {
+  static base::Status playWatch(const WatchScript& script, const WatchOptions& options,
+                                const WatchHandler& handler) {
+    if ((script.accepted || !script.events.empty()) && options.on_open) options.on_open();
     for (const auto& e : script.events) {
       if (!handler(e)) return base::ok();
     }
+    if (script.before_end) script.before_end();
     return script.end;
   }
 

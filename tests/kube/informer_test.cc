@@ -261,6 +261,41 @@ TEST_F(InformerTest, AStreamThatEndsAtOnceWithNothingInItBacksOff) {
   EXPECT_THAT(recorder_.errors, ::testing::Each(HasSubstr("the server ended the stream at once")));
 }
 
+// Issue 24 defect 7: identical 3 s outages of a quiet resource took 1.2 -> 1.9 -> 4.0 -> 12.8 ->
+// 26.6 s to recover, because only a watch with events reset the backoff. A watch the server
+// accepted and that ran at least short_watch resets it too; connection failures (nothing
+// accepted) and watches that broke at once still back off exponentially.
+TEST_F(InformerTest, AnAcceptedQuietWatchThatBreaksStartsTheBackoffAfresh) {
+  std::vector<int> backoffs;
+  std::mutex backoffs_mu;
+  auto informer =
+      std::make_unique<Informer<PodRecord>>(client_, clock_, resources::kPods, "",
+                                            InformerOptions{.initial_backoff = milliseconds(1),
+                                                            .max_backoff = milliseconds(4),
+                                                            .short_watch = milliseconds(1000),
+                                                            .on_backoff =
+                                                                [&](int failures, milliseconds) {
+                                                                  std::lock_guard lock(backoffs_mu);
+                                                                  backoffs.push_back(failures);
+                                                                }},
+                                            projectPod, recorder_.handlers());
+  client_.scriptList(listOf({}, "5"));
+  const auto ranFor = [this](milliseconds d) { return [this, d] { clock_.advance(d); }; };
+  const Error reset("watch pods: connection reset", ErrorCode::kIo);
+  const Error refused("watch pods: connection refused", ErrorCode::kUnavailable);
+  // Three outages after quiet watches that ran 2 s each: the backoff starts afresh each time.
+  for (int i = 0; i < 3; ++i) {
+    client_.scriptWatch({.end = reset, .accepted = true, .before_end = ranFor(milliseconds(2000))});
+  }
+  // Refused connections (never accepted): exponential again.
+  for (int i = 0; i < 3; ++i) client_.scriptWatch({.end = refused});
+  // Accepted, but broke at once: still counted on.
+  client_.scriptWatch({.end = reset, .accepted = true, .before_end = ranFor(milliseconds(10))});
+  runToIdle(*informer);
+  std::lock_guard lock(backoffs_mu);
+  EXPECT_THAT(backoffs, ElementsAre(1, 1, 1, 2, 3, 4, 5));
+}
+
 TEST_F(InformerTest, StopEndsABackoffWaitAndAnUnsyncedWaitForSync) {
   // Every list fails and the backoff is long: stop() must cut the wait short.
   client_.inject({.verb = Verb::kList,
