@@ -49,6 +49,13 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
                             std::pair{"startup_api_timeout", c.startup_api_timeout}}) {
     if (value.count() == 0) problem(key, "must be greater than 0");
   }
+  // Below these the agent cannot work as configured (issue 24 defect 8): a 1 ns reconcile
+  // interval spins a core; the elector counts in milliseconds and writes whole seconds.
+  if (c.reconcile_interval.count() > 0 && c.reconcile_interval < kMinReconcileInterval) {
+    problem("reconcile_interval",
+            fmt::format("must be at least {} (got {})", base::formatDuration(kMinReconcileInterval),
+                        base::formatDuration(c.reconcile_interval)));
+  }
   // EKCO: a zero reconcile_timeout means 15 minutes.
   if (c.reconcile_timeout.count() == 0) c.reconcile_timeout = std::chrono::minutes(15);
 
@@ -85,8 +92,23 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
       problem(key, "want an absolute path, got " + base::quoteForMessage(*value));
     }
   }
+  if (!c.health_socket.empty() && c.health_socket.front() == '/') {
+    if (c.health_socket.back() == '/') {
+      problem("health_socket", "want the path of a socket file, not a directory, got " +
+                                   base::quoteForMessage(c.health_socket));
+    } else if (c.health_socket.size() > kMaxSocketPathBytes) {
+      problem("health_socket", fmt::format("a unix socket path has at most {} bytes (got {}: {})",
+                                           kMaxSocketPathBytes, c.health_socket.size(),
+                                           base::quoteForMessage(c.health_socket)));
+    }
+  }
   if (c.leader_election_retry_period.count() <= 0) {
     problem("leader_election_retry_period", "must be greater than 0");
+  } else if (c.leader_election_retry_period < kMinLeaderElectionRetryPeriod) {
+    problem("leader_election_retry_period",
+            fmt::format("must be at least {} (got {})",
+                        base::formatDuration(kMinLeaderElectionRetryPeriod),
+                        base::formatDuration(c.leader_election_retry_period)));
   } else if (c.leader_election_renew_deadline <= c.leader_election_retry_period) {
     problem("leader_election_renew_deadline",
             fmt::format("must be longer than leader_election_retry_period ({})",

@@ -5,6 +5,8 @@
 // or send terminal escapes).
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -12,6 +14,13 @@
 #include "agent/config/config.h"
 
 namespace ekco::agent {
+
+// Minimums below which the agent cannot work as configured.
+inline constexpr Duration kMinReconcileInterval = std::chrono::seconds(1);
+inline constexpr Duration kMinLeaderElectionRetryPeriod = std::chrono::milliseconds(100);
+// sun_path's 108 bytes less the terminating NUL (agent/serve/health_server.cc checks the path
+// under the host root when it binds).
+inline constexpr std::size_t kMaxSocketPathBytes = 107;
 
 using ConfigProblemFn = std::function<void(std::string_view key, std::string message)>;
 

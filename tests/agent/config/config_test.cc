@@ -243,6 +243,26 @@ TEST(Config, RejectedValuesAreEscapedInProblems) {
   }
 }
 
+// Issue 24 defect 8: config check accepts nothing the agent rejects or cannot use.
+TEST(Config, MinimumsAndSocketPathsTheAgentNeedsAreChecked) {
+  EXPECT_THAT(problemsOf("reconcile_interval: 1ns\n"),
+              ElementsAre(HasSubstr("reconcile_interval: must be at least 1s (got 1ns)")));
+  EXPECT_THAT(problemsOf("reconcile_interval: 1s\n"), ElementsAre());
+  EXPECT_THAT(
+      problemsOf("leader_election_retry_period: 999us\n"),
+      ElementsAre(HasSubstr("leader_election_retry_period: must be at least 100ms (got 999us)")));
+  EXPECT_THAT(problemsOf("leader_election_retry_period: 100ms\n"), ElementsAre());
+  EXPECT_THAT(problemsOf("health_socket: /\n"),
+              ElementsAre(HasSubstr("health_socket: want the path of a socket file, not a "
+                                    "directory, got \"/\"")));
+  EXPECT_THAT(problemsOf("health_socket: /run/ekco/\n"), ElementsAre(HasSubstr("not a directory")));
+  const std::string longest = "/run/" + std::string(102, 's');  // 107 bytes
+  EXPECT_THAT(problemsOf("health_socket: " + longest + "\n"), ElementsAre());
+  EXPECT_THAT(problemsOf("health_socket: " + longest + "x\n"),
+              ElementsAre(HasSubstr("health_socket: a unix socket path has at most 107 bytes "
+                                    "(got 108:")));
+}
+
 TEST(Config, OtherValueRulesAreChecked) {
   EXPECT_THAT(problemsOf("log_level: loud\n"),
               ElementsAre(HasSubstr("config.yaml:1: log_level: invalid log level \"loud\"")));
