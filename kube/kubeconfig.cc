@@ -136,6 +136,14 @@ class Reader {
                     ErrorCode::kParse);
       }
     }
+    if (conn.insecure_skip_tls_verify && !conn.ca_pem.empty()) {
+      // kubectl refuses this too: which one was meant is anyone's guess, and guessing
+      // "insecure" would silently drop the verification the CA asks for.
+      return fail(cluster_where +
+                      ": certificate-authority and insecure-skip-tls-verify are both set; keep "
+                      "one",
+                  ErrorCode::kInvalidArgument);
+    }
     conn.tls_server_name = scalar(cluster, "tls-server-name");
     if (!scalar(cluster, "proxy-url").empty()) {
       return fail(cluster_where + ": proxy-url is not supported", ErrorCode::kInvalidArgument);

@@ -35,7 +35,9 @@ install(PROGRAMS ${EKCO_UNITS_STAGING}/opt/ekco/startup.sh ${EKCO_UNITS_STAGING}
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/systemd/ekco-agent.service
               ${EKCO_UNITS_STAGING}/etc/systemd/system/ekco-reboot.service
         DESTINATION lib/systemd/system)
-install(FILES ${PROJECT_SOURCE_DIR}/packaging/config.yaml DESTINATION etc/ekco)
+# 0600: it may hold storage_migration_auth_token and an installer URL with a password.
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/config.yaml DESTINATION etc/ekco
+        PERMISSIONS OWNER_READ OWNER_WRITE)
 
 set(CPACK_PACKAGE_NAME ekco)
 set(CPACK_PACKAGE_VENDOR "ekco")

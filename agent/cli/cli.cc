@@ -101,7 +101,7 @@ int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& f
   if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
   Config cfg = loader.finish();
   if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
-  *env.out << renderConfigYaml(cfg);
+  *env.out << renderConfigYaml(redactSecrets(std::move(cfg)));
   return kExitOk;
 }
 

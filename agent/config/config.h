@@ -187,6 +187,11 @@ class ConfigLoader {
 // Ignored keys are left out (they do nothing). The output passes ConfigLoader unchanged.
 std::string renderConfigYaml(const Config& cfg);
 
+// `cfg` for `config show`: secrets it may hold replaced, as Go's url.Redacted does for URLs —
+// storage_migration_auth_token (when set) becomes "<redacted>", a password in auto_upgrade_url's
+// userinfo "xxxxx". (`config from-kurl` writes a config to use, so it keeps them.)
+Config redactSecrets(Config cfg);
+
 // Splits and checks one pod_image_overrides entry "original=overridden".
 base::Result<std::pair<std::string, std::string>> parseImageOverride(std::string_view entry);
 

@@ -1,4 +1,5 @@
 // `ekco config show`: a Config as YAML, every key in the table's order.
+#include <algorithm>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -61,6 +62,22 @@ std::string renderConfigYaml(const Config& cfg) {
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+Config redactSecrets(Config cfg) {
+  if (!cfg.storage_migration_auth_token.empty()) cfg.storage_migration_auth_token = "<redacted>";
+  std::string& url = cfg.auto_upgrade_url;
+  const std::size_t scheme_end = url.find("://");
+  if (scheme_end != std::string::npos) {
+    const std::size_t authority = scheme_end + 3;
+    const std::size_t authority_end = std::min(url.find_first_of("/?#", authority), url.size());
+    const std::size_t at = url.rfind('@', authority_end - 1);
+    if (at != std::string::npos && at >= authority) {
+      const std::size_t colon = url.find(':', authority);
+      if (colon != std::string::npos && colon < at) url.replace(colon + 1, at - colon - 1, "xxxxx");
+    }
+  }
+  return cfg;
 }
 
 }  // namespace ekco::agent

@@ -266,6 +266,14 @@ TEST(KubeconfigErrors, EachNamesTheFileAndTheField) {
        R"(kubeconfig /x/admin.conf: user "u": client-certificate and client-key must be set together)"},
       {kubeconfig("    insecure-skip-tls-verify: perhaps\n", ""), ErrorCode::kParse,
        R"(kubeconfig /x/admin.conf: cluster "c": insecure-skip-tls-verify is not a boolean)"},
+      // Issue 24 defect 12: kubectl refuses both; so does ekco.
+      {kubeconfig(
+           "    certificate-authority-data: "
+           "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCmZha2UgQ0EKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=\n"
+           "    insecure-skip-tls-verify: true\n",
+           "    token: t\n"),
+       ErrorCode::kInvalidArgument,
+       R"(kubeconfig /x/admin.conf: cluster "c": certificate-authority and insecure-skip-tls-verify are both set; keep one)"},
   };
   for (const auto& c : cases) {
     const base::Error error = loadError(c.text);

@@ -127,6 +127,25 @@ TEST(Cli, ConfigShowLayersFileEnvironmentAndFlags) {
   EXPECT_THAT(r.out, HasSubstr("\nlog_level: debug\n"));
 }
 
+// Issue 24 defect 12: config show printed the storage migration token and URL passwords.
+TEST(Cli, ConfigShowRedactsSecretsAndFromKurlKeepsThem) {
+  TempFile f(
+      "storage_migration_auth_token: s3cr3t-token\n"
+      "auto_upgrade_url: https://user:pa55word@mirror.example/kurl/latest?x=1\n");
+  CliRun r = cli({"config", "show", "--config", f.path()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nstorage_migration_auth_token: <redacted>\n"));
+  EXPECT_THAT(r.out,
+              HasSubstr("\nauto_upgrade_url: https://user:xxxxx@mirror.example/kurl/latest?x=1\n"));
+  EXPECT_EQ(r.out.find("s3cr3t"), std::string::npos);
+  EXPECT_EQ(r.out.find("pa55word"), std::string::npos);
+  // Nothing to hide: shown as is.
+  TempFile plain("auto_upgrade_url: https://mirror.example/a@b\n");
+  r = cli({"config", "show", "--config", plain.path()});
+  EXPECT_THAT(r.out, HasSubstr("\nauto_upgrade_url: https://mirror.example/a@b\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nstorage_migration_auth_token: \"\"\n"));
+}
+
 TEST(Cli, LogLevelIsAGlobalFlagInBothSpellings) {
   EXPECT_THAT(cli({"--log-level", "debug", "config", "show"}).out,
               HasSubstr("\nlog_level: debug\n"));
