@@ -23,4 +23,7 @@ void appendEscaped(std::string& out, std::string_view value);
 // of the value are shown; a longer value ends in "...".
 std::string quoteForMessage(std::string_view value, std::size_t max_shown = 80);
 
+// A size for messages: "16 MiB", "64 KiB" when it is a whole number of them, else "1000 bytes".
+std::string describeBytes(std::size_t bytes);
+
 }  // namespace ekco::base

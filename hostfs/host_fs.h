@@ -69,7 +69,12 @@ class HostFs {
   // lexical (symlinks are not resolved), so never open it.
   virtual std::string realPath(std::string_view path) const = 0;
 
-  // Whole content of a regular file. A final symlink is followed.
+  // What read() takes at most. ekco reads configuration, kubeconfigs, tokens, certificates,
+  // manifests and /proc/mounts, all far smaller; a larger file is refused rather than loaded.
+  static constexpr std::size_t kMaxReadBytes = std::size_t{8} << 20;
+
+  // Whole content of a regular file. A final symlink is followed. A file larger than
+  // kMaxReadBytes is kInvalidArgument ("read /x: larger than 8 MiB; not reading it").
   virtual base::Result<std::string> read(std::string_view path) const = 0;
   // False when the path (or, after following symlinks, its target) does not exist; other
   // failures (escape, permission, I/O) are errors.

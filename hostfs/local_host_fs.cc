@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/strings.h"
 #include "base/unique_fd.h"
 
 namespace ekco::hostfs {
@@ -140,9 +141,11 @@ Result<std::string> readLink(int link_fd) {
   return buf;
 }
 
-Result<std::string> readAll(int fd, std::size_t size_hint) {
+// Reads to the end, or fails with kInvalidArgument once more than max_bytes arrived (the size
+// stat reports may be stale, or 0 for /proc files).
+Result<std::string> readAll(int fd, std::size_t size_hint, std::size_t max_bytes) {
   std::string out;
-  out.reserve(size_hint);
+  out.reserve(std::min(size_hint, max_bytes));
   char buf[64 * 1024];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
@@ -151,6 +154,10 @@ Result<std::string> readAll(int fd, std::size_t size_hint) {
       return bareErrno(errno);
     }
     if (n == 0) return out;
+    if (out.size() + static_cast<std::size_t>(n) > max_bytes) {
+      return Error("larger than " + base::describeBytes(max_bytes) + "; not reading it",
+                   ErrorCode::kInvalidArgument);
+    }
     out.append(buf, static_cast<std::size_t>(n));
   }
 }
@@ -393,7 +400,7 @@ Result<Changed> writeFile(int root_fd, const base::Clock& clock, std::string_vie
       if (!options.mode) mode = cst.st_mode & 07777;
       if (!owner) owner = Owner{.uid = cst.st_uid, .gid = cst.st_gid};
       if (static_cast<std::uint64_t>(cst.st_size) == content.size()) {
-        auto old = readAll(cur.get(), content.size());
+        auto old = readAll(cur.get(), content.size(), content.size());
         if (!old) return std::move(old).error().wrap("read current content");
         if (*old == content) {
           const bool owner_ok = *owner == Owner{.uid = cst.st_uid, .gid = cst.st_gid};
@@ -512,7 +519,12 @@ Result<std::string> LocalHostFs::read(std::string_view path) const {
   if (!S_ISREG(st.st_mode)) {
     return Error(context + ": not a regular file", ErrorCode::kInvalidArgument);
   }
-  auto content = readAll(fd.get(), static_cast<std::size_t>(st.st_size));
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxReadBytes) {
+    return Error(
+        context + ": larger than " + base::describeBytes(kMaxReadBytes) + "; not reading it",
+        ErrorCode::kInvalidArgument);
+  }
+  auto content = readAll(fd.get(), static_cast<std::size_t>(st.st_size), kMaxReadBytes);
   if (!content) return std::move(content).error().wrap(context);
   return content;
 }

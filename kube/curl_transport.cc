@@ -113,6 +113,12 @@ size_t onBody(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+// A response body over the transport's bound: the call fails and the partial body is dropped.
+Error tooLarge(const std::string& url, std::size_t max_bytes) {
+  return Error("request " + url + ": the response is larger than " + base::describeBytes(max_bytes),
+               ErrorCode::kIo);
+}
+
 // The transport Error for a failed transfer (see HttpTransport for the codes).
 Error transferError(CURL* easy, CURLcode rc, const char* errbuf, const std::string& url) {
   std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
@@ -331,6 +337,7 @@ Result<HttpResponse> CurlTransport::send(const HttpRequest& request) {
   Slist connect_to = connectTo(target_.connect_to);
 
   Exchange exchange;
+  exchange.max_body = options_.max_response_bytes;
   char errbuf[CURL_ERROR_SIZE] = {0};
   configure(easy, connection_, url, connect_to.get(), request, headers.get(), &exchange, errbuf,
             options_.connect_timeout, options_.user_agent);
@@ -342,6 +349,7 @@ Result<HttpResponse> CurlTransport::send(const HttpRequest& request) {
   Result<HttpResponse> result = rc == CURLE_OK
                                     ? Result<HttpResponse>(std::move(exchange.response))
                                     : Result<HttpResponse>(transferError(easy, rc, errbuf, url));
+  if (exchange.too_large) result = tooLarge(url, options_.max_response_bytes);
   // The options point at this call's buffers; clear them before the handle is reused.
   curl_easy_reset(easy);
   release(easy);
@@ -366,6 +374,7 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
 
   Exchange exchange;
   exchange.on_chunk = &on_chunk;
+  exchange.max_body = options_.max_response_bytes;
   exchange.on_headers = &request.on_headers;
   char errbuf[CURL_ERROR_SIZE] = {0};
   configure(easy.get(), connection_, url, connect_to.get(), request, headers.get(), &exchange,
@@ -399,6 +408,7 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
   curl_multi_remove_handle(raw_multi, easy.get());
 
   if (cancelled) return Error("request " + url + ": cancelled", ErrorCode::kCancelled);
+  if (exchange.too_large) return tooLarge(url, options_.max_response_bytes);
   if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && exchange.stopped_by_handler)) {
     return std::move(exchange.response);
   }

@@ -38,6 +38,11 @@ namespace ekco::kube {
 
 struct CurlTransportOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+  // A longer response body ends the call with kIo ("larger than 64 MiB"): send's whole body,
+  // and a stream's body when its status is not 2xx (a 2xx stream goes to the handler, which
+  // bounds what it keeps). Lists come in pages of 500 objects (about 1 MiB), so only a broken or
+  // hostile server gets near it, and the agent's memory stays bounded.
+  std::size_t max_response_bytes = std::size_t{64} << 20;
   std::size_t max_idle_handles = 4;
   std::string user_agent = "ekco";
 };

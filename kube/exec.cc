@@ -19,6 +19,7 @@
 #include <boost/beast/websocket/ssl.hpp>
 #include <nlohmann/json.hpp>
 
+#include "base/strings.h"
 #include "kube/errors.h"
 #include "kube/resource.h"
 
@@ -117,6 +118,10 @@ class Session {
   bool statusSeen() const { return status_seen_; }
 
  private:
+  // What one exec may send back, all channels together (ceph's JSON is a few KiB; a larger
+  // answer is a broken or hostile stream). Beast bounds one message at 16 MiB itself.
+  static constexpr std::size_t kMaxExecOutputBytes = std::size_t{16} << 20;
+
   void fail(const std::string& what, const beast::error_code& ec) {
     if (finished_) return;
     finished_ = true;
@@ -216,6 +221,15 @@ class Session {
       }
       std::string frame = beast::buffers_to_string(buffer_.data());
       buffer_.consume(buffer_.size());
+      received_ += frame.size();
+      if (received_ > kMaxExecOutputBytes) {
+        finished_ = true;
+        error_ = Error("read exec stream: the command's output is larger than " +
+                           base::describeBytes(kMaxExecOutputBytes),
+                       ErrorCode::kIo);
+        abort();
+        return;
+      }
       if (!frame.empty()) {
         auto channel = static_cast<unsigned char>(frame[0]);
         std::string_view payload(frame.data() + 1, frame.size() - 1);
@@ -251,6 +265,7 @@ class Session {
   ExecResult result_;
   std::string status_;
   bool status_seen_ = false;
+  std::size_t received_ = 0;  // bytes of every frame read so far
   bool finished_ = false;
   std::optional<Error> error_;
 };

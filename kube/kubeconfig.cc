@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "kube/token_source.h"
+
 namespace ekco::kube {
 
 using base::Error;
@@ -13,14 +15,6 @@ using base::ErrorCode;
 using base::Result;
 
 namespace {
-
-std::string trimToken(std::string token) {
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' ||
-                            token.back() == '\t')) {
-    token.pop_back();
-  }
-  return token;
-}
 
 // One kubeconfig being read: its path for messages and for resolving relative file names.
 class Reader {
@@ -175,11 +169,11 @@ class Reader {
       conn.token = scalar(user, "token");
       if (const std::string token_file = scalar(user, "tokenFile"); !token_file.empty()) {
         const std::string resolved = resolve(token_file);
-        auto token = fs_.read(resolved);
+        auto token = readTokenFile(fs_, resolved);
         if (!token) {
           return fail(user_where + ": tokenFile: " + token.error().message(), token.error().code());
         }
-        conn.token = trimToken(*token);
+        conn.token = std::move(*token);
         if (token_file_later_) conn.token_file = resolved;
       }
     }
@@ -271,9 +265,9 @@ Result<Connection> loadInCluster(const hostfs::HostFs& fs, const Environment& en
   const bool ipv6 = host->second.find(':') != std::string::npos;
   conn.server = "https://" + (ipv6 ? "[" + host->second + "]" : host->second) + ":" + port->second;
   const std::string token_path = std::string(dir) + "/token";
-  auto token = fs.read(token_path);
+  auto token = readTokenFile(fs, token_path);
   if (!token) return std::move(token).error().wrap("in-cluster service account: token");
-  conn.token = trimToken(*token);
+  conn.token = std::move(*token);
   conn.token_file = token_path;
   auto ca = fs.read(std::string(dir) + "/ca.crt");
   if (!ca) return std::move(ca).error().wrap("in-cluster service account: CA");

@@ -4,13 +4,23 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <mutex>
 #include <string>
 
 #include "base/clock.h"
+#include "base/result.h"
 #include "hostfs/host_fs.h"
 
 namespace ekco::kube {
+
+// A bearer token is a JWT of a few KiB; a larger token file is refused (each request would
+// carry it in a header).
+inline constexpr std::size_t kMaxTokenBytes = std::size_t{64} << 10;
+
+// The token in `path` without trailing whitespace. Errors: those of HostFs::read, and
+// kInvalidArgument for a file over kMaxTokenBytes ("read /x: larger than 64 KiB").
+base::Result<std::string> readTokenFile(const hostfs::HostFs& fs, const std::string& path);
 
 class TokenSource {
  public:

@@ -1,5 +1,6 @@
 #include "kube/watch.h"
 
+#include "base/strings.h"
 #include "kube/errors.h"
 
 namespace ekco::kube {
@@ -16,6 +17,13 @@ base::Status WatchDecoder::feed(std::string_view chunk, const WatchHandler& hand
     EKCO_TRY(line(std::string_view(pending_).substr(start, nl - start), handler, keep_going));
   }
   pending_.erase(0, start);
+  if (keep_going && pending_.size() > max_line_bytes_) {
+    pending_.clear();
+    pending_.shrink_to_fit();
+    return Error(op_ + ": a watch event is longer than " + base::describeBytes(max_line_bytes_) +
+                     " without a newline; dropping the stream",
+                 ErrorCode::kParse);
+  }
   return base::ok();
 }
 

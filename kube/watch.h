@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -47,8 +48,14 @@ using WatchHandler = std::function<bool(const WatchEvent& event)>;
 // and the stream should be abandoned.
 class WatchDecoder {
  public:
-  // `op` prefixes error messages ("watch pods in default").
-  explicit WatchDecoder(std::string op) : op_(std::move(op)) {}
+  // One event is one object, which etcd bounds at ~1.5 MiB; a line this long is not an event but
+  // a broken or hostile stream, and holding more of it would only grow the agent's memory.
+  static constexpr std::size_t kMaxLineBytes = std::size_t{16} << 20;
+
+  // `op` prefixes error messages ("watch pods in default"). A line (an event) longer than
+  // `max_line_bytes` is a kParse error; what the decoder holds stays below about that much.
+  explicit WatchDecoder(std::string op, std::size_t max_line_bytes = kMaxLineBytes)
+      : op_(std::move(op)), max_line_bytes_(max_line_bytes) {}
 
   // Decodes every complete line in `chunk` (with what is left from earlier chunks) and calls
   // the handler for each event. Returns false in `keep_going` when the handler asked to stop.
@@ -60,6 +67,7 @@ class WatchDecoder {
   base::Status line(std::string_view text, const WatchHandler& handler, bool& keep_going);
 
   std::string op_;
+  std::size_t max_line_bytes_;
   std::string pending_;
 };
 

@@ -1,12 +1,10 @@
 #include "agent/cli/cli.h"
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -22,6 +20,7 @@
 #include "agent/config/config.h"
 #include "agent/config/kurl_installer.h"
 #include "agent/controllers/host_units.h"
+#include "base/file_read.h"
 #include "base/log.h"
 #include "base/version_info.h"
 #include "haproxy/render.h"
@@ -142,14 +141,16 @@ int agentCommand(const std::string& file, const CLI::App* cmd, const FlagValues&
 }
 
 int configFromKurl(const std::string& file, const CliEnv& env) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    *env.err << "error: " << file << ": cannot read the file (does it exist?)\n";
+  auto text = base::readSmallFile(file, kMaxConfigFileBytes);
+  if (!text) {
+    *env.err << "error: "
+             << (text.error().code() == base::ErrorCode::kNotFound
+                     ? file + ": cannot read the file (does it exist?)"
+                     : text.error().message())
+             << "\n";
     return kExitUsage;
   }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  KurlConversion conv = configFromKurlInstaller(buf.str(), file);
+  KurlConversion conv = configFromKurlInstaller(*text, file);
   if (!report(conv.problems, conv.notices, *env.err)) return kExitUsage;
   *env.out << "# ekco configuration converted from the kURL Installer " << file << "\n"
            << renderConfigYaml(conv.config);

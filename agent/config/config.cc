@@ -6,14 +6,13 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <variant>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "base/file_read.h"
 #include "base/log.h"
 #include "base/strings.h"
 
@@ -155,19 +154,19 @@ const std::vector<KeyInfo>& configKeys() {
 ConfigLoader::ConfigLoader() = default;
 
 void ConfigLoader::loadFile(const std::string& path, bool optional) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (optional) return;
-    problems_.push_back({path, "", "cannot read the file (does it exist?)"});
+  auto text = base::readSmallFile(path, kMaxConfigFileBytes);
+  if (!text) {
+    if (text.error().code() == base::ErrorCode::kNotFound) {
+      if (!optional) problems_.push_back({path, "", "cannot read the file (does it exist?)"});
+      return;
+    }
+    // The problem names the file already: "/etc/ekco/config.yaml: larger than 1 MiB; ...".
+    std::string_view message = text.error().message();
+    if (message.starts_with(path + ": ")) message.remove_prefix(path.size() + 2);
+    problems_.push_back({path, "", std::string(message)});
     return;
   }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) {
-    problems_.push_back({path, "", "read error"});
-    return;
-  }
-  loadYaml(buf.str(), path);
+  loadYaml(*text, path);
 }
 
 void ConfigLoader::loadYaml(std::string_view text, const std::string& name) {

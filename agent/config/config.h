@@ -143,6 +143,9 @@ const std::vector<KeyInfo>& configKeys();
 struct KeyDef;    // config.cc: a key and the Config member it sets
 struct RawValue;  // config.cc: a value before it is typed
 
+// A configuration file or kURL Installer spec is a few KiB; a larger one is refused unread.
+inline constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
+
 // Collects values from the three sources, then validates. Use:
 //   ConfigLoader loader;
 //   loader.loadFile(path);  loader.loadEnvironment(environ);  loader.setFlag("min_ready...", "3");

@@ -85,6 +85,20 @@ TEST_F(LocalHostFsTest, ReadReturnsWhatWriteWrote) {
   EXPECT_EQ(fs_->read("/etc/binary").value(), binary);
 }
 
+// Issue 24 defect 11: a file over the bound is refused unread (a 200 MB token file took 1.5 GB).
+TEST_F(LocalHostFsTest, AFileOverTheReadBoundIsRefusedUnread) {
+  ASSERT_TRUE(fs_->write("/etc/big", "", {.create_parents = true}));
+  fs::resize_file(real("/etc/big"), HostFs::kMaxReadBytes + 1);  // sparse: costs no disk
+  auto r = fs_->read("/etc/big");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), base::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r.error().message(), "read /etc/big: larger than 8 MiB; not reading it");
+  fs::resize_file(real("/etc/big"), HostFs::kMaxReadBytes);
+  auto at_bound = fs_->read("/etc/big");
+  ASSERT_TRUE(at_bound) << at_bound.error().message();
+  EXPECT_EQ(at_bound->size(), HostFs::kMaxReadBytes);
+}
+
 TEST_F(LocalHostFsTest, SecondIdenticalWriteReturnsNoAndTouchesNothing) {
   ASSERT_TRUE(fs_->write("/etc/a.conf", "same", {.create_parents = true}));
   const auto old = base::WallTime(std::chrono::seconds(1'000'000'000));

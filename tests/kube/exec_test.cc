@@ -122,6 +122,33 @@ TEST_F(ExecAgainstKubesim, ReturnsStdoutAndExitZero) {
             (std::vector<std::string>{"ceph", "osd", "purge", "12", "--yes-i-really-mean-it"}));
 }
 
+// Issue 24 defect 11: an endless answer is cut off, not held (kubesim sends it in 32 KiB frames,
+// so no single message is large).
+TEST_F(ExecAgainstKubesim, AnAnswerOverSixteenMiBIsAnErrorNotHeld) {
+  server_.reset();
+  kubesim::ServerOptions options;
+  options.out_dir = dir_;
+  options.objects = {nlohmann::json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "rook-ceph-tools-1", "namespace": "rook-ceph"},
+    "spec": {"nodeName": "node-a", "containers": [{"name": "rook-ceph-tools", "image": "x"}]}
+  })")};
+  options.exec_script = {{.command_prefix = {"ceph", "status"},
+                          .stdout_data = std::string(std::size_t{17} << 20, 'x'),
+                          .exit_code = 0}};
+  auto server = kubesim::Server::start(options);
+  ASSERT_TRUE(server) << server.error().message();
+  server_ = std::move(*server);
+  connection_.server = server_->url();
+  connection_.ca_pem = server_->caPem();
+  connection_.client_cert_pem = server_->clientCertPem();
+  connection_.client_key_pem = server_->clientKeyPem();
+  WebSocketExecutor exec(connection_);
+  auto r = exec.exec(request({"ceph", "status"}));
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message(), HasSubstr("output is larger than 16 MiB"));
+}
+
 TEST_F(ExecAgainstKubesim, ANonZeroExitIsAResultWithStderr) {
   WebSocketExecutor exec(connection_);
   auto r = exec.exec(request({"ceph", "osd", "down", "12"}));

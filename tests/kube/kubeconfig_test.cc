@@ -84,6 +84,27 @@ TEST(Kubeconfig, ATokenFileIsReadAndKeptForRefreshing) {
   EXPECT_EQ(once->token_file, "");
 }
 
+// Issue 24 defect 11: a token file of more than 64 KiB is not a token; it is refused unread.
+TEST(Kubeconfig, ATokenFileOverTheBoundIsRefused) {
+  TempRoot root;
+  root.copyFixture("kubeconfig/token-file.conf", "/cfg/kubeconfig");
+  root.copyFixture("kubeconfig/ca.crt", "/cfg/ca.crt");
+  root.write("/cfg/token", std::string(kMaxTokenBytes + 1, 'a'));
+  auto conn = loadKubeconfig(root.fs(), "/cfg/kubeconfig");
+  ASSERT_FALSE(conn);
+  EXPECT_EQ(conn.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(conn.error().message(),
+              HasSubstr("tokenFile: read /cfg/token: larger than 64 KiB (65537 bytes)"));
+  // A rotated token that grew past the bound is not taken: the previous one is kept.
+  base::ManualClock clock;
+  root.write("/cfg/token", "tok-1\n");
+  TokenSource source("", "/cfg/token", &root.fs(), clock, std::chrono::seconds(1));
+  EXPECT_EQ(source.current(), "tok-1");
+  root.write("/cfg/token", std::string(kMaxTokenBytes + 1, 'b'));
+  clock.advance(std::chrono::seconds(2));
+  EXPECT_EQ(source.current(), "tok-1");
+}
+
 TEST(TokenSource, ARotatedTokenFileIsPickedUpAfterTheRefreshInterval) {
   TempRoot root;
   base::ManualClock clock;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/strings.h"
 #include "hostfs/local_host_fs.h"
 #include "kube/curl_transport.h"
 #include "kube/kubeconfig.h"
@@ -117,6 +118,26 @@ TEST_F(KubesimTest, GetReadsAnObjectOverTlsWithTheKubeconfigsClientCertificate) 
   EXPECT_EQ(parsed->name, "node-a");
   ASSERT_NE(parsed->condition("Ready"), nullptr);
   EXPECT_EQ(parsed->condition("Ready")->status, "True");
+}
+
+// Issue 24 defect 11: a response over the transport's bound fails instead of being held.
+TEST_F(KubesimTest, AResponseOverTheBoundIsAnErrorNamingTheBound) {
+  auto node_a = client_->get(resources::kNodes, "", "node-a");
+  ASSERT_TRUE(node_a) << node_a.error().message();
+  // Room for one Node, not for a list of two.
+  const std::size_t bound = node_a->dump().size() * 3 / 2;
+  auto small = CurlTransport::create(
+      connection_, process_fs_.get(), clock_,
+      {.connect_timeout = std::chrono::seconds(5), .max_response_bytes = bound});
+  ASSERT_TRUE(small) << small.error().message();
+  RestClient client(**small, clock_, clientOptions());
+  auto one = client.get(resources::kNodes, "", "node-a");
+  ASSERT_TRUE(one) << one.error().message();
+  auto all = client.list(resources::kNodes, "", {});
+  ASSERT_FALSE(all);
+  EXPECT_THAT(all.error().message(),
+              HasSubstr("the response is larger than " + base::describeBytes(bound)));
+  EXPECT_EQ(CurlTransportOptions{}.max_response_bytes, std::size_t{64} << 20);
 }
 
 TEST_F(KubesimTest, GetOfAMissingObjectIsNotFoundWithTheServersMessage) {

@@ -86,6 +86,38 @@ TEST(WatchDecoder, MalformedLinesAreParseErrors) {
   }
 }
 
+// Issue 24 defect 11: a line that never ends is refused once it passes the bound, and what the
+// decoder holds never grows much past it (an endless line grew the agent to 373 MiB).
+TEST(WatchDecoder, ALineLongerThanTheBoundIsRefusedAndDropped) {
+  WatchDecoder decoder("watch pods", 1024);
+  bool keep_going = true;
+  const auto handler = [](const WatchEvent&) { return true; };
+  const std::string chunk(300, 'x');
+  base::Status fed = base::ok();
+  int chunks = 0;
+  while (fed && chunks < 100) {
+    fed = decoder.feed(chunk, handler, keep_going);
+    ++chunks;
+  }
+  ASSERT_FALSE(fed);
+  EXPECT_EQ(chunks, 4);  // 1,200 bytes held > 1,024
+  EXPECT_EQ(fed.error().code(), ErrorCode::kParse);
+  EXPECT_THAT(fed.error().message(),
+              HasSubstr("watch pods: a watch event is longer than 1 KiB without a newline"));
+  // Complete lines up to the bound still decode, and the default bound is 16 MiB.
+  WatchDecoder ok("watch pods", 1024);
+  std::vector<std::string> seen;
+  ASSERT_TRUE(ok.feed(
+      std::string(kStream) + "\n",
+      [&](const WatchEvent& e) {
+        seen.push_back(describe(e));
+        return true;
+      },
+      keep_going));
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(WatchDecoder::kMaxLineBytes, std::size_t{16} << 20);
+}
+
 struct Fixture {
   FakeTransport transport;
   base::ManualClock clock;

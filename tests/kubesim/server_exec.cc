@@ -65,10 +65,14 @@ int Server::Impl::serveExec(SslStream& stream, Request& req, const ParsedRoute& 
     }));
     ws.accept(req);
     ws.binary(true);
-    auto send = [&](char channel, const std::string& data) {
-      std::string frame(1, channel);
-      frame += data;
-      ws.write(net::buffer(frame));
+    // In frames of at most 32 KiB, as kubelet relays a command's output while it runs.
+    auto send = [&](char channel, std::string_view data) {
+      constexpr std::size_t kFrameData = 32 * 1024;
+      for (std::size_t at = 0; at < data.size(); at += kFrameData) {
+        std::string frame(1, channel);
+        frame += data.substr(at, kFrameData);
+        ws.write(net::buffer(frame));
+      }
     };
     if (!answer.stdout_data.empty()) send(1, answer.stdout_data);
     if (!answer.stderr_data.empty()) send(2, answer.stderr_data);

@@ -1,5 +1,8 @@
 #include "agent/config/config.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -335,6 +338,19 @@ TEST(Config, MissingFileIsAnErrorUnlessOptional) {
   ConfigLoader optional;
   optional.loadFile("/nonexistent/ekco.yaml", true);
   EXPECT_TRUE(optional.problems().empty());
+}
+
+// Issue 24 defect 11: a configuration file is read only up to 1 MiB.
+TEST(Config, AFileOverOneMiBIsAnErrorNotLoaded) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("ekco-big-config-" + std::to_string(::getpid())))
+          .string();
+  std::ofstream(path) << "min_ready_master_nodes: 2\n";
+  std::filesystem::resize_file(path, kMaxConfigFileBytes + 1);
+  ConfigLoader l;
+  l.loadFile(path);
+  std::filesystem::remove(path);
+  EXPECT_THAT(problemLines(l), ElementsAre(path + ": larger than 1 MiB; not reading it"));
 }
 
 TEST(Config, IgnoredEkcoKeysAreAcceptedWithANotice) {
