@@ -160,7 +160,11 @@ base::Result<bool> LeaderElector::attempt(Pending& pending) {
     return write(object, true, pending);
   }
   auto lease = kube::parseLease(*got);
-  if (!lease) return std::move(lease).error().wrap("leader election");
+  if (!lease) {
+    auto unreadable = unreadableLease(*got, lease.error());
+    if (!unreadable) return std::move(lease).error().wrap("leader election");
+    lease = std::move(*unreadable);
+  }
   if (lease->resource_version.empty()) {
     return Error("leader election: lease " + config_.ns + "/" + config_.name +
                      " has no metadata.resourceVersion",
@@ -186,6 +190,32 @@ base::Result<bool> LeaderElector::attempt(Pending& pending) {
                      lease->lease_transitions)
            : specFor(config_.identity, duration_seconds, now, now, lease->lease_transitions + 1);
   return write(object, false, pending);
+}
+
+// A record whose spec cannot be read (a wrong type, a bad time) names no holder we can honour,
+// but someone may be writing it: it is held by nobody we know until it stays unchanged for our
+// own lease duration, then taken over on top of its resourceVersion like an expired one. Left
+// alone for good, it would leave the cluster without a leader while every agent is ready.
+// Without a readable metadata.resourceVersion (no conditional write possible) it stays an error.
+std::optional<kube::Lease> LeaderElector::unreadableLease(const Json& object,
+                                                          const base::Error& why) {
+  if (!object.is_object()) return std::nullopt;
+  const auto meta = object.find("metadata");
+  if (meta == object.end() || !meta->is_object()) return std::nullopt;
+  const auto rv = meta->find("resourceVersion");
+  if (rv == meta->end() || !rv->is_string() || rv->get_ref<const std::string&>().empty()) {
+    return std::nullopt;
+  }
+  kube::Lease lease;
+  lease.ns = config_.ns;
+  lease.name = config_.name;
+  lease.resource_version = rv->get<std::string>();
+  lease.holder_identity = kUnreadableHolder;
+  lost_race_ = fmt::format(
+      "leader election: lease {}/{} is unreadable ({}); taking it over if it stays unchanged "
+      "for {}",
+      config_.ns, config_.name, why.message(), describe(config_.lease_duration));
+  return lease;
 }
 
 // Creates or updates; a lost race is false with last_error set, not an error.

@@ -15,6 +15,11 @@
 //     has none. This keeps fencing sound when agents' configs differ (during an upgrade): the
 //     holder stops acting after its renew_deadline, which is less than the duration it wrote.
 //   - An empty holderIdentity (a released Lease) counts as expired at once.
+//   - A record whose spec cannot be parsed (wrong types, a bad time) is held by
+//     "(unreadable lease)": expired once it stays unchanged for our own lease_duration, then
+//     overwritten on top of its resourceVersion (status().last_error explains the wait). A
+//     leader that reads one ends its term at once. Without a readable resourceVersion it is an
+//     error (a write would be unconditional).
 //   - Every write carries the observed metadata.resourceVersion. kConflict means someone else
 //     wrote first and kAlreadyExists on create means someone created it first: the step lost the
 //     race, which is not an error (status().last_error says so); the next step reads again.
@@ -181,7 +186,12 @@ class LeaderElector {
   // Callbacks collected under mu_ and run after it is released.
   using Pending = std::vector<std::function<void()>>;
 
+  // The holder an unreadable record is taken to name: nobody's identity (those are
+  // "<node>_<16 hex>"), reported as such in /status.
+  static constexpr const char* kUnreadableHolder = "(unreadable lease)";
+
   base::Result<bool> attempt(Pending& pending);
+  std::optional<kube::Lease> unreadableLease(const kube::Json& object, const base::Error& why);
   base::Result<bool> write(const kube::Json& object, bool create, Pending& pending);
   base::Result<bool> adopt(const kube::Json& object, base::MonoTime sent, Pending& pending);
   void observeLocked(const kube::Json& object, const kube::Lease& lease, Pending& pending);

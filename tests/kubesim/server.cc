@@ -1,8 +1,11 @@
 #include "tests/kubesim/server.h"
 
+#include <cstdio>
+
+#include "tests/kubesim/server_impl.h"
+
 // ekco-kubesim: start and stop, connections, authentication, authorization and dispatch;
 // the Server facade.
-#include "tests/kubesim/server_impl.h"
 
 namespace ekco::kubesim {
 
@@ -65,7 +68,13 @@ base::Status Server::Impl::start() {
       kubelet_cv_.wait_for(lock, options_.kubelet_interval);
       if (stopping_) break;
       lock.unlock();
-      store_.kubeletPass();
+      try {
+        store_.kubeletPass();
+      } catch (const std::exception& e) {
+        // An object the pass cannot read must not end the server (std::terminate): say so and
+        // carry on; the typed writes (types.h) keep such objects out of the store.
+        std::fprintf(stderr, "kubesim: kubelet pass: %s\n", e.what());
+      }
       lock.lock();
     }
   });

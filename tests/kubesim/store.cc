@@ -7,6 +7,7 @@
 #include "tests/kubesim/patch.h"
 #include "tests/kubesim/selector.h"
 #include "tests/kubesim/store_support.h"
+#include "tests/kubesim/types.h"
 
 namespace ekco::kubesim {
 
@@ -210,8 +211,18 @@ json Store::commitLocked(const ResourceInfo& r, const std::string& type, json ob
   return object;
 }
 
+// 400 BadRequest when a field does not have the type the real server decodes it into.
+std::optional<Reply> Store::undecodable(const ResourceInfo& r, const json& object) {
+  auto bad = typeError(object, r.kind);
+  if (!bad) return std::nullopt;
+  return statusReply(
+      400, "BadRequest",
+      r.kind + " in version \"" + r.version + "\" cannot be handled as a " + r.kind + ": " + *bad);
+}
+
 Reply Store::create(const ResourceInfo& r, const std::string& ns, json object) {
   if (!object.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
+  if (auto bad = undecodable(r, object)) return std::move(*bad);
   std::lock_guard lock(mu_);
   json& meta = object["metadata"];
   if (!meta.is_object()) meta = json::object();
@@ -347,6 +358,7 @@ Reply Store::update(const ResourceInfo& r, const std::string& ns, const std::str
 
 Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const std::string& name,
                           json object, std::string_view subresource, bool check_version) {
+  if (auto bad = undecodable(r, object)) return std::move(*bad);
   const json* current = findLocked(r, ns, name);
   if (current == nullptr) return notFound(r, name);
   json old = *current;
@@ -547,6 +559,10 @@ base::Result<json> Store::put(json object) {
   }
   auto r = resourceForObject(object);
   EKCO_TRY(r);
+  if (auto bad = typeError(object, r->kind)) {
+    return base::Error(r->kind + " " + str(object, {"metadata", "name"}) + ": " + *bad,
+                       base::ErrorCode::kInvalidArgument);
+  }
   std::lock_guard lock(mu_);
   json& meta = object["metadata"];
   if (!meta.is_object()) meta = json::object();

@@ -158,6 +158,7 @@ class Store {
   // Assigns the next resourceVersion, stores (or erases, for DELETED) and records the event.
   nlohmann::json commitLocked(const ResourceInfo& r, const std::string& type, nlohmann::json object,
                               nlohmann::json old);
+  static std::optional<Reply> undecodable(const ResourceInfo& r, const nlohmann::json& object);
   Reply updateLocked(const ResourceInfo& r, const std::string& ns, const std::string& name,
                      nlohmann::json object, std::string_view subresource, bool check_version);
   Reply deleteLocked(const ResourceInfo& r, const nlohmann::json& current,
