@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace ekco::hostfs {
 
@@ -110,11 +111,20 @@ class HostFs {
   // kUnavailable. The default implementation supports no locks (kUnknown).
   virtual base::Result<std::unique_ptr<FileLock>> tryLock(std::string_view path,
                                                           std::uint32_t mode = 0600);
+  // An O_PATH descriptor of the directory, resolved like every path here (symlinks followed
+  // without leaving the root), for what must be created inside it by other means (a unix
+  // socket: bind through /proc/self/fd/N/name). Not a directory: kInvalidArgument. The default
+  // implementation supports none (kUnknown).
+  virtual base::Result<base::UniqueFd> openDirectory(std::string_view path) const;
 };
 
 inline base::Result<std::unique_ptr<FileLock>> HostFs::tryLock(std::string_view path,
                                                                std::uint32_t /*mode*/) {
   return base::Error("lock " + std::string(path) + ": not supported by this filesystem");
+}
+
+inline base::Result<base::UniqueFd> HostFs::openDirectory(std::string_view path) const {
+  return base::Error("open directory " + std::string(path) + ": not supported by this filesystem");
 }
 
 }  // namespace ekco::hostfs

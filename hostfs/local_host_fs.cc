@@ -19,6 +19,7 @@
 
 #include "base/strings.h"
 #include "base/unique_fd.h"
+#include "hostfs/host_path.h"
 
 namespace ekco::hostfs {
 namespace {
@@ -43,49 +44,6 @@ std::string octal(std::uint32_t mode) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%04o", mode);
   return buf;
-}
-
-// Components of a path, without empty and "." ones ("a//./b/" -> a, b).
-std::vector<std::string> splitComponents(std::string_view path) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i < path.size()) {
-    std::size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    std::string_view c = path.substr(i, j - i);
-    if (!c.empty() && c != ".") out.emplace_back(c);
-    i = j + 1;
-  }
-  return out;
-}
-
-Result<std::vector<std::string>> splitHostPath(std::string_view path) {
-  if (path.empty() || path.front() != '/') {
-    return Error("not an absolute host path", ErrorCode::kInvalidArgument);
-  }
-  if (path.find('\0') != std::string_view::npos) {
-    return Error("path contains a NUL byte", ErrorCode::kInvalidArgument);
-  }
-  std::vector<std::string> components = splitComponents(path);
-  if (std::find(components.begin(), components.end(), "..") != components.end()) {
-    return Error("path has a \"..\" component, which could leave the host root",
-                 ErrorCode::kEscape);
-  }
-  return components;
-}
-
-std::string childPath(std::string_view dir, std::string_view name) {
-  std::string out(dir);
-  if (out != "/") out.push_back('/');
-  out.append(name);
-  return out;
-}
-
-std::string joinHostPath(const std::vector<std::string>& names, std::string_view last = {}) {
-  std::string out;
-  for (const std::string& n : names) out.append("/").append(n);
-  if (!last.empty()) out.append("/").append(last);
-  return out.empty() ? "/" : out;
 }
 
 base::WallTime toWallTime(const struct timespec& ts) {
@@ -618,6 +576,28 @@ Result<std::vector<std::string>> LocalHostFs::list(std::string_view dir) const {
   return names;
 }
 
+namespace {
+
+// The directory a walk ended on, as an O_PATH descriptor.
+Result<UniqueFd> openResolvedDir(Resolved resolved) {
+  if (resolved.name.empty()) return std::move(resolved.dir);
+  UniqueFd fd(::openat(resolved.dir.get(), resolved.name.c_str(),
+                       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return bareErrno(errno);
+  return fd;
+}
+
+}  // namespace
+
+Result<UniqueFd> LocalHostFs::openDirectory(std::string_view path) const {
+  const std::string context = "open directory " + std::string(path);
+  auto resolved = walk(root_fd_, path, Final::kFollow);
+  if (!resolved) return std::move(resolved).error().wrap(context);
+  auto fd = openResolvedDir(std::move(*resolved));
+  if (!fd) return std::move(fd).error().wrap(context);
+  return fd;
+}
+
 Result<std::size_t> LocalHostFs::sweepStaleTemps(std::string_view dir,
                                                  std::chrono::seconds older_than) {
   const std::string context = "sweep temp files in " + std::string(dir);
@@ -626,18 +606,12 @@ Result<std::size_t> LocalHostFs::sweepStaleTemps(std::string_view dir,
     if (resolved.error().code() == ErrorCode::kNotFound) return std::size_t{0};
     return std::move(resolved).error().wrap(context);
   }
-  UniqueFd target;
-  int fd = resolved->dir.get();
-  if (!resolved->name.empty()) {
-    target = UniqueFd(
-        ::openat(fd, resolved->name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!target.valid()) {
-      if (errno == ENOENT) return std::size_t{0};
-      return bareErrno(errno).wrap(context);
-    }
-    fd = target.get();
+  auto target = openResolvedDir(std::move(*resolved));
+  if (!target) {
+    if (target.error().code() == ErrorCode::kNotFound) return std::size_t{0};
+    return std::move(target).error().wrap(context);
   }
-  auto removed = sweepDir(fd, isTempName, clock_.wallNow(), older_than);
+  auto removed = sweepDir(target->get(), isTempName, clock_.wallNow(), older_than);
   if (!removed) return std::move(removed).error().wrap(context);
   return removed;
 }

@@ -144,6 +144,7 @@ class Agent::Impl {
   const base::Clock& clock_;
   ErrorLog errors_;
   base::MonoTime started_at_;
+  std::string socket_root_;  // the health socket is confined to it ("" = "/")
   // /readyz: how long the API may go without answering the elector (set in init()).
   std::chrono::milliseconds api_silence_limit_{std::chrono::seconds(20)};
 
@@ -245,6 +246,7 @@ base::Status Agent::Impl::initClient() {
                        options_.env, options_.working_dir, clock_));
   if (options_.socket_path.empty()) {
     options_.socket_path = healthSocketPath(options_.host_root, options_.config.health_socket);
+    socket_root_ = options_.host_root;  // confined there; an explicit --socket is the operator's
   }
   exec_ = std::make_unique<kube::WebSocketExecutor>(platform_.connection);
   return base::ok();
@@ -557,6 +559,7 @@ void Agent::Impl::notifySystemd(const Health& ready, bool first_ready, bool watc
 
 int Agent::Impl::run() {
   auto server = HealthServer::start({.socket_path = options_.socket_path,
+                                     .host_root = socket_root_,
                                      .handlers = {.healthz = [this] { return healthz(); },
                                                   .readyz = [this] { return readyz(); },
                                                   .status = [this] { return status(); },

@@ -25,6 +25,7 @@
 
 #include "base/clock.h"
 #include "base/unique_fd.h"
+#include "hostfs/local_host_fs.h"
 
 namespace ekco::agent {
 
@@ -59,35 +60,53 @@ Result<sockaddr_un> unixAddress(const std::string& path) {
   return addr;
 }
 
-// (1) The socket's directory: created 0750 when missing, an existing one left as it is.
-base::Status ensureDirectory(const std::filesystem::path& dir) {
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) {
-      return Error(fmt::format("{} exists and is not a directory", dir.string()),
-                   ErrorCode::kInvalidArgument);
+// The socket's directory, opened under the root through hostfs (every symlink on the way
+// resolved inside the root, as for every host path), and names in it. Binding and connecting
+// go through /proc/self/fd/N/<name>: the kernel resolves the directory we checked, whatever a
+// symlink on the original path points to by then.
+struct SocketDir {
+  base::UniqueFd fd;
+  std::string where;  // the directory's path as this process sees it, for messages
+
+  std::string via(const std::string& name) const {
+    return "/proc/self/fd/" + std::to_string(fd.get()) + "/" + name;
+  }
+  std::string shown(const std::string& name) const {
+    return where == "/" ? "/" + name : where + "/" + name;
+  }
+};
+
+// (1) The directory of `socket_path` (a path under `root`): missing parents created 0755 and
+// the socket's own directory 0750, exactly (the umask plays no part); existing ones are left as
+// they are.
+Result<SocketDir> openSocketDir(std::string root, const std::string& socket_path,
+                                const base::Clock& clock) {
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  std::string host_path = socket_path;
+  if (root != "/") {
+    if (!socket_path.starts_with(root + "/")) {
+      return Error(
+          fmt::format("the health socket {} is not under the host root {}", socket_path, root),
+          ErrorCode::kInvalidArgument);
     }
-    return base::ok();
+    host_path = socket_path.substr(root.size());
   }
-  if (errno != ENOENT) return base::errnoError("stat " + dir.string(), errno);
-  std::error_code ec;
-  std::filesystem::create_directories(dir.parent_path(), ec);
-  if (ec) {
-    return Error(fmt::format("create {}: {}", dir.parent_path().string(), ec.message()),
-                 ErrorCode::kIo);
+  const std::filesystem::path dir = std::filesystem::path(host_path).parent_path();
+  auto fs = hostfs::LocalHostFs::open(root, clock);
+  EKCO_TRY(fs);
+  if (dir != dir.root_path()) {
+    EKCO_TRY((*fs)->makeDirs(dir.parent_path().string(), 0755));
+    EKCO_TRY((*fs)->makeDirs(dir.string(), 0750));
   }
-  if (::mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) {
-    return base::errnoError("mkdir " + dir.string(), errno);
-  }
-  // mkdir's mode is filtered by the umask; the mode is meant exactly.
-  if (::chmod(dir.c_str(), 0750) != 0) return base::errnoError("chmod " + dir.string(), errno);
-  return base::ok();
+  auto fd = (*fs)->openDirectory(dir.string());
+  EKCO_TRY(fd);
+  return SocketDir{.fd = std::move(*fd), .where = (*fs)->realPath(dir.string())};
 }
 
-// Whether something accepts connections on the unix socket at `path`. A full backlog (EAGAIN
-// on a non-blocking connect) is a live listener too.
-Result<bool> socketIsLive(const std::string& path) {
-  auto addr = unixAddress(path);
+// Whether something accepts connections on the unix socket `name`. A full backlog (EAGAIN on a
+// non-blocking connect) is a live listener too.
+Result<bool> socketIsLive(const SocketDir& dir, const std::string& name) {
+  auto addr = unixAddress(dir.via(name));
   EKCO_TRY(addr);
   base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return base::errnoError("socket", errno);
@@ -102,29 +121,32 @@ Result<bool> socketIsLive(const std::string& path) {
     case ENOENT:
       return false;
     default:
-      return base::errnoError("connect " + path, errno);
+      return base::errnoError("connect " + dir.shown(name), errno);
   }
 }
 
-// (2) What is at the path: nothing, a stale socket (removed), or an error.
-base::Status clearPath(const std::string& path) {
+// (2) What is at `name`: nothing, a stale socket (removed, when `check_live` finds no listener),
+// or an error. Anything that is not a socket is not ours to remove.
+base::Status clearName(const SocketDir& dir, const std::string& name, bool check_live) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
+  if (::fstatat(dir.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return base::ok();
-    return base::errnoError("stat " + path, errno);
+    return base::errnoError("stat " + dir.shown(name), errno);
   }
   if (!S_ISSOCK(st.st_mode)) {
-    return Error(fmt::format("{} exists and is not a socket; not removing it", path),
+    return Error(fmt::format("{} exists and is not a socket; not removing it", dir.shown(name)),
                  ErrorCode::kAlreadyExists);
   }
-  auto live = socketIsLive(path);
-  EKCO_TRY(live);
-  if (*live) {
-    return Error(fmt::format("another ekco agent is listening on {}", path),
-                 ErrorCode::kAlreadyExists);
+  if (check_live) {
+    auto live = socketIsLive(dir, name);
+    EKCO_TRY(live);
+    if (*live) {
+      return Error(fmt::format("another ekco agent is listening on {}", dir.shown(name)),
+                   ErrorCode::kAlreadyExists);
+    }
   }
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return base::errnoError("remove stale socket " + path, errno);
+  if (::unlinkat(dir.fd.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+    return base::errnoError("remove stale socket " + dir.shown(name), errno);
   }
   return base::ok();
 }
@@ -168,6 +190,8 @@ class HealthServer::Impl {
   base::UniqueFd listen_fd_;
   base::UniqueFd wake_read_;
   base::UniqueFd wake_write_;
+  SocketDir dir_;     // the socket's directory (set by start())
+  std::string name_;  // the socket's name in it
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;
   std::thread accept_thread_;
@@ -184,51 +208,44 @@ base::Status HealthServer::Impl::start() {
   if (path.empty() || path.front() != '/') {
     return Error("the health socket path must be absolute", ErrorCode::kInvalidArgument);
   }
-  const std::filesystem::path fs_path(path);
-  const std::string tmp =
-      (fs_path.parent_path() / ("." + fs_path.filename().string() + ".tmp")).string();
-  auto addr = unixAddress(path);
+  auto addr = unixAddress(path);  // what clients connect to must fit in sun_path
   EKCO_TRY(addr);
-  auto tmp_addr = unixAddress(tmp);
+  auto dir = openSocketDir(options_.host_root.empty() ? "/" : options_.host_root, path, clock_);
+  EKCO_TRY(dir);  // (1)
+  dir_ = std::move(*dir);
+  name_ = std::filesystem::path(path).filename().string();
+  const std::string tmp = "." + name_ + ".tmp";
+  auto tmp_addr = unixAddress(dir_.via(tmp));
   if (!tmp_addr) return std::move(tmp_addr).error().wrap("temporary socket");
-
-  EKCO_TRY(ensureDirectory(fs_path.parent_path()));  // (1)
-  EKCO_TRY(clearPath(path));                         // (2)
+  EKCO_TRY(clearName(dir_, name_, /*check_live=*/true));  // (2)
 
   // (3) Bind under the temporary name, restrict, then rename into place. A leftover temporary
   // socket (an agent died between bind and rename) is removed; anything else there is not ours.
-  struct stat st {};
-  if (::lstat(tmp.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return Error(fmt::format("{} exists and is not a socket; not removing it", tmp),
-                   ErrorCode::kAlreadyExists);
-    }
-    if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
-      return base::errnoError("remove " + tmp, errno);
-    }
-  }
+  EKCO_TRY(clearName(dir_, tmp, /*check_live=*/false));
   base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return base::errnoError("socket", errno);
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*tmp_addr), sizeof(*tmp_addr)) != 0) {
-    return base::errnoError("bind " + tmp, errno);
+    return base::errnoError("bind " + dir_.shown(tmp), errno);
   }
-  auto unlink_tmp = [&tmp] { ::unlink(tmp.c_str()); };
-  if (::chmod(tmp.c_str(), 0660) != 0) {
-    Error e = base::errnoError("chmod " + tmp, errno);
+  const int dfd = dir_.fd.get();
+  auto unlink_tmp = [&] { ::unlinkat(dfd, tmp.c_str(), 0); };
+  if (::fchmodat(dfd, tmp.c_str(), 0660, 0) != 0) {
+    Error e = base::errnoError("chmod " + dir_.shown(tmp), errno);
     unlink_tmp();
     return e;
   }
   if (::listen(fd.get(), SOMAXCONN) != 0) {
-    Error e = base::errnoError("listen " + tmp, errno);
+    Error e = base::errnoError("listen " + dir_.shown(tmp), errno);
     unlink_tmp();
     return e;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Error e = base::errnoError(fmt::format("rename {} to {}", tmp, path), errno);
+  if (::renameat(dfd, tmp.c_str(), dfd, name_.c_str()) != 0) {
+    Error e = base::errnoError(fmt::format("rename {} to {}", dir_.shown(tmp), path), errno);
     unlink_tmp();
     return e;
   }
-  if (::stat(path.c_str(), &st) == 0) {
+  struct stat st {};
+  if (::fstatat(dfd, name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     socket_dev_ = st.st_dev;
     socket_ino_ = st.st_ino;
   }
@@ -236,7 +253,7 @@ base::Status HealthServer::Impl::start() {
   int pipe_fds[2] = {-1, -1};
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     Error e = base::errnoError("pipe", errno);
-    ::unlink(path.c_str());
+    ::unlinkat(dfd, name_.c_str(), 0);
     return e;
   }
   wake_read_ = base::UniqueFd(pipe_fds[0]);
@@ -420,9 +437,9 @@ void HealthServer::Impl::stop() {
   // Remove the socket file only while it is still the one we bound: after a stale-socket
   // take-over by a newer agent, the path is its socket.
   struct stat st {};
-  if (::lstat(options_.socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) &&
-      st.st_dev == socket_dev_ && st.st_ino == socket_ino_) {
-    ::unlink(options_.socket_path.c_str());
+  if (::fstatat(dir_.fd.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISSOCK(st.st_mode) && st.st_dev == socket_dev_ && st.st_ino == socket_ino_) {
+    ::unlinkat(dir_.fd.get(), name_.c_str(), 0);
   }
   listen_fd_.reset();
   std::list<std::shared_ptr<Conn>> conns;

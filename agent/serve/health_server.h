@@ -48,7 +48,13 @@ struct HealthHandlers {
 };
 
 struct HealthServerOptions {
+  // The path clients connect to (the agent's: `health_socket` under --host-root, or --socket).
   std::string socket_path = std::string(kDefaultHealthSocket);
+  // The root the socket is confined to; socket_path must be under it. Its directory is resolved
+  // the way hostfs resolves every host path (a symlink planted on the way is followed inside the
+  // root, never out of it) and missing directories are created with exact modes (parents 0755,
+  // the socket's own 0750), whatever the umask. "" means "/".
+  std::string host_root{};
   HealthHandlers handlers{};
   // Time a connection has to send one request and read the answer (then again for each
   // further request on a kept-alive connection).

@@ -89,6 +89,28 @@ TEST_F(LocalHostFsTest, AbsoluteSymlinkToARealOutsidePathStaysInsideTheRoot) {
   EXPECT_EQ(fs_->read("/etc/kubernetes/manifest.yaml").value(), "mine");
 }
 
+TEST_F(LocalHostFsTest, OpenDirectoryResolvesUnderTheRootAndRefusesFiles) {
+  fs::create_directories(real("/run/ekco"));
+  fs::create_directories(tmp_.outside() / "run");
+  fs::create_symlink(tmp_.outside() / "run", real("/var-run"));  // re-rooted, like any link
+  auto fd = fs_->openDirectory("/run/ekco");
+  ASSERT_TRUE(fd) << fd.error().message();
+  struct stat by_fd {
+  }, by_path{};
+  ASSERT_EQ(::fstat(fd->get(), &by_fd), 0);
+  ASSERT_EQ(::stat(real("/run/ekco").c_str(), &by_path), 0);
+  EXPECT_EQ(by_fd.st_ino, by_path.st_ino);
+  auto linked = fs_->openDirectory("/var-run");
+  ASSERT_FALSE(linked);  // <root><outside>/run does not exist; the real outside is never used
+  EXPECT_EQ(linked.error().code(), base::ErrorCode::kNotFound);
+  put(real("/run/file"), "x");
+  auto file = fs_->openDirectory("/run/file");
+  ASSERT_FALSE(file);
+  EXPECT_EQ(file.error().code(), base::ErrorCode::kInvalidArgument);
+  EXPECT_THAT(file.error().message(), StartsWith("open directory /run/file: "));
+  ASSERT_TRUE(fs_->openDirectory("/"));
+}
+
 TEST_F(LocalHostFsTest, RelativeSymlinkInsideTheRootIsFollowed) {
   put(real("/opt/k8s/admin.conf"), "conf");
   fs::create_directories(real("/etc"));

@@ -53,6 +53,13 @@ std::unique_ptr<HealthServer> startServer(const std::string& path, HealthHandler
   return server ? std::move(*server) : nullptr;
 }
 
+std::unique_ptr<HealthServer> startServerUnder(const std::string& root, const std::string& path) {
+  auto server = HealthServer::start(
+      HealthServerOptions{.socket_path = path, .host_root = root, .handlers = cannedHandlers()});
+  EXPECT_TRUE(server) << server.error().message();
+  return server ? std::move(*server) : nullptr;
+}
+
 HealthReply get(const std::string& path, std::string_view target, std::string_view method = "GET") {
   auto reply = queryHealthSocket(path, target, 3s, method);
   EXPECT_TRUE(reply) << target << ": " << reply.error().message();
@@ -218,6 +225,56 @@ TEST(HealthServer, LeavesAnExistingDirectorysModeAlone) {
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(modeOf(run) & 07777, 0755u);
   EXPECT_EQ(modeOf(run + "/ekco.sock") & 07777, 0660u);
+}
+
+// Issue 24 defect 10: the socket's directories are created with exact modes, whatever the umask
+// (the parents were created 0777 under umask 0).
+TEST(HealthServer, CreatesMissingParents0755UnderUmaskZero) {
+  TempDir dir;
+  const std::string root = dir.path() + "/host";
+  ASSERT_TRUE(std::filesystem::create_directory(root));
+  const mode_t old_umask = ::umask(0);
+  auto server = HealthServer::start(
+      {.socket_path = root + "/run/a/ekco/ekco.sock", .host_root = root, .handlers = {}});
+  ::umask(old_umask);
+  ASSERT_TRUE(server) << server.error().message();
+  EXPECT_EQ(modeOf(root + "/run") & 07777, 0755u);
+  EXPECT_EQ(modeOf(root + "/run/a") & 07777, 0755u);
+  EXPECT_EQ(modeOf(root + "/run/a/ekco") & 07777, 0750u);
+  EXPECT_EQ(modeOf(root + "/run/a/ekco/ekco.sock") & 07777, 0660u);
+}
+
+// Issue 24 defect 10: a symlink planted on the socket's path is followed inside the host root,
+// as for every host path, never out of it.
+TEST(HealthServer, APlantedSymlinkCannotMoveTheSocketOutOfTheHostRoot) {
+  TempDir dir;
+  const std::string root = dir.path() + "/host";
+  const std::string outside = dir.path() + "/outside";
+  ASSERT_TRUE(std::filesystem::create_directories(root));
+  ASSERT_TRUE(std::filesystem::create_directories(outside));
+  // An absolute target names a host path: /run -> <outside> means <root><outside>.
+  std::filesystem::create_directory_symlink(outside, root + "/run");
+  {
+    auto server = startServerUnder(root, root + "/run/ekco/ekco.sock");
+    ASSERT_NE(server, nullptr);
+    EXPECT_TRUE(S_ISSOCK(modeOf(root + outside + "/ekco/ekco.sock")));
+    EXPECT_TRUE(std::filesystem::is_empty(outside));
+    EXPECT_EQ(get(root + outside + "/ekco/ekco.sock", "/healthz").status, 200);
+  }
+  EXPECT_FALSE(std::filesystem::exists(root + outside + "/ekco/ekco.sock"));  // removed on stop
+  // A relative target that climbs above the root is refused; nothing is created outside.
+  std::filesystem::remove(root + "/run");
+  std::filesystem::create_directory_symlink("../../outside", root + "/run");
+  auto refused = HealthServer::start(
+      {.socket_path = root + "/run/ekco/ekco.sock", .host_root = root, .handlers = {}});
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message(), HasSubstr("climbs above the host root"));
+  EXPECT_TRUE(std::filesystem::is_empty(outside));
+  // And a socket path outside the root is refused outright.
+  auto elsewhere = HealthServer::start(
+      {.socket_path = outside + "/ekco.sock", .host_root = root, .handlers = {}});
+  ASSERT_FALSE(elsewhere);
+  EXPECT_THAT(elsewhere.error().message(), HasSubstr("is not under the host root"));
 }
 
 TEST(HealthServer, ReplacesAStaleSocket) {
