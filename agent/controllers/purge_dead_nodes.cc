@@ -54,6 +54,9 @@ base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
   if (choice.next_dead) {
     result.requeue_after = std::chrono::ceil<std::chrono::milliseconds>(*choice.next_dead - now);
   }
+  if (choice.recheck_soon) {
+    result.requeue_after = std::min(result.requeue_after.value_or(kListedRecheck), kListedRecheck);
+  }
   {
     std::lock_guard lock(mu_);
     held_ = choice.held;
@@ -94,6 +97,12 @@ PurgeDeadNodesController::DeadNodeChoice PurgeDeadNodesController::chooseDeadNod
     const std::string name = node.name.str();
     if (auto refused = purgeRefusal(guardInput(observed.nodes, name))) {
       choice.held[name] = *refused;
+      continue;
+    }
+    if (options_.clear_first && options_.pods_listed_on && !options_.purge.dry_run &&
+        !options_.pods_listed_on(name)) {
+      choice.held[name] = "waiting for the pods on it to be listed (clear-nodes goes first)";
+      choice.recheck_soon = true;
       continue;
     }
     if (const std::size_t due = podsDueOn(name); due > 0) {
@@ -207,7 +216,11 @@ ControllerSpec purgeDeadNodesSpec() {
                           .event = {}},
                 .clear_first =
                     c.clear_dead_nodes ? std::optional<ClearRules>(clearRules(c)) : std::nullopt,
-                .observe_pods = [&caches = d.caches] { return caches.unhealthyNodePods(); }});
+                .observe_pods = [&caches = d.caches] { return caches.unhealthyNodePods(); },
+                .pods_listed_on =
+                    [&caches = d.caches](const std::string& node) {
+                      return caches.unhealthyNodePodsListed(node);
+                    }});
       }};
 }
 

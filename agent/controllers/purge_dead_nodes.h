@@ -43,6 +43,10 @@ struct PurgeDeadNodesOptions {
   // cleared then, and the plan should still show).
   std::optional<ClearRules> clear_first = std::nullopt;
   std::function<std::vector<kube::PodRecord>()> observe_pods{};  // the unhealthy nodes' pods
+  // Whether observe_pods has listed the pods on a node yet. A new leader starts those caches
+  // when it takes over; until one has synced, "no pods due" is not known and the node is held
+  // (a leader killed mid-clear was succeeded by one that purged before clearing the rest).
+  std::function<bool(const std::string& node)> pods_listed_on{};
 };
 
 class PurgeDeadNodesController : public Controller {
@@ -53,6 +57,8 @@ class PurgeDeadNodesController : public Controller {
   // The nodes as the API has them now (agent/node_health.h readNodes).
   using ReadNodesFn = std::function<base::Result<std::vector<kube::NodeRecord>>()>;
   static constexpr std::chrono::seconds kRecheckAfter{10};
+  // How soon a node held until its pods are listed is looked at again (a list takes a moment).
+  static constexpr std::chrono::milliseconds kListedRecheck{250};
   static constexpr std::chrono::seconds kAfterPurge{1};
 
   PurgeDeadNodesController(std::function<ObservedNodes()> observe, ReadNodesFn read_nodes,
@@ -71,6 +77,7 @@ class PurgeDeadNodesController : public Controller {
     std::map<std::string, std::string> held{};
     std::optional<std::string> chosen{};
     std::optional<base::WallTime> next_dead{};
+    bool recheck_soon = false;  // a node waits for its pods to be listed
   };
   DeadNodeChoice chooseDeadNode(const ObservedNodes& observed, base::WallTime now) const;
   // Checks the guards on the API's answer, then purges `node` and records it in the history.

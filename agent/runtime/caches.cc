@@ -225,6 +225,12 @@ std::vector<kube::PodRecord> Caches::unhealthyNodePods() const {
   return pods;
 }
 
+bool Caches::unhealthyNodePodsListed(const std::string& node) const {
+  std::lock_guard lock(leader_mu_);
+  const auto it = unhealthy_pods_.find(node);
+  return it != unhealthy_pods_.end() && it->second->informer->synced();
+}
+
 ObservedApiservers Caches::apiservers() const {
   ObservedApiservers observed;
   if (!apiservers_) return observed;

@@ -66,6 +66,9 @@ class Caches {
   std::vector<kube::PodRecord> ownPods() const;
   ObservedNodes clusterNodes() const;  // synced false while not leading
   std::vector<kube::PodRecord> unhealthyNodePods() const;
+  // Whether the pods on `node` have been listed (its informer exists and is synced): until
+  // then, unhealthyNodePods() says nothing about that node, not that it has no pods.
+  bool unhealthyNodePodsListed(const std::string& node) const;
   ObservedApiservers apiservers() const;
 
   // Each running cache's label ("node", "pods", "cluster-nodes", "pods on node-b", ...) and

@@ -227,6 +227,31 @@ TEST_F(PurgeDeadNodesTest, ANodeIsHeldWhileClearNodesStillHasPodsDueOnIt) {
   EXPECT_THAT(purged_, ElementsAre("w-2"));
 }
 
+// Found by the kill -9 suite (tests/agent/tasks/purge_kill_test.cc): a leader killed after its
+// first force delete was succeeded by one whose per-node pod cache had not listed yet, so it saw
+// "no pods due" and purged, leaving the other stuck pods behind. Until the pods on a node are
+// listed, the node is held and looked at again soon.
+TEST_F(PurgeDeadNodesTest, ANodeIsHeldUntilThePodsOnItHaveBeenListed) {
+  nodes_[4] = node("w-2", false, kT0 - minutes(10));
+  const ClearRules rules{.node_unreachable_toleration = minutes(5),
+                         .pod_deletion_grace = seconds(30),
+                         .storm_guard_percent = 55};
+  bool listed = false;
+  auto c = make({.clear_first = rules,
+                 .observe_pods = [] { return std::vector<kube::PodRecord>{}; },
+                 .pods_listed_on = [&](const std::string& n) { return listed && n == "w-2"; }});
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_TRUE(purged_.empty());
+  EXPECT_EQ(c.status()["held"]["w-2"],
+            "waiting for the pods on it to be listed (clear-nodes goes first)");
+  EXPECT_EQ(r->requeue_after, PurgeDeadNodesController::kListedRecheck);
+  listed = true;
+  r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(purged_, ElementsAre("w-2"));
+}
+
 TEST_F(PurgeDeadNodesTest, DryRunPlansOnceAndAFailureIsReported) {
   nodes_[4] = node("w-2", false, kT0 - minutes(10));
   auto dry = make({.purge = {.dry_run = true}});
