@@ -280,7 +280,8 @@ struct Commands {
   CLI::App* from_kurl = nullptr;
   std::string kurl_file{};
   CLI::App* status = nullptr;
-  StatusOptions status_options{};
+  StatusOptions status_options{.socket_path = ""};
+  std::string status_config{};
   CLI::App* agent = nullptr;
   std::string agent_config{};
   FlagValues agent_flags{};
@@ -326,7 +327,11 @@ void addStatusCommand(CLI::App& app, Commands& c) {
                          "Print the local agent's status from its health socket (exit 0 ready, "
                          "1 degraded, 2 unreachable)");
   c.status->add_option("--socket", c.status_options.socket_path,
-                       "The agent's health socket (default /run/ekco/ekco.sock)");
+                       "The agent's health socket (default: health_socket from the config, "
+                       "/run/ekco/ekco.sock)");
+  c.status->add_option("--config", c.status_config,
+                       "Where health_socket is read from (default /etc/ekco/config.yaml when it "
+                       "exists; EKCO_HEALTH_SOCKET too)");
   c.status->add_option("--host-root", c.status_options.host_root,
                        "Find the socket under this directory (e.g. /host in a DaemonSet pod)");
   auto* status_json = c.status->add_flag("--json", c.status_options.json,
@@ -504,6 +509,21 @@ std::optional<int> applyLogLevelFlag(const std::string& log_level_flag, const Cl
   return std::nullopt;
 }
 
+// `ekco status`: the socket is --socket, else the health_socket the agent uses (the config file
+// and the environment, as the agent reads them).
+int statusCommand(StatusOptions options, const std::string& config, const CliEnv& env) {
+  if (options.socket_path.empty()) {
+    ConfigLoader loader;
+    loader.loadFile(config.empty() ? env.default_config_path : config,
+                    /*optional=*/config.empty());
+    loader.loadEnvironment(env.environment);
+    const Config cfg = loader.finish();
+    if (!report(loader.problems(), {}, *env.err)) return kExitUsage;
+    options.socket_path = cfg.health_socket;
+  }
+  return runStatus(options, *env.out, *env.err, base::SystemClock());
+}
+
 // Runs the one subcommand that was parsed.
 int dispatch(Commands& c, const CliEnv& env) {
   if (c.version->parsed()) {
@@ -513,8 +533,7 @@ int dispatch(Commands& c, const CliEnv& env) {
   if (c.check->parsed()) return configCheck(c.check_file, env);
   if (c.show->parsed()) return configShow(c.show_file, c.show, c.show_flags, c.log_level_flag, env);
   if (c.from_kurl->parsed()) return configFromKurl(c.kurl_file, env);
-  if (c.status->parsed())
-    return runStatus(c.status_options, *env.out, *env.err, base::SystemClock());
+  if (c.status->parsed()) return statusCommand(c.status_options, c.status_config, env);
   if (c.render_haproxy->parsed()) return renderHaproxy(c.render_args, env);
   if (c.render_manifest->parsed()) return renderManifest(c.render_args, env);
   if (c.render_units->parsed()) return renderUnits(c.render_units_args, env);

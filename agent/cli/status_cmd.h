@@ -23,6 +23,7 @@
 namespace ekco::agent {
 
 struct StatusOptions {
+  // The CLI starts from "" and, without --socket, takes health_socket from the config.
   std::string socket_path = std::string(kDefaultHealthSocket);
   // When set, socket_path is looked up under this directory: a DaemonSet pod that mounts the
   // host's / at /host reads /host/run/ekco/ekco.sock with `--host-root /host`.

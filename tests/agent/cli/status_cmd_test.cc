@@ -10,6 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "agent/cli/cli.h"
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
@@ -273,6 +275,28 @@ TEST_F(StatusCommand, FindsTheDefaultSocketUnderAHostRoot) {
   CliRun r = cli({"status", "--host-root", root});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("node:               node-a\n"));
+}
+
+// Issue 25: without --socket, the socket is the agent's own: health_socket from the config file
+// (--config, else the default path) and the environment.
+TEST_F(StatusCommand, ReadsHealthSocketFromTheConfigWithoutSocket) {
+  const std::string custom = dir_.path() + "/custom.sock";
+  serve(/*ready=*/true, custom);
+  const std::string config = dir_.path() + "/config.yaml";
+  std::ofstream(config) << "health_socket: " << custom << "\n";
+  CliRun r = cli({"status", "--config", config});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("node:               node-a\n"));
+  CliRun from_env = cli({"status", "--probe", "readyz"}, {"EKCO_HEALTH_SOCKET=" + custom});
+  EXPECT_EQ(from_env.code, kExitOk) << from_env.err;
+  EXPECT_EQ(from_env.out, "ok\n");
+  // --socket still wins; a broken config is a usage error naming the key.
+  std::ofstream(config) << "health_socket: relative.sock\n";
+  CliRun bad = cli({"status", "--config", config});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("health_socket"));
+  CliRun explicit_socket = cli({"status", "--config", config, "--socket", custom});
+  EXPECT_EQ(explicit_socket.code, kExitOk) << explicit_socket.err;
 }
 
 TEST_F(StatusCommand, ABrokenStatusDocumentIsAWarningNotACrash) {
