@@ -487,8 +487,14 @@ std::optional<int> parseArgs(CLI::App& app, const std::vector<std::string>& args
     *env.out << app.help("", CLI::AppFormatMode::All);
     return kExitOk;
   } catch (const CLI::ParseError& e) {
+    // Point at the help of the command that was being parsed: `ekco purge-node --help`.
+    std::string command = "ekco";
+    for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+      sub = sub->get_subcommands().front();
+      command += " " + sub->get_name();
+    }
     *env.err << "error: " << e.what() << "\n"
-             << "Run 'ekco --help' for usage.\n";
+             << "Run '" << command << " --help' for usage.\n";
     return kExitUsage;
   }
   return std::nullopt;

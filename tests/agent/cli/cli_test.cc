@@ -82,6 +82,15 @@ TEST(Cli, UsageErrorsExitTwo) {
   CliRun r = cli({"config", "show", "--no-such-flag"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, HasSubstr("--no-such-flag"));
+  // Issue 25: each error points at the help of the command it is about.
+  EXPECT_EQ(r.err,
+            "error: The following argument was not expected: --no-such-flag\n"
+            "Run 'ekco config show --help' for usage.\n");
+  EXPECT_EQ(cli({"purge-node"}).err,
+            "error: NAME is required\nRun 'ekco purge-node --help' for usage.\n");
+  EXPECT_EQ(cli({"status", "--probe", "x"}).err,
+            "error: --probe: x not in {healthz,readyz}\nRun 'ekco status --help' for usage.\n");
+  EXPECT_THAT(cli({"frobnicate"}).err, HasSubstr("Run 'ekco --help' for usage.\n"));
 }
 
 TEST(Cli, ConfigCheckSaysOkForTheOfficialConfig) {
