@@ -220,7 +220,10 @@ void ConfigLoader::loadYaml(std::string_view text, const std::string& name) {
 void ConfigLoader::assign(const KeyDef& def, const RawValue& raw, const std::string& source) {
   const std::string key(def.info.key);
   if (def.info.ignored) {
-    notices_.push_back({source, key, "ignored: " + std::string(def.info.help)});
+    // The help of an ignored key starts "Ignored: ..." already (it is also `--help`'s text).
+    std::string_view why = def.info.help;
+    if (why.starts_with("Ignored: ")) why.remove_prefix(9);
+    notices_.push_back({source, key, "ignored: " + std::string(why)});
     sources_[key] = source;
     return;
   }

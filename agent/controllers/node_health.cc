@@ -62,7 +62,7 @@ bool isReady(const kube::NodeRecord& node) {
 
 base::Result<std::vector<kube::NodeRecord>> readNodes(kube::KubeClient& client) {
   auto list = client.listAll(kube::resources::kNodes, "", {.limit = 500});
-  if (!list) return std::move(list).error().wrap("list nodes");
+  if (!list) return std::move(list).error();  // "list nodes: ..." from the client
   std::vector<kube::NodeRecord> out;
   for (const auto& item : list->value("items", nlohmann::json::array())) {
     auto record = kube::projectNode(item);

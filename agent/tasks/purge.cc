@@ -69,7 +69,7 @@ class Purge {
   base::Result<PurgeReport> run() {
     auto object = deps_.client.get(kube::resources::kNodes, "", name_);
     if (!object && object.error().code() != ErrorCode::kNotFound) {
-      return std::move(object).error().wrap("get node " + name_);
+      return std::move(object).error();  // "get nodes/<name>: ..." from the client
     }
     std::optional<kube::NodeRecord> node;
     if (object) {
@@ -135,7 +135,7 @@ class Purge {
         auto removed =
             deps_.client.remove(kube::resources::kNodes, "", name_, {.precondition_uid = uid_});
         if (!removed && removed.error().code() != ErrorCode::kNotFound) {
-          return removed.error().wrap("delete node " + name_);
+          return removed.error();
         }
         report_.actions.push_back("deleted node " + name_);
         report_.node_deleted = true;
@@ -193,7 +193,7 @@ class Purge {
     }
     if (known.empty()) {
       auto nodes = deps_.client.list(kube::resources::kNodes, "", {});
-      if (!nodes) return std::move(nodes).error().wrap("list nodes");
+      if (!nodes) return std::move(nodes).error();
       for (const json& n : nodes->value("items", json::array())) {
         auto record = kube::projectNode(n);
         if (!record || !record->control_plane || record->name.str() == name_) continue;

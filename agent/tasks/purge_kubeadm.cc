@@ -106,7 +106,7 @@ base::Result<KubeadmStepResult> removeFromKubeadmConfig(kube::KubeClient& client
   auto cm = client.get(kube::resources::kConfigMaps, "kube-system", "kubeadm-config");
   if (!cm) {
     if (cm.error().code() == ErrorCode::kNotFound) return result;
-    return std::move(cm).error().wrap("get kube-system/kubeadm-config");
+    return std::move(cm).error();  // the client names the operation
   }
   const json* data = cm->contains("data") ? &(*cm)["data"] : nullptr;
   if (data == nullptr || !data->is_object() || !data->contains("ClusterStatus") ||
@@ -129,7 +129,7 @@ base::Result<KubeadmStepResult> removeFromKubeadmConfig(kube::KubeClient& client
   json updated = *cm;
   updated["data"]["ClusterStatus"] = edit->rewritten;
   auto written = client.update(kube::resources::kConfigMaps, "kube-system", updated);
-  if (!written) return std::move(written).error().wrap("update kube-system/kubeadm-config");
+  if (!written) return std::move(written).error();
   result.actions.push_back(what);
   return result;
 }

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <sstream>
 
 #include "tests/agent/cli_support.h"
@@ -17,6 +19,7 @@ using nlohmann::json;
 using testing::cli;
 using testing::CliRun;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 json node(const std::string& name, bool master, bool ready) {
   json labels = {{"kubernetes.io/hostname", name}};
@@ -141,6 +144,26 @@ TEST_F(PurgeCmdTest, InstalledAsEkcoPurgeNode) {
                           env);
   EXPECT_EQ(code, kExitOk) << err.str();
   EXPECT_THAT(out.str(), HasSubstr("Plan to purge node w-2"));
+}
+
+// Issue 25: one context per layer ("purge-node: list nodes: list nodes: request ..." said the
+// operation twice).
+TEST_F(PurgeCmdTest, AnUnreachableApiIsOneLineWithEachContextOnce) {
+  const std::string dead = dir_.path() + "/dead.kubeconfig";
+  {
+    std::ifstream in(server_->kubeconfigPath());
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string kubeconfig = text.str();
+    const std::string url = server_->url();
+    kubeconfig.replace(kubeconfig.find(url), url.size(), "https://127.0.0.1:1");
+    std::ofstream(dead) << kubeconfig;
+  }
+  CliRun r = cli({"purge-node", "w-2", "--kubeconfig", dead, "--node-name", "cp-1", "--yes"});
+  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_THAT(r.err, HasSubstr("error: purge-node: list nodes: request https://127.0.0.1:1/"));
+  EXPECT_THAT(r.err, Not(HasSubstr("list nodes: list nodes")));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(PurgeCmd, UsageErrors) {
