@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -98,7 +99,8 @@ int main(int argc, char** argv) {
   base::SystemClock clock;
   auto fs = hostfs::LocalHostFs::open("/", clock);
   if (!fs) return fail(fs.error().message());
-  auto conn = kube::loadKubeconfig(**fs, kubeconfig);
+  // A relative --kubeconfig is relative to the current directory, as for kubectl and ekco.
+  auto conn = kube::loadKubeconfig(**fs, std::filesystem::absolute(kubeconfig).string());
   if (!conn) return fail(conn.error().message());
   auto transport = kube::CurlTransport::create(*conn, fs->get(), clock, {});
   if (!transport) return fail(transport.error().message());
