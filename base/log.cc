@@ -172,6 +172,12 @@ void configureLogging(LogOptions options) {
   s.options = std::move(options);
 }
 
+LogOptions currentLogOptions() {
+  LoggerState& s = state();
+  std::lock_guard lock(s.mu);
+  return s.options;
+}
+
 LogLevel currentLogLevel() {
   LoggerState& s = state();
   std::lock_guard lock(s.mu);

@@ -63,6 +63,8 @@ void configureLogging(LogOptions options);
 // True when stderr is the journal stream systemd set up for this service.
 bool stderrIsJournal();
 LogLevel currentLogLevel();
+// The configuration in force (to change one field and keep the others, e.g. a test's sink).
+LogOptions currentLogOptions();
 
 void log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields = {});
 inline void logDebug(std::string_view m, std::initializer_list<LogField> f = {}) {

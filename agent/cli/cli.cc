@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/cli/agent_cmd.h"
+#include "agent/cli/cluster_config.h"
 #include "agent/cli/purge_cmd.h"
 #include "agent/cli/shutdown_cmd.h"
 #include "agent/cli/status_cmd.h"
@@ -87,8 +88,14 @@ int configCheck(const std::string& file, const CliEnv& env) {
 }
 
 int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& flags,
-               const std::string& log_level_flag, const CliEnv& env) {
+               const std::string& log_level_flag, const CliEnv& env,
+               const ClusterConfig* cluster = nullptr) {
   ConfigLoader loader;
+  if (cluster != nullptr && cluster->problem) {
+    *env.err << "error: " << *cluster->problem << "\n";
+    return kExitUsage;
+  }
+  if (cluster != nullptr && cluster->text) loader.loadYaml(*cluster->text, kClusterConfigSource);
   if (!file.empty()) {
     loader.loadFile(file);
   } else {
@@ -100,6 +107,9 @@ int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& f
   if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
   Config cfg = loader.finish();
   if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  if (cluster != nullptr) {
+    *env.out << "# sources: " << describeConfigSources(loader.sources(), *cluster) << "\n";
+  }
   *env.out << renderConfigYaml(redactSecrets(std::move(cfg)));
   return kExitOk;
 }
@@ -109,8 +119,14 @@ int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& f
 // nullopt after the problems were printed (exit 2).
 std::optional<Config> commandConfig(const std::string& file, const CLI::App* cmd,
                                     const FlagValues* flags, const std::string& log_level_flag,
-                                    const CliEnv& env) {
+                                    const CliEnv& env, const ClusterConfig* cluster = nullptr) {
   ConfigLoader loader;
+  if (cluster != nullptr && cluster->problem) {
+    *env.err << "error: " << *cluster->problem << "\n";
+    return std::nullopt;
+  }
+  // The agents' ConfigMap first (cluster_config.h), then the local file, environment, flags.
+  if (cluster != nullptr && cluster->text) loader.loadYaml(*cluster->text, kClusterConfigSource);
   loader.loadFile(file.empty() ? env.default_config_path : file, /*optional=*/file.empty());
   loader.loadEnvironment(env.environment);
   if (cmd != nullptr && flags != nullptr) applyFlags(cmd, *flags, loader);
@@ -118,12 +134,23 @@ std::optional<Config> commandConfig(const std::string& file, const CLI::App* cmd
   Config cfg = loader.finish();
   if (!report(loader.problems(), loader.notices(), *env.err)) return std::nullopt;
   if (auto level = base::parseLogLevel(cfg.log_level)) {
-    base::LogOptions options;
+    base::LogOptions options = base::currentLogOptions();  // keeps a sink and clock set before
     options.level = *level;
     options.journal = base::stderrIsJournal();
     base::configureLogging(options);
   }
+  if (cluster != nullptr) {
+    base::logInfo("configuration",
+                  {{"sources", describeConfigSources(loader.sources(), *cluster)}});
+  }
   return cfg;
+}
+
+// The agents' ConfigMap for a host command reaching the API with these flags.
+ClusterConfig clusterConfigFor(const std::string& kubeconfig, const std::string& host_root,
+                               const CliEnv& env) {
+  return readClusterConfig(
+      {.kubeconfig = kubeconfig, .host_root = host_root, .environment = env.environment});
 }
 
 int agentCommand(const std::string& file, const CLI::App* cmd, const FlagValues& flags,
@@ -277,6 +304,9 @@ struct Commands {
   CLI::App* show = nullptr;
   std::string show_file{};
   FlagValues show_flags{};
+  bool show_effective = false;
+  std::string show_kubeconfig{};
+  std::string show_host_root{};
   CLI::App* from_kurl = nullptr;
   std::string kurl_file{};
   CLI::App* status = nullptr;
@@ -314,6 +344,14 @@ void addConfigCommands(CLI::App& app, Commands& c) {
       "show", "Print the effective configuration (file, then EKCO_* environment, then flags)");
   c.show->add_option("--config", c.show_file,
                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+  c.show->add_flag("--effective", c.show_effective,
+                   "What a host command would use: the agents' ConfigMap kurl/ekco-config (when "
+                   "the API answers) under the file, environment and flags; the sources first");
+  c.show->add_option("--kubeconfig", c.show_kubeconfig,
+                     "With --effective: kubeconfig (default: KUBECONFIG, in-cluster, then the "
+                     "host's /etc/kubernetes/admin.conf)");
+  c.show->add_option("--host-root", c.show_host_root,
+                     "With --effective: where the host's / is (default /)");
   addConfigFlags(c.show, c.show_flags);
 
   c.from_kurl = config->add_subcommand(
@@ -537,7 +575,12 @@ int dispatch(Commands& c, const CliEnv& env) {
     return kExitOk;
   }
   if (c.check->parsed()) return configCheck(c.check_file, env);
-  if (c.show->parsed()) return configShow(c.show_file, c.show, c.show_flags, c.log_level_flag, env);
+  if (c.show->parsed()) {
+    std::optional<ClusterConfig> cluster;
+    if (c.show_effective) cluster = clusterConfigFor(c.show_kubeconfig, c.show_host_root, env);
+    return configShow(c.show_file, c.show, c.show_flags, c.log_level_flag, env,
+                      cluster ? &*cluster : nullptr);
+  }
   if (c.from_kurl->parsed()) return configFromKurl(c.kurl_file, env);
   if (c.status->parsed()) return statusCommand(c.status_options, c.status_config, env);
   if (c.render_haproxy->parsed()) return renderHaproxy(c.render_args, env);
@@ -546,7 +589,9 @@ int dispatch(Commands& c, const CliEnv& env) {
   for (auto [cli, is_shutdown] :
        {std::pair{&c.shutdown_cli, true}, std::pair{&c.startup_cli, false}}) {
     if (cli->app->parsed()) {
-      auto cfg = commandConfig(cli->config, cli->app, &cli->flags, c.log_level_flag, env);
+      const ClusterConfig cluster =
+          clusterConfigFor(cli->args.kubeconfig, cli->args.host_root, env);
+      auto cfg = commandConfig(cli->config, cli->app, &cli->flags, c.log_level_flag, env, &cluster);
       if (!cfg) return kExitUsage;
       return is_shutdown ? runShutdownCommand(*cfg, cli->args, env)
                          : runStartupCommand(*cfg, cli->args, env);
@@ -554,12 +599,17 @@ int dispatch(Commands& c, const CliEnv& env) {
   }
   if (c.upgrade->parsed()) {
     // No per-key flags: the file and the environment (auto_upgrade_url, log_level).
-    auto cfg = commandConfig(c.upgrade_config, nullptr, nullptr, c.log_level_flag, env);
+    const ClusterConfig cluster =
+        clusterConfigFor(c.upgrade_args.kubeconfig, c.upgrade_args.host_root, env);
+    auto cfg = commandConfig(c.upgrade_config, nullptr, nullptr, c.log_level_flag, env, &cluster);
     if (!cfg) return kExitUsage;
     return runUpgradeCommand(*cfg, c.upgrade_args, env);
   }
   if (c.purge->parsed()) {
-    auto cfg = commandConfig(c.purge_config, c.purge, &c.purge_flags, c.log_level_flag, env);
+    const ClusterConfig cluster =
+        clusterConfigFor(c.purge_args.kubeconfig, c.purge_args.host_root, env);
+    auto cfg =
+        commandConfig(c.purge_config, c.purge, &c.purge_flags, c.log_level_flag, env, &cluster);
     if (!cfg) return kExitUsage;
     return runPurgeNodeCommand(*cfg, c.purge_args, env);
   }

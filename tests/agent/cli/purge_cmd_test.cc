@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "tests/agent/cli_support.h"
+#include "tests/agent/log_capture.h"
 #include "tests/kubesim/server.h"
 
 namespace ekco::agent {
@@ -164,6 +165,55 @@ TEST_F(PurgeCmdTest, AnUnreachableApiIsOneLineWithEachContextOnce) {
   EXPECT_THAT(r.err, HasSubstr("error: purge-node: list nodes: request https://127.0.0.1:1/"));
   EXPECT_THAT(r.err, Not(HasSubstr("list nodes: list nodes")));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// Issue 25: in a DaemonSet-only install there is no /etc/ekco/config.yaml; the command takes the
+// agents' ConfigMap as its base, so it refuses where the defaults would have purged, and says
+// which source set the guard. The local file, environment and flags still override it.
+TEST_F(PurgeCmdTest, InheritsTheAgentsConfigMapAndSaysWhichSourceSetIt) {
+  {
+    testing::LogCapture log;
+    CliRun defaults = purge({"w-1", "--dry-run"});
+    EXPECT_EQ(defaults.code, kExitOk) << defaults.err;
+    EXPECT_THAT(log.text(), HasSubstr("sources=\"defaults (configmap kurl/ekco-config not used: "
+                                      "it does not exist)\""));
+  }
+  ASSERT_TRUE(server_->put(kubesim::configMapObject(
+      "kurl", "ekco-config", {{"config.yaml", "min_ready_worker_nodes: 1\n"}})));
+  {
+    testing::LogCapture log;
+    CliRun refused = purge({"w-1", "--yes"});
+    EXPECT_EQ(refused.code, kExitFailure);
+    EXPECT_THAT(refused.err, HasSubstr("cannot purge worker: 1 ready workers"));
+    EXPECT_THAT(log.text(),
+                HasSubstr("sources=\"configmap kurl/ekco-config (1 key); defaults for the rest\""));
+    EXPECT_TRUE(server_->get("nodes", "", "w-1"));
+  }
+  // `config show --effective` shows the same layering, sources first.
+  CliRun shown = cli({"config", "show", "--effective", "--kubeconfig", server_->kubeconfigPath()});
+  EXPECT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_THAT(shown.out, ::testing::StartsWith("# sources: configmap kurl/ekco-config (1 key); "
+                                               "defaults for the rest\n"));
+  EXPECT_THAT(shown.out, HasSubstr("\nmin_ready_worker_nodes: 1"));
+  // A flag overrides the ConfigMap.
+  {
+    testing::LogCapture log;
+    CliRun flag = purge({"w-1", "--dry-run", "--min-ready-worker-nodes", "0"});
+    EXPECT_EQ(flag.code, kExitOk) << flag.err;
+    EXPECT_THAT(log.text(), HasSubstr("sources=\"flags (1 key); defaults for the rest\""));
+  }
+  // A ConfigMap that fails validation is an error naming the key and the ConfigMap.
+  ASSERT_TRUE(server_->put(kubesim::configMapObject(
+      "kurl", "ekco-config", {{"config.yaml", "min_ready_worker_nodes: many\n"}})));
+  CliRun bad = purge({"w-1", "--dry-run"});
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("configmap kurl/ekco-config:1: min_ready_worker_nodes"));
+  ASSERT_TRUE(
+      server_->put(kubesim::configMapObject("kurl", "ekco-config", {{"other.yaml", "x: 1\n"}})));
+  CliRun no_key = purge({"w-1", "--dry-run"});
+  EXPECT_EQ(no_key.code, kExitUsage);
+  EXPECT_THAT(no_key.err, HasSubstr("error: configmap kurl/ekco-config: has no data.config.yaml"));
+  EXPECT_TRUE(server_->get("nodes", "", "w-1"));
 }
 
 TEST(PurgeCmd, UsageErrors) {

@@ -22,6 +22,7 @@
 #include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
+#include "tests/agent/log_capture.h"
 #include "tests/kubesim/server.h"
 
 namespace ekco::agent::testing {
@@ -79,37 +80,6 @@ inline const std::string kPvcMount = "/dev/rbd0 /var/lib/kubelet/pods/" + std::s
 inline const std::string kCephFsMount =
     "10.0.0.1:6789,10.0.0.2:6789:/volumes/csi/csi-vol-1 "
     "/var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-5678/globalmount ceph rw 0 0\n";
-
-// Collects log lines for the duration of a test.
-class LogCapture {
- public:
-  LogCapture() {
-    base::LogOptions options;
-    options.level = base::LogLevel::kInfo;
-    options.sink = [this](std::string_view line) {
-      std::lock_guard lock(mu_);
-      text_ += line;
-    };
-    base::configureLogging(options);
-  }
-  ~LogCapture() { base::configureLogging({}); }
-  std::string text() const {
-    std::lock_guard lock(mu_);
-    return text_;
-  }
-  std::size_t count(std::string_view needle) const {
-    const std::string t = text();
-    std::size_t n = 0;
-    for (std::size_t at = t.find(needle); at != std::string::npos; at = t.find(needle, at + 1)) {
-      ++n;
-    }
-    return n;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::string text_;
-};
 
 class RebootFixture : public ::testing::Test {
  protected:
