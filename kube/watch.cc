@@ -1,5 +1,6 @@
 #include "kube/watch.h"
 
+#include "base/strings.h"
 #include "kube/errors.h"
 
 namespace ekco::kube {
@@ -31,9 +32,11 @@ base::Status WatchDecoder::line(std::string_view text, const WatchHandler& handl
   while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.remove_suffix(1);
   if (text.empty()) return base::ok();
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // The line is quoted and escaped (at most 120 bytes of it): a server can put any byte in it,
+  // and the message must stay one line.
   auto bad = [&](std::string_view why) {
-    std::string excerpt(text.substr(0, 120));
-    return Error(op_ + ": " + std::string(why) + ": " + excerpt, ErrorCode::kParse);
+    return Error(op_ + ": " + std::string(why) + ": " + base::quoteForMessage(text, 120),
+                 ErrorCode::kParse);
   };
   if (!json.is_object()) return bad("watch event is not a JSON object");
   const auto type = json.find("type");

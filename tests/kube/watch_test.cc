@@ -86,6 +86,27 @@ TEST(WatchDecoder, MalformedLinesAreParseErrors) {
   }
 }
 
+// Found by tests/fuzz/list_watch_fuzz.cc: the malformed line was copied raw into the message, so
+// a server could break it over lines or send terminal escapes through it.
+TEST(WatchDecoder, AMalformedLineIsQuotedAndEscapedInItsOneLineMessage) {
+  WatchDecoder decoder("watch pods");
+  bool keep_going = true;
+  auto fed = decoder.feed(
+      "{\"type\":\"ADDED\",\"obj\x13"
+      "ct\":{}}\r\x1b[2J\n",
+      [](const WatchEvent&) { return true; }, keep_going);
+  ASSERT_FALSE(fed);
+  EXPECT_EQ(
+      fed.error().message(),
+      R"(watch pods: watch event is not a JSON object: "{\"type\":\"ADDED\",\"obj\x13ct\":{}}\r\x1b[2J")");
+  WatchDecoder long_line("watch pods");
+  fed = long_line.feed(
+      std::string(200, 'x') + "\n", [](const WatchEvent&) { return true; }, keep_going);
+  ASSERT_FALSE(fed);
+  EXPECT_EQ(fed.error().message(),
+            "watch pods: watch event is not a JSON object: \"" + std::string(120, 'x') + "...\"");
+}
+
 struct Fixture {
   FakeTransport transport;
   base::ManualClock clock;
