@@ -154,8 +154,11 @@ Error httpError(const kube::HttpResponse& response, const std::string& endpoint)
   if (text.empty()) {
     text = excerpt(response.body);
   } else {
+    // One line without terminal escapes: every control character (not only line breaks)
+    // becomes a space, as excerpt() does.
     std::replace_if(
-        text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+        text.begin(), text.end(),
+        [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }, ' ');
   }
   ErrorCode code = grpc >= 0 ? codeForGrpc(grpc) : ErrorCode::kUnknown;
   if (code == ErrorCode::kUnknown) code = codeForStatus(response.status);
