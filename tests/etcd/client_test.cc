@@ -133,6 +133,19 @@ TEST_F(ClientTest, MalformedListIsParseError) {
   EXPECT_TRUE(r->empty());
 }
 
+// Found with tests/fuzz/etcd_fuzz.cc (a 200 KB input): a malformed ID is dumped into the error,
+// which recursed once per level and overflowed the stack.
+TEST_F(ClientTest, AnAnswerNestedTooDeeplyIsAParseErrorNotACrash) {
+  script("https://a:2379", answer(200, R"({"members":[{"ID":)" + std::string(100000, '[') +
+                                           std::string(100000, ']') + "}]}"));
+  auto c = client({"https://a:2379"});
+  auto r = c->listMembers();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), ErrorCode::kParse);
+  EXPECT_EQ(r.error().message(),
+            "list etcd members via https://a:2379: answer is JSON nested deeper than 1000 levels");
+}
+
 TEST_F(ClientTest, RemovesWithDecimalId) {
   script("https://a:2379", answer(200, R"({"header":{},"members":[]})"));
   auto c = client({"https://a:2379"});
