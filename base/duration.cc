@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "base/strings.h"
+
 namespace ekco::base {
 namespace {
 
@@ -15,8 +17,10 @@ constexpr int64_t kSec = 1000 * kMs;
 constexpr int64_t kMin = 60 * kSec;
 constexpr int64_t kHour = 60 * kMin;
 
+// The text is quoted and escaped: it may hold any byte, and the message must stay one line.
 Error bad(std::string_view text, std::string_view why) {
-  return Error(fmt::format("invalid duration \"{}\": {}", text, why), ErrorCode::kInvalidArgument);
+  return Error(fmt::format("invalid duration {}: {}", quoteForMessage(text), why),
+               ErrorCode::kInvalidArgument);
 }
 
 // Longest unit names first so "ms" is not read as "m".
@@ -86,7 +90,7 @@ Result<Duration> parseDuration(std::string_view text) {
     if (unit == nullptr) {
       if (s.empty()) return bad(text, "missing unit (use ns, us, ms, s, m or h)");
       return bad(text,
-                 fmt::format("unknown unit \"{}\"", s.substr(0, s.find_first_of("0123456789."))));
+                 "unknown unit " + quoteForMessage(s.substr(0, s.find_first_of("0123456789."))));
     }
     s.remove_prefix(unit->name.size());
 

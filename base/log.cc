@@ -110,8 +110,9 @@ Result<LogLevel> parseLogLevel(std::string_view text) {
   if (lower == "info") return LogLevel::kInfo;
   if (lower == "warn" || lower == "warning") return LogLevel::kWarn;
   if (lower == "error") return LogLevel::kError;
-  return Error(fmt::format("invalid log level \"{}\" (want debug, info, warn or error)", text),
-               ErrorCode::kInvalidArgument);
+  return Error(
+      fmt::format("invalid log level {} (want debug, info, warn or error)", quoteForMessage(text)),
+      ErrorCode::kInvalidArgument);
 }
 
 std::string_view logLevelName(LogLevel level) {

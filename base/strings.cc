@@ -63,6 +63,12 @@ void appendEscaped(std::string& out, std::string_view value) {
   }
 }
 
+std::string escapeForMessage(std::string_view value) {
+  std::string out;
+  appendEscaped(out, value);
+  return out;
+}
+
 std::string quoteForMessage(std::string_view value, std::size_t max_shown) {
   std::string out = "\"";
   appendEscaped(out, value.substr(0, max_shown));

@@ -17,6 +17,10 @@ std::string_view trimSpace(std::string_view s);
 // (C0 and DEL) as \xNN; every other byte as it is. The one escaper of the log and of messages.
 void appendEscaped(std::string& out, std::string_view value);
 
+// `value` with appendEscaped's escapes and no quotes: for text a message shows as it is but that
+// may hold any byte, such as a library's error text ("unknown escape character: \x00").
+std::string escapeForMessage(std::string_view value);
+
 // `value` in double quotes with Go-style escapes, for error messages, so a message stays one line
 // and cannot carry terminal escapes whatever the value: "a\nb", "say \"hi\"", "\x01", "\x1b".
 // Control characters (C0 and DEL) are escaped; other bytes are kept. At most `max_shown` bytes

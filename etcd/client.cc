@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "kube/curl_transport.h"
+#include "kube/json_depth.h"
 
 namespace ekco::etcd {
 
@@ -154,8 +155,11 @@ Error httpError(const kube::HttpResponse& response, const std::string& endpoint)
   if (text.empty()) {
     text = excerpt(response.body);
   } else {
+    // One line without terminal escapes: every control character (not only line breaks)
+    // becomes a space, as excerpt() does.
     std::replace_if(
-        text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+        text.begin(), text.end(),
+        [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }, ' ');
   }
   ErrorCode code = grpc >= 0 ? codeForGrpc(grpc) : ErrorCode::kUnknown;
   if (code == ErrorCode::kUnknown) code = codeForStatus(response.status);
@@ -193,6 +197,13 @@ Result<std::vector<std::string>> parseStrings(const json& member, const char* ke
 }
 
 Result<std::vector<Member>> parseMembers(const std::string& text) {
+  // A malformed ID or URL is dumped into the error, which recurses once per level
+  // (kube/json_depth.h).
+  if (kube::jsonNestedDeeperThan(text)) {
+    return Error(
+        "answer is JSON nested deeper than " + std::to_string(kube::kMaxJsonDepth) + " levels",
+        ErrorCode::kParse);
+  }
   const json body = json::parse(text, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     return Error("answer is not a JSON object: " + excerpt(text), ErrorCode::kParse);

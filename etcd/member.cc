@@ -15,7 +15,8 @@ std::string formatMemberId(std::uint64_t id) { return fmt::format("{:x}", id); }
 
 std::string describeMember(const Member& member) {
   if (member.name.empty()) return formatMemberId(member.id);
-  return member.name + " (" + formatMemberId(member.id) + ")";
+  // The name is etcd's, escaped: a message stays one line whatever it holds.
+  return base::escapeForMessage(member.name) + " (" + formatMemberId(member.id) + ")";
 }
 
 namespace {

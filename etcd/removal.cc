@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/strings.h"
+
 namespace ekco::etcd {
 
 namespace {
@@ -25,7 +27,9 @@ std::string joinDescriptions(const std::vector<Member>& members) {
 RemovalPlan planMemberRemoval(const std::vector<Member>& members, const std::string& node_ip,
                               const std::map<std::uint64_t, bool>& healthy) {
   RemovalPlan plan;
-  const std::string peer_url = urlFor(node_ip, kPeerPort);
+  // For the reason only, escaped: the node's address comes from its Node object and the reason
+  // goes to logs and Events on one line.
+  const std::string peer_url = base::escapeForMessage(urlFor(node_ip, kPeerPort));
 
   std::vector<Member> matches;
   for (const auto& m : members) {

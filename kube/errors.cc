@@ -81,10 +81,10 @@ Error statusError(std::string_view op, const ApiStatus& status) {
   std::string message(op);
   message += ": ";
   // The server's own message is kept whole up to a generous limit (validation errors list
-  // every field); only line breaks and control bytes are flattened.
+  // every field); only line breaks and control bytes are flattened, in the reason too.
   message += status.message.empty() ? "(no message)" : excerpt(status.message, 2048);
   message += " (";
-  if (!status.reason.empty()) message += status.reason + ", ";
+  if (!status.reason.empty()) message += excerpt(status.reason, 64) + ", ";
   message += std::to_string(status.code) + ")";
   return Error(std::move(message), errorCodeFor(status.code, status.reason));
 }

@@ -2,16 +2,19 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 
+#include "base/strings.h"
 #include "kube/token_source.h"
 
 namespace ekco::kube {
 
 using base::Error;
 using base::ErrorCode;
+using base::quoteForMessage;
 using base::Result;
 
 namespace {
@@ -28,8 +31,8 @@ class Reader {
     try {
       return parse(YAML::Load(*text), context_override);
     } catch (const YAML::Exception& e) {
-      // yaml-cpp's message carries line and column.
-      return fail(std::string("malformed YAML: ") + e.what(), ErrorCode::kParse);
+      // yaml-cpp's message carries line and column, and may quote the offending byte raw.
+      return fail("malformed YAML: " + base::escapeForMessage(e.what()), ErrorCode::kParse);
     }
   }
 
@@ -69,6 +72,21 @@ class Reader {
     return full.lexically_normal().string();
   }
 
+  // A file name with a control character names no file a kubeconfig means (and would carry the
+  // character into messages): an error, before anything is read.
+  Result<std::string> checkedFileName(const std::string& name, const std::string& where,
+                                      const std::string& field) const {
+    const bool control = std::any_of(name.begin(), name.end(), [](char ch) {
+      const auto c = static_cast<unsigned char>(ch);
+      return c < 0x20 || c == 0x7f;
+    });
+    if (control) {
+      return fail(where + ": " + field + ": not a file name: " + quoteForMessage(name),
+                  ErrorCode::kInvalidArgument);
+    }
+    return resolve(name);
+  }
+
   // Inline "<field>-data" (base64) or file "<field>", not both. "" when neither is set.
   Result<std::string> pem(const YAML::Node& map, const std::string& where,
                           const std::string& field) const {
@@ -85,7 +103,9 @@ class Reader {
       return *decoded;
     }
     if (!file.empty()) {
-      auto content = fs_.read(resolve(file));
+      auto path = checkedFileName(file, where, field);
+      if (!path) return std::move(path).error();
+      auto content = fs_.read(*path);
       if (!content) {
         return fail(where + ": " + field + ": " + content.error().message(),
                     content.error().code());
@@ -103,22 +123,26 @@ class Reader {
     if (context_name.empty()) return fail("current-context is not set", ErrorCode::kNotFound);
     const YAML::Node context = findNamed(root, "contexts", context_name, "context");
     if (!context) {
-      return fail("context \"" + context_name + "\" not found", ErrorCode::kNotFound);
+      return fail("context " + quoteForMessage(context_name) + " not found", ErrorCode::kNotFound);
     }
     const std::string cluster_name = scalar(context, "cluster");
     const std::string user_name = scalar(context, "user");
     // (2) Cluster.
     const YAML::Node cluster = findNamed(root, "clusters", cluster_name, "cluster");
     if (!cluster) {
-      return fail("context \"" + context_name + "\": cluster \"" + cluster_name + "\" not found",
+      return fail("context " + quoteForMessage(context_name) + ": cluster " +
+                      quoteForMessage(cluster_name) + " not found",
                   ErrorCode::kNotFound);
     }
-    const std::string cluster_where = "cluster \"" + cluster_name + "\"";
+    // Names and values from the file are quoted and escaped in messages (one line, whatever
+    // the file holds).
+    const std::string cluster_where = "cluster " + quoteForMessage(cluster_name);
     Connection conn;
     conn.server = scalar(cluster, "server");
     if (conn.server.rfind("https://", 0) != 0 && conn.server.rfind("http://", 0) != 0) {
-      return fail(cluster_where + ": server \"" + conn.server + "\" is not an http(s) URL",
-                  ErrorCode::kInvalidArgument);
+      return fail(
+          cluster_where + ": server " + quoteForMessage(conn.server) + " is not an http(s) URL",
+          ErrorCode::kInvalidArgument);
     }
     while (conn.server.size() > 8 && conn.server.back() == '/') conn.server.pop_back();
     auto ca = pem(cluster, cluster_where, "certificate-authority");
@@ -146,10 +170,11 @@ class Reader {
     if (!user_name.empty()) {
       const YAML::Node user = findNamed(root, "users", user_name, "user");
       if (!user) {
-        return fail("context \"" + context_name + "\": user \"" + user_name + "\" not found",
+        return fail("context " + quoteForMessage(context_name) + ": user " +
+                        quoteForMessage(user_name) + " not found",
                     ErrorCode::kNotFound);
       }
-      const std::string user_where = "user \"" + user_name + "\"";
+      const std::string user_where = "user " + quoteForMessage(user_name);
       for (const char* unsupported : {"exec", "auth-provider", "username", "password"}) {
         if (user[unsupported]) {
           return fail(user_where + ": " + unsupported + " is not supported",
@@ -168,7 +193,9 @@ class Reader {
       conn.client_key_pem = std::move(*key);
       conn.token = scalar(user, "token");
       if (const std::string token_file = scalar(user, "tokenFile"); !token_file.empty()) {
-        const std::string resolved = resolve(token_file);
+        auto checked = checkedFileName(token_file, user_where, "tokenFile");
+        if (!checked) return std::move(checked).error();
+        const std::string resolved = std::move(*checked);
         auto token = readTokenFile(fs_, resolved);
         if (!token) {
           return fail(user_where + ": tokenFile: " + token.error().message(), token.error().code());
@@ -177,7 +204,7 @@ class Reader {
         if (token_file_later_) conn.token_file = resolved;
       }
     }
-    conn.source = "kubeconfig " + path_ + " (context " + context_name + ")";
+    conn.source = "kubeconfig " + path_ + " (context " + base::escapeForMessage(context_name) + ")";
     return conn;
   }
 

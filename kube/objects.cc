@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/strings.h"
 #include "kube/timestamp.h"
 
 namespace ekco::kube {
@@ -86,7 +87,11 @@ std::map<std::string, std::string> stringMap(const Json& parent, const std::stri
   std::map<std::string, std::string> out;
   const std::string field = join(path, key);
   for (const auto& [k, v] : object(parent, path, key).items()) {
-    if (!v.is_string()) throw FieldError{field + "." + k, "expected string, got " + typeName(v)};
+    // The key is the object's (a label or annotation name): escaped, the message is one line.
+    if (!v.is_string()) {
+      throw FieldError{field + "." + base::escapeForMessage(k),
+                       "expected string, got " + typeName(v)};
+    }
     out[k] = v.get<std::string>();
   }
   return out;
@@ -107,7 +112,9 @@ Result<T> guarded(const char* kind, const Json& json, F&& parse) {
       if (n != meta->end() && n->is_string()) name = n->get<std::string>();
     }
   }
-  const std::string prefix = std::string("parse ") + kind + (name.empty() ? "" : " " + name);
+  // The name is the object's own: escaped, so the message stays one line whatever it holds.
+  const std::string prefix =
+      std::string("parse ") + kind + (name.empty() ? "" : " " + base::escapeForMessage(name));
   if (!json.is_object()) {
     return Error(prefix + ": expected object, got " + typeName(json), ErrorCode::kParse);
   }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "kube/errors.h"
+#include "kube/json_depth.h"
 #include "kube/timestamp.h"
 
 namespace ekco::kube {
@@ -126,6 +127,13 @@ Result<Json> RestClient::executeJson(HttpRequest request, Idempotency idempotenc
                                      std::string_view op) {
   auto response = execute(std::move(request), idempotency, op);
   if (!response) return std::move(response).error();
+  // Callers copy and dump what they get, which recurses once per level (kube/json_depth.h).
+  if (jsonNestedDeeperThan(response->body)) {
+    return Error(std::string(op) + ": response is JSON nested deeper than " +
+                     std::to_string(kMaxJsonDepth) + " levels (HTTP " +
+                     std::to_string(response->status) + ")",
+                 ErrorCode::kParse);
+  }
   auto json = Json::parse(response->body, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
     return Error(

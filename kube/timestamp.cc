@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/strings.h"
+
 namespace ekco::kube {
 
 namespace {
@@ -20,8 +22,10 @@ int digits(std::string_view text, std::size_t pos, std::size_t n) {
   return value;
 }
 
+// The text is quoted and escaped: it comes from the API and may hold any byte, and the message
+// must stay one line.
 base::Error bad(std::string_view text, std::string_view why) {
-  return base::Error("timestamp \"" + std::string(text.substr(0, 64)) + "\": " + std::string(why),
+  return base::Error("timestamp " + base::quoteForMessage(text, 64) + ": " + std::string(why),
                      base::ErrorCode::kParse);
 }
 

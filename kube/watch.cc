@@ -2,6 +2,7 @@
 
 #include "base/strings.h"
 #include "kube/errors.h"
+#include "kube/json_depth.h"
 
 namespace ekco::kube {
 
@@ -38,10 +39,17 @@ base::Status WatchDecoder::line(std::string_view text, const WatchHandler& handl
                                 bool& keep_going) {
   while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.remove_suffix(1);
   if (text.empty()) return base::ok();
+  if (jsonNestedDeeperThan(text)) {
+    return Error(
+        op_ + ": watch event nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+        ErrorCode::kParse);
+  }
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // The line is quoted and escaped (at most 120 bytes of it): a server can put any byte in it,
+  // and the message must stay one line.
   auto bad = [&](std::string_view why) {
-    std::string excerpt(text.substr(0, 120));
-    return Error(op_ + ": " + std::string(why) + ": " + excerpt, ErrorCode::kParse);
+    return Error(op_ + ": " + std::string(why) + ": " + base::quoteForMessage(text, 120),
+                 ErrorCode::kParse);
   };
   if (!json.is_object()) return bad("watch event is not a JSON object");
   const auto type = json.find("type");

@@ -43,7 +43,10 @@ class CalendarSpec {
  public:
   // The spec as systemd prints it ("Normalized form:" of systemd-analyze calendar), e.g.
   // "Sat 17:30" → "Sat *-*-* 17:30:00". Writing this form into a unit file is equivalent to
-  // writing the original text, and it never contains control characters.
+  // writing the original text, and it never contains control characters. Except, as in systemd
+  // (checked with systemd-analyze 252; tests/fuzz/calendar_fuzz.cc found them): "@seconds ZONE"
+  // drops the zone, which moves the elapse in a leap-second zone ("right/UTC": 27 s); and seconds
+  // holding 0/1 print as "*", dropping a fraction of a second beside it ("*:*:0/1,1.5").
   std::string normalized() const;
 
   // The first time strictly after `after` at which the event elapses, or nullopt when it never

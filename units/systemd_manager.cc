@@ -45,7 +45,9 @@ class BusError {
   const sd_bus_error* get() const { return &error_; }
 
  private:
-  sd_bus_error error_ = SD_BUS_ERROR_NULL;
+  // SD_BUS_ERROR_NULL, spelled as C++: the macro is a C99 compound literal, which clang's
+  // -Wpedantic refuses in C++ (GCC accepts it as an extension).
+  sd_bus_error error_{.name = nullptr, .message = nullptr, ._need_free = 0};
 };
 
 class Message {

@@ -65,7 +65,9 @@ base::Result<Duration> toDuration(const RawValue& v) {
     return base::Error(d.error().message() + " (want a duration such as 90s, 5m or 1h30m)");
   }
   if (d->count() < 0) {
-    return base::Error(fmt::format("must not be negative (got {})", v.scalar));
+    // The duration as parsed, not the raw text (which may carry whitespace and control
+    // characters around it).
+    return base::Error(fmt::format("must not be negative (got {})", base::formatDuration(*d)));
   }
   return *d;
 }
@@ -138,8 +140,12 @@ std::string sourceOf(const std::map<std::string, std::string>& sources, std::str
 }  // namespace
 
 std::string ConfigProblem::toString() const {
-  if (key.empty()) return fmt::format("{}: {}", source, message);
-  return fmt::format("{}: {}: {}", source, key, message);
+  // An unknown or duplicate key is named as the file spelled it, and a kURL field name is part
+  // of its source: both are escaped, so a problem stays one line whatever the file held (the
+  // message quotes the values it shows itself).
+  if (key.empty()) return fmt::format("{}: {}", base::escapeForMessage(source), message);
+  return fmt::format("{}: {}: {}", base::escapeForMessage(source), base::escapeForMessage(key),
+                     message);
 }
 
 const std::vector<KeyInfo>& configKeys() {
@@ -175,8 +181,9 @@ void ConfigLoader::loadYaml(std::string_view text, const std::string& name) {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     // yaml-cpp marks are 0-based; editors count from 1.
+    // yaml-cpp's message may quote the offending byte raw ("unknown escape character: \x00").
     problems_.push_back({fmt::format("{}:{}", name, e.mark.line + 1), "",
-                         fmt::format("malformed YAML: {}", e.msg)});
+                         "malformed YAML: " + base::escapeForMessage(e.msg)});
     return;
   }
   if (root.IsNull()) return;  // an empty file means "all defaults"

@@ -178,7 +178,8 @@ class Converter {
              }
              if (item.Scalar().find(',') != std::string::npos) {
                problems_.push_back(
-                   {src, "", fmt::format("entry \"{}\" contains a comma", item.Scalar())});
+                   {src, "",
+                    "entry " + base::quoteForMessage(item.Scalar()) + " contains a comma"});
                return;
              }
              if (!joined.empty()) joined += ',';
@@ -220,8 +221,9 @@ KurlConversion configFromKurlInstaller(std::string_view yaml, const std::string&
   try {
     root = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
+    // yaml-cpp's message may quote the offending byte raw ("unknown escape character: \x00").
     bad.problems.push_back({fmt::format("{}:{}", name, e.mark.line + 1), "",
-                            fmt::format("malformed YAML: {}", e.msg)});
+                            "malformed YAML: " + base::escapeForMessage(e.msg)});
     return bad;
   }
   if (!root.IsMap()) {
@@ -250,7 +252,7 @@ KurlConversion configFromKurlInstaller(std::string_view yaml, const std::string&
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on unexpected shapes (e.g. indexing a scalar); keep it a problem.
     bad.problems.push_back({fmt::format("{}:{}", name, e.mark.line + 1), "",
-                            fmt::format("unexpected structure: {}", e.msg)});
+                            "unexpected structure: " + base::escapeForMessage(e.msg)});
     return bad;
   }
 }

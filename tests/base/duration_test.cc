@@ -49,6 +49,17 @@ TEST(ParseDuration, RejectsWhatGoRejects) {
   EXPECT_NE(parseDuration("60").error().message().find("missing unit"), std::string::npos);
 }
 
+// Found by tests/fuzz/config_fuzz.cc: the text was copied raw into the message, so a config
+// value could break `ekco config check`'s output over lines or carry terminal escapes.
+TEST(ParseDuration, ARejectedDurationIsQuotedAndEscapedInItsOneLineMessage) {
+  auto r = parseDuration("5m\a\n\x1b[2J");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(), R"(invalid duration "5m\x07\n\x1b[2J": expected a number)");
+  r = parseDuration("5x\r\x01");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(), R"(invalid duration "5x\r\x01": unknown unit "x\r\x01")");
+}
+
 TEST(FormatDuration, IsShortAndRoundTrips) {
   EXPECT_EQ(formatDuration(minutes(5)), "5m");
   EXPECT_EQ(formatDuration(minutes(90)), "1h30m");

@@ -76,5 +76,15 @@ TEST(ParseLogLevel, AcceptsEkcoSpellings) {
   EXPECT_NE(bad.error().message().find("verbose"), std::string::npos);
 }
 
+// Found by tests/fuzz/config_fuzz.cc: the text was copied raw into the message.
+TEST(ParseLogLevel, ARejectedLevelIsQuotedAndEscapedInItsOneLineMessage) {
+  auto bad = parseLogLevel(
+      "\x16"
+      "debug\n");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message(),
+            R"(invalid log level "\x16debug\n" (want debug, info, warn or error))");
+}
+
 }  // namespace
 }  // namespace ekco::base

@@ -26,5 +26,11 @@ TEST(Strings, QuoteForMessageKeepsAMessageOnOneLineAndFreeOfTerminalEscapes) {
   EXPECT_EQ(quoteForMessage("abcdef", 3), "\"abc...\"");
 }
 
+TEST(Strings, EscapeForMessageEscapesLikeQuoteForMessageWithoutTheQuotes) {
+  EXPECT_EQ(escapeForMessage("unknown escape character: \x01"), "unknown escape character: \\x01");
+  EXPECT_EQ(escapeForMessage("a\nb \"c\""), "a\\nb \\\"c\\\"");
+  EXPECT_EQ(escapeForMessage(""), "");
+}
+
 }  // namespace
 }  // namespace ekco::base

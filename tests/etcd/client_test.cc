@@ -133,6 +133,19 @@ TEST_F(ClientTest, MalformedListIsParseError) {
   EXPECT_TRUE(r->empty());
 }
 
+// Found with tests/fuzz/etcd_fuzz.cc (a 200 KB input): a malformed ID is dumped into the error,
+// which recursed once per level and overflowed the stack.
+TEST_F(ClientTest, AnAnswerNestedTooDeeplyIsAParseErrorNotACrash) {
+  script("https://a:2379", answer(200, R"({"members":[{"ID":)" + std::string(100000, '[') +
+                                           std::string(100000, ']') + "}]}"));
+  auto c = client({"https://a:2379"});
+  auto r = c->listMembers();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), ErrorCode::kParse);
+  EXPECT_EQ(r.error().message(),
+            "list etcd members via https://a:2379: answer is JSON nested deeper than 1000 levels");
+}
+
 TEST_F(ClientTest, RemovesWithDecimalId) {
   script("https://a:2379", answer(200, R"({"header":{},"members":[]})"));
   auto c = client({"https://a:2379"});
@@ -155,6 +168,11 @@ TEST_F(ClientTest, MapsGatewayErrors) {
           R"({"error":"etcdserver: unhealthy cluster","message":"etcdserver: unhealthy cluster","code":14})"));
   script("https://a:2379", answer(400, R"({"error":"invalid character 'b'\nlooking","code":3})"));
   script("https://a:2379", answer(502, "\x01garbage\n"));
+  // Found by tests/fuzz/etcd_fuzz.cc: only line breaks were flattened, so other control
+  // characters (terminal escapes) reached the message.
+  script("https://a:2379", answer(503,
+                                  "{\"message\":\"etcdserver:\\u001b[2J unhealthy\\u007f "
+                                  "cluster\\t\",\"code\":14}"));
   auto c = client({"https://a:2379"});
   auto s = c->removeMember(0xb66b2921ec552136ULL);
   ASSERT_FALSE(s);
@@ -179,6 +197,12 @@ TEST_F(ClientTest, MapsGatewayErrors) {
   EXPECT_EQ(s.error().code(), ErrorCode::kUnavailable);
   EXPECT_EQ(s.error().message(),
             "remove etcd member 3: \" garbage \" (HTTP 502 from https://a:2379)");
+  s = c->removeMember(4);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(s.error().message(),
+            "remove etcd member 4: etcdserver: [2J unhealthy  cluster  (HTTP 503, code 14 from "
+            "https://a:2379)");
 }
 
 TEST_F(ClientTest, ListFallsOverAndRemembersTheEndpointThatAnswered) {

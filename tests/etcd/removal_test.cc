@@ -180,6 +180,23 @@ TEST(PlanTest, NoMatch) {
   EXPECT_EQ(plan.reason, "no etcd member has peer URL https://10.0.0.1:2380 (1 members: a (1))");
 }
 
+// Found by tests/fuzz/etcd_fuzz.cc: a member name (etcd's) and the node's address (its Node
+// object's) went raw into the reason, which logs and Events show as one line.
+TEST(PlanTest, TheReasonIsOneLineWhateverTheNamesAndAddressHold) {
+  std::vector<Member> members = {member(1, "a\nb", "https://10.0.0.1:2380"),
+                                 member(2, "c\x1b[2J", "https://10.0.0.2:2380")};
+  auto plan = planMemberRemoval(members, "10.0.0.9\r\x7f", {});
+  EXPECT_EQ(plan.reason,
+            "no etcd member has peer URL https://10.0.0.9\\r\\x7f:2380 (2 members: a\\nb (1), "
+            "c\\x1b[2J (2))");
+  plan = planMemberRemoval(members, "10.0.0.1", {{1, false}, {2, true}});
+  EXPECT_TRUE(plan.safe);
+  EXPECT_EQ(
+      plan.reason,
+      "etcd member a\\nb (1) at https://10.0.0.1:2380 (voting member) is not healthy; 1 of the "
+      "1 remaining voting members are healthy (quorum 1)");
+}
+
 TEST(PlanTest, TwoMatchesAreRefused) {
   auto members = three();
   members.push_back(member(0xd4, "", "https://10.0.0.3:2380"));  // added, never started

@@ -23,6 +23,15 @@ TEST(ApiError, NotFoundCarriesTheServersMessageReasonAndCode) {
   EXPECT_EQ(error.message(), R"(get nodes/node-a: nodes "node-a" not found (NotFound, 404))");
 }
 
+// Found with tests/fuzz/list_watch_fuzz.cc's one-line check (a watch ERROR event): the message
+// was flattened, the reason was not.
+TEST(ApiError, TheReasonIsFlattenedToo) {
+  const auto error =
+      statusError("watch pods", {.message = "m\n", .reason = "Ex\x1bpired\n", .code = 410});
+  EXPECT_EQ(error.code(), ErrorCode::kGone);  // from the code: the reason is not "Expired"
+  EXPECT_EQ(error.message(), "watch pods: m (Ex?pired, 410)");
+}
+
 TEST(ApiError, MapsEveryHttpStatusToItsCode) {
   const struct {
     int status;

@@ -304,6 +304,41 @@ TEST(KubeconfigErrors, EachNamesTheFileAndTheField) {
   }
 }
 
+// Found by tests/fuzz/kubeconfig_fuzz.cc: names, values and yaml-cpp's message went raw into
+// the error, which must stay one line; a file name with a control character is refused before
+// anything is read.
+TEST(KubeconfigErrors, NamesAndValuesAreQuotedAndEscaped) {
+  EXPECT_EQ(loadError(std::string("a: \"\\\x04\"\n", 8)).message(),
+            "kubeconfig /x/admin.conf: malformed YAML: yaml-cpp: error at line 1, column 7: "
+            "unknown escape character: \\x04");
+  EXPECT_EQ(loadError(kubeconfig("", "    token: t\n", "\"x\\ny\"")).message(),
+            R"(kubeconfig /x/admin.conf: context "x\ny" not found)");
+  const base::Error server = loadError(
+      "current-context: ctx\ncontexts:\n- name: ctx\n  context: {cluster: \"c\\r\"}\n"
+      "clusters:\n- name: \"c\\r\"\n  cluster: {server: \"ftp://\\e[2J\"}\n");
+  EXPECT_EQ(
+      server.message(),
+      R"(kubeconfig /x/admin.conf: cluster "c\r": server "ftp://\x1b[2J" is not an http(s) URL)");
+  const base::Error file = loadError(kubeconfig("    certificate-authority: \"ca\\n.crt\"\n", ""));
+  EXPECT_EQ(file.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      file.message(),
+      R"(kubeconfig /x/admin.conf: cluster "c": certificate-authority: not a file name: "ca\n.crt")");
+  const base::Error token = loadError(kubeconfig("", "    tokenFile: \"\\ttoken\"\n"));
+  EXPECT_EQ(token.message(),
+            R"(kubeconfig /x/admin.conf: user "u": tokenFile: not a file name: "\ttoken")");
+}
+
+TEST(Kubeconfig, TheSourceNamesTheContextOnOneLine) {
+  TempRoot root;
+  root.write("/x/admin.conf",
+             "current-context: \"a\\nb\"\ncontexts:\n- name: \"a\\nb\"\n  context: {cluster: c}\n"
+             "clusters:\n- name: c\n  cluster: {server: 'https://h'}\n");
+  auto conn = loadKubeconfig(root.fs(), "/x/admin.conf");
+  ASSERT_TRUE(conn) << conn.error().message();
+  EXPECT_EQ(conn->source, R"(kubeconfig /x/admin.conf (context a\nb))");
+}
+
 TEST(KubeconfigErrors, AMissingFileIsNotFound) {
   TempRoot root;
   auto conn = loadKubeconfig(root.fs(), "/x/admin.conf");

@@ -71,6 +71,16 @@ TEST(ParseNode, AWrongTypeIsAParseErrorNamingObjectAndField) {
             "parse Node node-a: spec.unschedulable: expected boolean, got string");
 }
 
+// Found with tests/fuzz/list_watch_fuzz.cc's one-line check: the object's name and a label key
+// went raw into the message.
+TEST(ParseNode, TheNameAndKeysInAParseErrorAreEscaped) {
+  auto node = parseNode(Json::parse(
+      R"({"metadata":{"name":"a\n\u001b[2J","labels":{"k\r":1}},"spec":{"unschedulable":1}})"));
+  ASSERT_FALSE(node);
+  EXPECT_EQ(node.error().message(),
+            R"(parse Node a\n\x1b[2J: metadata.labels.k\r: expected string, got number)");
+}
+
 TEST(ParseNode, ABadTimestampIsAParseErrorNamingTheField) {
   auto node = parseNode(Json::parse(
       R"({"metadata":{"name":"n"},"status":{"conditions":[{"type":"Ready","lastTransitionTime":"yesterday"}]}})"));

@@ -48,6 +48,18 @@ TEST(RestClient, GetBuildsTheResourcePathAndReturnsTheObject) {
   EXPECT_EQ(headerOf(request, "Accept"), "application/json");
 }
 
+// Callers copy and dump responses, which recurses once per level (kube/json_depth.h).
+TEST(RestClient, AResponseNestedTooDeeplyIsAParseErrorNotACrash) {
+  Fixture f;
+  f.transport.reply(
+      200, R"({"kind":"Node","x":)" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  auto node = f.client.get(resources::kNodes, "", "node-a");
+  ASSERT_FALSE(node);
+  EXPECT_EQ(node.error().code(), ErrorCode::kParse);
+  EXPECT_EQ(node.error().message(),
+            "get nodes/node-a: response is JSON nested deeper than 1000 levels (HTTP 200)");
+}
+
 TEST(RestClient, PathsCoverCoreGroupsNamespacesAndSubresources) {
   EXPECT_EQ(resources::kPods.path("kube-system", "p", "eviction"),
             "/api/v1/namespaces/kube-system/pods/p/eviction");

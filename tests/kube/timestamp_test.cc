@@ -47,6 +47,19 @@ TEST(Rfc3339, RejectsMalformedTimestampsAsParseErrors) {
   }
 }
 
+// Found by tests/fuzz/timestamp_fuzz.cc: the text was copied raw into the message, so a
+// timestamp from the API could break it over lines or carry terminal escapes.
+TEST(Rfc3339, ARejectedTimestampIsQuotedAndEscapedInItsOneLineMessage) {
+  auto t = parseRfc3339(std::string_view("2200-01-01T\0\n\x1b[2J00:00Z", 23));
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error().message(),
+            R"(timestamp "2200-01-01T\x00\n\x1b[2J00:00Z": not YYYY-MM-DDTHH:MM:SS)");
+  auto long_one = parseRfc3339(std::string(100, '9'));
+  ASSERT_FALSE(long_one);
+  EXPECT_EQ(long_one.error().message(),
+            "timestamp \"" + std::string(64, '9') + "...\": not YYYY-MM-DDTHH:MM:SS");
+}
+
 TEST(Rfc3339, AcceptsEveryYearGoDoesAndClampsIntoTheWindowWithoutWrapping) {
   // Years 0000-9999 are valid RFC 3339 and Go writes them; int64 nanoseconds reach only
   // 1677-2262, and an overflow used to turn year 9999 into 1816 ("dead since 1816").

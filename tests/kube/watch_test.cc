@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
+#include "kube/json_depth.h"
 #include "kube/rest_client.h"
 #include "tests/fakes/fake_transport.h"
 
@@ -116,6 +117,47 @@ TEST(WatchDecoder, ALineLongerThanTheBoundIsRefusedAndDropped) {
       keep_going));
   EXPECT_EQ(seen.size(), 4u);
   EXPECT_EQ(WatchDecoder::kMaxLineBytes, std::size_t{16} << 20);
+}
+
+// Found by tests/fuzz/list_watch_fuzz.cc: the malformed line was copied raw into the message, so
+// a server could break it over lines or send terminal escapes through it.
+TEST(WatchDecoder, AMalformedLineIsQuotedAndEscapedInItsOneLineMessage) {
+  WatchDecoder decoder("watch pods");
+  bool keep_going = true;
+  auto fed = decoder.feed(
+      "{\"type\":\"ADDED\",\"obj\x13"
+      "ct\":{}}\r\x1b[2J\n",
+      [](const WatchEvent&) { return true; }, keep_going);
+  ASSERT_FALSE(fed);
+  EXPECT_EQ(
+      fed.error().message(),
+      R"(watch pods: watch event is not a JSON object: "{\"type\":\"ADDED\",\"obj\x13ct\":{}}\r\x1b[2J")");
+  WatchDecoder long_line("watch pods");
+  fed = long_line.feed(
+      std::string(200, 'x') + "\n", [](const WatchEvent&) { return true; }, keep_going);
+  ASSERT_FALSE(fed);
+  EXPECT_EQ(fed.error().message(),
+            "watch pods: watch event is not a JSON object: \"" + std::string(120, 'x') + "...\"");
+}
+
+// Found with tests/fuzz/list_watch_fuzz.cc (a 60 KB input): copying the event's object recursed
+// once per level and overflowed the stack. Lines nested deeper than kMaxJsonDepth are refused.
+TEST(WatchDecoder, ALineNestedTooDeeplyIsAParseErrorNotACrash) {
+  auto line = [](int depth) {
+    return R"({"type":"ADDED","object":{"metadata":{"name":"a"},"x":)" + std::string(depth, '[') +
+           std::string(depth, ']') + "}}\n";
+  };
+  WatchDecoder decoder("watch pods");
+  bool keep_going = true;
+  int events = 0;
+  auto handler = [&](const WatchEvent&) { return ++events > 0; };
+  ASSERT_TRUE(decoder.feed(line(kMaxJsonDepth - 2), handler, keep_going));
+  EXPECT_EQ(events, 1);
+  auto fed = decoder.feed(line(100000), handler, keep_going);
+  ASSERT_FALSE(fed);
+  EXPECT_EQ(fed.error().code(), ErrorCode::kParse);
+  EXPECT_EQ(fed.error().message(), "watch pods: watch event nested deeper than 1000 levels");
+  EXPECT_EQ(events, 1);
 }
 
 struct Fixture {

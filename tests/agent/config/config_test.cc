@@ -246,6 +246,24 @@ TEST(Config, RejectedValuesAreEscapedInProblems) {
   }
 }
 
+// Found by tests/fuzz/config_fuzz.cc: what yaml-cpp, the duration and log-level parsers and the
+// key table said about a bad file carried its bytes raw into the problem line.
+TEST(Config, EveryProblemLineIsEscapedWhateverTheFileHolds) {
+  // yaml-cpp's message quotes the offending byte.
+  EXPECT_THAT(problemsOf(std::string("a: \"\\\0\"\n", 8)),
+              ElementsAre("config.yaml:1: malformed YAML: unknown escape character: \\x00"));
+  EXPECT_THAT(problemsOf("\"bad\\nkey\\e[2J\": 1\n"),
+              ElementsAre("config.yaml:1: bad\\nkey\\x1b[2J: unknown key"));
+  EXPECT_THAT(problemsOf("rotate_certs_ttl: \"5m\\a\"\nlog_level: \"\\x16debug\"\n"),
+              ElementsAre("config.yaml:1: rotate_certs_ttl: invalid duration \"5m\\x07\": "
+                          "expected a number (want a duration such as 90s, 5m or 1h30m)",
+                          "config.yaml:2: log_level: invalid log level \"\\x16debug\" (want "
+                          "debug, info, warn or error)"));
+  // A negative duration is shown as parsed, without the whitespace around it.
+  EXPECT_THAT(problemsOf("rotate_certs_ttl: \"\\v-1s\\f\"\n"),
+              ElementsAre("config.yaml:1: rotate_certs_ttl: must not be negative (got -1s)"));
+}
+
 // Issue 24 defect 8: config check accepts nothing the agent rejects or cannot use.
 TEST(Config, MinimumsAndSocketPathsTheAgentNeedsAreChecked) {
   EXPECT_THAT(problemsOf("reconcile_interval: 1ns\n"),

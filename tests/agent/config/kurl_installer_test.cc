@@ -102,6 +102,25 @@ TEST(KurlInstaller, InvalidFieldsAreReportedWithLineAndField) {
                     "invalid calendar event \"Caturday 17:30\"")));
 }
 
+// Found by tests/fuzz/kurl_fuzz.cc: yaml-cpp's message, a spec.ekco field name and a rejected
+// value carried their bytes raw into the problem line.
+TEST(KurlInstaller, EveryProblemLineIsEscapedWhateverTheSpecHolds) {
+  const std::string head = "apiVersion: cluster.kurl.sh/v1beta1\nkind: Installer\nspec:\n  ekco:\n";
+  EXPECT_THAT(lines(configFromKurlInstaller(std::string("a: \"\\\0\"\n", 8), "i.yaml").problems),
+              ElementsAre("i.yaml:1: malformed YAML: unknown escape character: \\x00"));
+  EXPECT_THAT(
+      lines(configFromKurlInstaller(head + "    \"x\\ny\": 1\n"
+                                           "    envoyPodsNotReadyDuration: \"5m\\a\"\n"
+                                           "    podImageOverrides: [\"a=b,\\e[2J\"]\n",
+                                    "i.yaml")
+                .problems),
+      ElementsAre("i.yaml:5 (spec.ekco.x\\ny): unknown spec.ekco field",
+                  "i.yaml:7 (spec.ekco.podImageOverrides): entry \"a=b,\\x1b[2J\" contains a comma",
+                  "i.yaml:6 (spec.ekco.envoyPodsNotReadyDuration): envoy_pods_not_ready_duration: "
+                  "invalid duration \"5m\\x07\": expected a number (want a duration such as 90s, "
+                  "5m or 1h30m)"));
+}
+
 TEST(KurlInstaller, RejectsWhatIsNotAnInstaller) {
   EXPECT_THAT(lines(configFromKurlInstaller("kind: ConfigMap\napiVersion: v1\n", "x").problems),
               ElementsAre("x: not a kURL Installer (kind must be Installer)"));
