@@ -171,6 +171,14 @@ Error httpError(const kube::HttpResponse& response, const std::string& endpoint)
   return Error(text + " (" + detail + ")", code);
 }
 
+// A JSON value shown in a message: ASCII only (nlohmann's dump escapes the C0 controls but
+// keeps DEL and other bytes unless asked), at most 200 bytes.
+std::string shown(const json& value) {
+  std::string text = value.dump(-1, ' ', /*ensure_ascii=*/true);
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  return text;
+}
+
 Result<std::uint64_t> parseId(const json& value) {
   if (value.is_number_unsigned()) return value.get<std::uint64_t>();
   if (value.is_string()) {
@@ -179,7 +187,7 @@ Result<std::uint64_t> parseId(const json& value) {
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
     if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return id;
   }
-  return Error("ID: expected a decimal uint64, got " + value.dump(), ErrorCode::kParse);
+  return Error("ID: expected a decimal uint64, got " + shown(value), ErrorCode::kParse);
 }
 
 Result<std::vector<std::string>> parseStrings(const json& member, const char* key) {
@@ -189,7 +197,7 @@ Result<std::vector<std::string>> parseStrings(const json& member, const char* ke
   if (!it->is_array()) return Error(std::string(key) + ": expected an array", ErrorCode::kParse);
   for (const auto& v : *it) {
     if (!v.is_string()) {
-      return Error(std::string(key) + ": expected strings, got " + v.dump(), ErrorCode::kParse);
+      return Error(std::string(key) + ": expected strings, got " + shown(v), ErrorCode::kParse);
     }
     out.push_back(v.get<std::string>());
   }

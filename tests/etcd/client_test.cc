@@ -146,6 +146,31 @@ TEST_F(ClientTest, AnAnswerNestedTooDeeplyIsAParseErrorNotACrash) {
             "list etcd members via https://a:2379: answer is JSON nested deeper than 1000 levels");
 }
 
+// Found by etcd_fuzz in the long run (at 199,235 executions): nlohmann's dump() escapes the C0
+// controls but not DEL, so a malformed ID carried a raw DEL into the error; a long one was shown
+// whole.
+TEST_F(ClientTest, AMalformedValueIsShownAsAsciiAndShort) {
+  script("https://a:2379", answer(200, R"({"members":[{"ID":"a\u007f\u00e9"}]})"));
+  script("https://a:2379", answer(200, R"({"members":[{"ID":"1","peerURLs":[[")" +
+                                           std::string(300, 'x') + R"("]]}]})"));
+  script("https://a:2379", answer(200, R"({"members":[{"ID":"1","clientURLs":[7]}]})"));
+  auto c = client({"https://a:2379"});
+  auto r = c->listMembers();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(
+      r.error().message(),
+      R"(list etcd members via https://a:2379: member: ID: expected a decimal uint64, got "a\u007f\u00e9")");
+  r = c->listMembers();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(),
+            "list etcd members via https://a:2379: member 1: peerURLs: expected strings, got [\"" +
+                std::string(198, 'x') + "...");
+  r = c->listMembers();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(),
+            "list etcd members via https://a:2379: member 1: clientURLs: expected strings, got 7");
+}
+
 TEST_F(ClientTest, RemovesWithDecimalId) {
   script("https://a:2379", answer(200, R"({"header":{},"members":[]})"));
   auto c = client({"https://a:2379"});
