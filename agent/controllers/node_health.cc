@@ -72,6 +72,20 @@ base::Result<std::vector<kube::NodeRecord>> readNodes(kube::KubeClient& client) 
   return out;
 }
 
+base::Result<std::vector<kube::PodRecord>> readPodsOnNode(kube::KubeClient& client,
+                                                          const std::string& node) {
+  auto list = client.listAll(kube::resources::kPods, "",
+                             {.field_selector = "spec.nodeName=" + node, .limit = 500});
+  if (!list) return std::move(list).error().wrap("list pods on " + node);
+  std::vector<kube::PodRecord> out;
+  for (const auto& item : list->value("items", nlohmann::json::array())) {
+    auto record = kube::projectPod(item);
+    if (!record) return std::move(record).error().wrap("list pods on " + node);
+    out.push_back(std::move(*record));
+  }
+  return out;
+}
+
 StormAssessment assessStorm(const std::vector<kube::NodeRecord>& nodes, std::int64_t percent) {
   StormAssessment out{.total = static_cast<std::int64_t>(nodes.size()), .percent = percent};
   for (const kube::NodeRecord& n : nodes) {

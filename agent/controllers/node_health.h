@@ -54,6 +54,9 @@ bool isReady(const kube::NodeRecord& node);
 // The nodes as the API server has them now: a (paged) list, never a cache. What an irreversible
 // action re-reads right before it acts.
 base::Result<std::vector<kube::NodeRecord>> readNodes(kube::KubeClient& client);
+// The pods bound to `node` as the API server has them now (a list narrowed by spec.nodeName).
+base::Result<std::vector<kube::PodRecord>> readPodsOnNode(kube::KubeClient& client,
+                                                          const std::string& node);
 
 struct StormAssessment {
   bool active = false;

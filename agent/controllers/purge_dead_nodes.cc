@@ -1,5 +1,7 @@
 #include "agent/controllers/purge_dead_nodes.h"
 
+#include <algorithm>
+
 #include "base/log.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
@@ -31,14 +33,30 @@ PurgeGuardInput PurgeDeadNodesController::guardInput(std::vector<kube::NodeRecor
           .storm_guard_percent = options_.storm_guard_percent};
 }
 
-std::optional<std::string> PurgeDeadNodesController::freshRefusal(const std::string& target) const {
-  if (!read_nodes_) return "no way to read the nodes from the API";
+std::optional<PurgeDeadNodesController::Refusal> PurgeDeadNodesController::freshRefusal(
+    const std::string& target) const {
+  if (!read_nodes_) return Refusal{.reason = "no way to read the nodes from the API"};
   auto nodes = read_nodes_();
-  if (!nodes) return "cannot read the nodes from the API: " + nodes.error().message();
-  if (auto refused = purgeRefusal(guardInput(std::move(*nodes), target))) {
-    return "on a fresh read from the API: " + *refused;
+  if (!nodes)
+    return Refusal{.reason = "cannot read the nodes from the API: " + nodes.error().message()};
+  if (auto refused = purgeRefusal(guardInput(*nodes, target))) {
+    return Refusal{.reason = "on a fresh read from the API: " + *refused};
   }
-  return std::nullopt;
+  if (!options_.clear_first || !options_.read_pods || options_.purge.dry_run) return std::nullopt;
+  // EKCO's order, on the API's pods: once the Node is gone clear-nodes no longer sees them.
+  auto pods = options_.read_pods(target);
+  if (!pods) {
+    return Refusal{.reason = "cannot read the pods on " + target +
+                             " from the API: " + pods.error().message()};
+  }
+  const ClearPlan clear = planClear(*nodes, *pods, clock_.wallNow(), *options_.clear_first);
+  const auto due = std::count_if(clear.due.begin(), clear.due.end(),
+                                 [&](const PodToClear& item) { return item.node == target; });
+  if (due == 0) return std::nullopt;
+  return Refusal{
+      .reason = "on a fresh read from the API: waiting for clear-nodes to force-delete " +
+                std::to_string(due) + " pod(s) stuck on it first",
+      .clear_first = true};
 }
 
 base::Result<ReconcileResult> PurgeDeadNodesController::reconcile() {
@@ -123,19 +141,24 @@ base::Result<ReconcileResult> PurgeDeadNodesController::purgeChosen(const std::s
                                                                     ReconcileResult result) {
   // The guards again, on the API's own answer (not the cache), right before acting.
   if (auto refused = freshRefusal(node)) {
-    base::logWarn("not purging dead node", {{"node", node}, {"reason", *refused}});
+    base::logWarn("not purging dead node", {{"node", node}, {"reason", refused->reason}});
     {
       std::lock_guard lock(mu_);
-      held_[node] = *refused;
+      held_[node] = refused->reason;
     }
-    result.summary = "not purging " + node + ": " + *refused;
-    result.requeue_after = kRecheckAfter;
+    result.summary = "not purging " + node + ": " + refused->reason;
+    // clear-nodes deletes due pods at once; its delete wakes this controller only when the pod
+    // cache had listed the pod, so look again soon either way.
+    result.requeue_after = refused->clear_first ? kAfterPurge : kRecheckAfter;
     return result;
   }
   base::logInfo(options_.purge.dry_run ? "dry run: would purge dead node" : "purging dead node",
                 {{"node", node}});
   PurgeOptions purge_options = options_.purge;
-  purge_options.recheck = [this, target = node] { return freshRefusal(target); };
+  purge_options.recheck = [this, target = node]() -> std::optional<std::string> {
+    auto refused = freshRefusal(target);
+    return refused ? std::optional<std::string>(refused->reason) : std::nullopt;
+  };
   auto report = purge_(node, purge_options);
   json entry = {{"node", node},
                 {"at", kube::formatRfc3339(clock_.wallNow())},
@@ -220,6 +243,10 @@ ControllerSpec purgeDeadNodesSpec() {
                 .pods_listed_on =
                     [&caches = d.caches](const std::string& node) {
                       return caches.unhealthyNodePodsListed(node);
+                    },
+                .read_pods =
+                    [&client = d.client](const std::string& node) {
+                      return readPodsOnNode(client, node);
                     }});
       }};
 }

@@ -47,6 +47,12 @@ struct PurgeDeadNodesOptions {
   // when it takes over; until one has synced, "no pods due" is not known and the node is held
   // (a leader killed mid-clear was succeeded by one that purged before clearing the rest).
   std::function<bool(const std::string& node)> pods_listed_on{};
+  // The pods on a node as the API has them now (agent/node_health.h readPodsOnNode). With
+  // clear_first, the fresh read before the purge and before each of its steps asks it too: the
+  // cache of pods on a node that has only just been seen unhealthy (a new leader, a node that
+  // was dead when it appeared) may not have listed yet, and an empty cache is not "nothing is
+  // stuck on it". Unset: the cache alone decides.
+  std::function<base::Result<std::vector<kube::PodRecord>>(const std::string& node)> read_pods{};
 };
 
 class PurgeDeadNodesController : public Controller {
@@ -84,7 +90,11 @@ class PurgeDeadNodesController : public Controller {
   base::Result<ReconcileResult> purgeChosen(const std::string& node, ReconcileResult result);
   PurgeGuardInput guardInput(std::vector<kube::NodeRecord> nodes, const std::string& target) const;
   // Why `target` must not be purged on a fresh read from the API, or nullopt.
-  std::optional<std::string> freshRefusal(const std::string& target) const;
+  struct Refusal {
+    std::string reason{};
+    bool clear_first = false;  // pods stuck on it are due for clear-nodes, which acts in a moment
+  };
+  std::optional<Refusal> freshRefusal(const std::string& target) const;
 
   std::function<ObservedNodes()> observe_;
   ReadNodesFn read_nodes_;

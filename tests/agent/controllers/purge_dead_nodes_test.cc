@@ -252,6 +252,42 @@ TEST_F(PurgeDeadNodesTest, ANodeIsHeldUntilThePodsOnItHaveBeenListed) {
   EXPECT_THAT(purged_, ElementsAre("w-2"));
 }
 
+TEST_F(PurgeDeadNodesTest, PodsStuckOnTheNodeAreReadFromTheApiNotOnlyFromTheCache) {
+  // Found by the fault matrix: a node already dead when the leader first saw it (a new leader,
+  // a node that appeared dead) was purged before its pod cache had listed, so the stuck pods were
+  // never force-deleted (once the Node is gone clear-nodes no longer sees them).
+  nodes_[4] = node("w-2", false, kT0 - minutes(10));
+  std::vector<kube::PodRecord> api_pods = {{.ns = Atom("default"),
+                                            .name = "stuck",
+                                            .uid = "u1",
+                                            .node_name = Atom("w-2"),
+                                            .phase = Atom("Running"),
+                                            .deletion_timestamp = kT0 - minutes(5),
+                                            .deletion_grace_period_seconds = 30}};
+  int pod_reads = 0;
+  auto c =
+      make({.clear_first = ClearRules{.node_unreachable_toleration = minutes(5),
+                                      .pod_deletion_grace = seconds(30),
+                                      .storm_guard_percent = 55},
+            .observe_pods = [] { return std::vector<kube::PodRecord>{}; },  // not listed
+            .read_pods = [&](const std::string& n) -> base::Result<std::vector<kube::PodRecord>> {
+              ++pod_reads;
+              EXPECT_EQ(n, "w-2");
+              return api_pods;
+            }});
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_TRUE(purged_.empty());
+  EXPECT_THAT(c.status()["held"]["w-2"].get<std::string>(),
+              HasSubstr("waiting for clear-nodes to force-delete 1 pod(s) stuck on it first"));
+  EXPECT_EQ(r->requeue_after, milliseconds(1000));  // clear-nodes acts at once: look again soon
+  api_pods.clear();                                 // clear-nodes force-deleted it
+  r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(purged_, ElementsAre("w-2"));
+  EXPECT_EQ(pod_reads, 4);  // before choosing it, and before each of the purge's two steps
+}
+
 TEST_F(PurgeDeadNodesTest, DryRunPlansOnceAndAFailureIsReported) {
   nodes_[4] = node("w-2", false, kT0 - minutes(10));
   auto dry = make({.purge = {.dry_run = true}});
