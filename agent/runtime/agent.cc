@@ -326,7 +326,8 @@ void Agent::Impl::initCaches() {
   auto nudge = [this] { elector_->nudge(); };
   lease_holder_ = std::make_unique<kube::Informer<std::string>>(
       *platform_.client, clock_, kube::resources::kLeases, c.leader_election_namespace,
-      kube::InformerOptions{.field_selector = "metadata.name=ekco-leader"},
+      kube::InformerOptions{.field_selector = "metadata.name=ekco-leader",
+                            .max_backoff = kCacheMaxBackoff},
       [](const json& object) -> base::Result<std::string> {
         auto lease = kube::parseLease(object);
         if (!lease) return std::move(lease).error();

@@ -52,11 +52,13 @@ Caches::Caches(kube::KubeClient& client, const base::Clock& clock, CachesOptions
   // This node and its pods: always (readiness, the node controllers).
   own_node_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
       client_, clock_, kube::resources::kNodes, "",
-      kube::InformerOptions{.field_selector = "metadata.name=" + options_.node_name},
+      kube::InformerOptions{.field_selector = "metadata.name=" + options_.node_name,
+                            .max_backoff = kCacheMaxBackoff},
       kube::projectNode, handlers<kube::NodeRecord>(CacheName::kOwnNode, "node cache"));
   own_pods_.informer = std::make_unique<kube::Informer<kube::PodRecord>>(
       client_, clock_, kube::resources::kPods, "",
-      kube::InformerOptions{.field_selector = "spec.nodeName=" + options_.node_name},
+      kube::InformerOptions{.field_selector = "spec.nodeName=" + options_.node_name,
+                            .max_backoff = kCacheMaxBackoff},
       kube::projectPod, handlers<kube::PodRecord>(CacheName::kOwnPods, "pod cache"));
 }
 
@@ -113,23 +115,28 @@ void Caches::require(CacheName name, std::function<void()> on_change) {
   apiservers_ = true;
   lb_slices_.informer = std::make_unique<kube::Informer<EndpointList>>(
       client_, clock_, kube::resources::kEndpointSlices, "default",
-      kube::InformerOptions{.label_selector = "kubernetes.io/service-name=kubernetes"},
+      kube::InformerOptions{.label_selector = "kubernetes.io/service-name=kubernetes",
+                            .max_backoff = kCacheMaxBackoff},
       endpointsOfSlice,
       handlers<EndpointList>(CacheName::kApiservers, "apiserver endpointslices",
                              &lb_slices_absent_));
   lb_endpoints_.informer = std::make_unique<kube::Informer<EndpointList>>(
       client_, clock_, kube::resources::kEndpoints, "default",
-      kube::InformerOptions{.field_selector = "metadata.name=kubernetes"}, endpointsOfEndpoints,
+      kube::InformerOptions{.field_selector = "metadata.name=kubernetes",
+                            .max_backoff = kCacheMaxBackoff},
+      endpointsOfEndpoints,
       handlers<EndpointList>(CacheName::kApiservers, "apiserver endpoints", &lb_endpoints_absent_));
   // Label selectors cannot say "a or b": one narrow informer per role label.
   lb_control_plane_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
       client_, clock_, kube::resources::kNodes, "",
-      kube::InformerOptions{.label_selector = "node-role.kubernetes.io/control-plane"},
+      kube::InformerOptions{.label_selector = "node-role.kubernetes.io/control-plane",
+                            .max_backoff = kCacheMaxBackoff},
       kube::projectNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "control-plane nodes"));
   lb_master_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
       client_, clock_, kube::resources::kNodes, "",
-      kube::InformerOptions{.label_selector = "node-role.kubernetes.io/master"}, kube::projectNode,
-      handlers<kube::NodeRecord>(CacheName::kApiservers, "master nodes"));
+      kube::InformerOptions{.label_selector = "node-role.kubernetes.io/master",
+                            .max_backoff = kCacheMaxBackoff},
+      kube::projectNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "master nodes"));
 }
 
 void Caches::start() {
@@ -160,7 +167,8 @@ void Caches::setLeading(bool leading) {
   std::lock_guard lock(leader_mu_);
   if (leading && cluster_nodes_wanted_ && !cluster_nodes_.informer) {
     cluster_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
-        client_, clock_, kube::resources::kNodes, "", kube::InformerOptions{}, kube::projectNode,
+        client_, clock_, kube::resources::kNodes, "",
+        kube::InformerOptions{.max_backoff = kCacheMaxBackoff}, kube::projectNode,
         handlers<kube::NodeRecord>(CacheName::kClusterNodes, "cluster node cache"));
     cluster_nodes_.start();
   } else if (!leading && cluster_nodes_.informer) {
@@ -193,7 +201,9 @@ void Caches::superviseUnhealthyNodePods() {
     auto running = std::make_unique<Running<kube::PodRecord>>();
     running->informer = std::make_unique<kube::Informer<kube::PodRecord>>(
         client_, clock_, kube::resources::kPods, "",
-        kube::InformerOptions{.field_selector = "spec.nodeName=" + name}, kube::projectPod,
+        kube::InformerOptions{.field_selector = "spec.nodeName=" + name,
+                              .max_backoff = kCacheMaxBackoff},
+        kube::projectPod,
         handlers<kube::PodRecord>(CacheName::kUnhealthyNodePods, "pods on " + name));
     running->start();
     unhealthy_pods_.emplace(name, std::move(running));

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,6 +40,13 @@ enum class CacheName {
   kUnhealthyNodePods,  // the pods of each not-Ready or tainted node; leader only
 };
 std::string_view cacheName(CacheName name);
+
+// The longest an agent's cache waits between attempts while the API fails (client-go's reflector
+// waits up to 30 s). An agent runs about five caches, so even a long outage costs the API about
+// two requests a second per agent, and every cache is back within 3 s of the API (issue 24: an
+// agent recovers within 5 s of a fault's end; with 30 s, an 8 s outage could leave a cache
+// waiting 12 s more).
+inline constexpr std::chrono::milliseconds kCacheMaxBackoff{3000};
 
 struct CachesOptions {
   std::string node_name{};
