@@ -164,13 +164,15 @@ class PurgeE2eTest : public ::testing::Test {
   base::WallTime killNodeCp3(bool kill_etcd) {
     if (kill_etcd) etcd_.kill(kDead);
     const base::WallTime t = std::chrono::floor<seconds>(wall_.wallNow());
+    // The Node first: kubesim's kubelet confirms the deletion of terminating pods on a Ready
+    // node (every 100 ms), so pods put while cp-3 still looked Ready could vanish on their own.
+    EXPECT_TRUE(server_->put(kubesim::unreachableNode(node("cp-3", "127.0.0.13", true), stamp(t))));
     for (const auto& [ns, name] : kStuck) {
       json p = kubesim::runningPodObject(ns, name, "cp-3");
       p["metadata"]["deletionTimestamp"] = stamp(t);
       p["metadata"]["deletionGracePeriodSeconds"] = 30;
       EXPECT_TRUE(server_->put(p));
     }
-    EXPECT_TRUE(server_->put(kubesim::unreachableNode(node("cp-3", "127.0.0.13", true), stamp(t))));
     return t;
   }
 
