@@ -63,6 +63,14 @@ struct ProcessRequest {
   // stderr lines in the order they were read; it must not throw. Runners that do not stream
   // (test fakes) may ignore it.
   std::function<void(OutputStream stream, std::string_view line)> on_output_line{};
+
+  // Optional: called every heartbeat_interval (> 0) while the child runs, with the time since
+  // it started, so a caller can say what it is still waiting for when a long-running program is
+  // silent. Called on run()'s thread, between reads; it must not throw. Not called once the
+  // child has exited or been signalled. Runners that do not supervise a real child (test fakes)
+  // may ignore it.
+  std::chrono::milliseconds heartbeat_interval{0};
+  std::function<void(std::chrono::milliseconds elapsed)> on_heartbeat{};
 };
 
 inline constexpr std::size_t kMaxOutputLine = std::size_t{64} << 10;

@@ -146,8 +146,12 @@ class Supervisor {
         result_(result) {}
 
   Status run(MonoTime start) {
+    start_ = start;
     deadline_ = request_.timeout > milliseconds::zero() ? addClamped(start, request_.timeout)
                                                         : MonoTime::max();
+    if (request_.on_heartbeat && request_.heartbeat_interval > milliseconds::zero()) {
+      next_heartbeat_ = addClamped(start, request_.heartbeat_interval);
+    }
     while (step()) {
     }
     out_.flushLine();  // pipes still held by something outside the group when reading stopped
@@ -177,6 +181,7 @@ class Supervisor {
     if (!out_.fd.valid() && !err_.fd.valid() && (exited_ || phase_ == Phase::kKilled)) {
       return false;
     }
+    heartbeat();
     if (clock_.monoNow() >= deadline_) {
       switch (phase_) {
         case Phase::kRunning:
@@ -198,6 +203,20 @@ class Supervisor {
     }
     waitForEvents();
     return true;
+  }
+
+  // Calls on_heartbeat once its time has come (at most once per step: a late step does not
+  // catch up with the ones it missed) while the child is still running.
+  void heartbeat() {
+    if (next_heartbeat_ == MonoTime::max()) return;
+    if (phase_ != Phase::kRunning || exited_) {
+      next_heartbeat_ = MonoTime::max();
+      return;
+    }
+    const MonoTime now = clock_.monoNow();
+    if (now < next_heartbeat_) return;
+    request_.on_heartbeat(std::chrono::duration_cast<milliseconds>(now - start_));
+    next_heartbeat_ = addClamped(now, request_.heartbeat_interval);
   }
 
   void enter(Phase phase, milliseconds for_how_long) {
@@ -235,7 +254,8 @@ class Supervisor {
     }
 
     std::optional<std::chrono::nanoseconds> wait;
-    if (deadline_ != MonoTime::max()) wait = deadline_ - clock_.monoNow();
+    const MonoTime wake = std::min(deadline_, next_heartbeat_);
+    if (wake != MonoTime::max()) wait = wake - clock_.monoNow();
     if (exit_polled) {
       wait = wait ? std::min<std::chrono::nanoseconds>(*wait, exit_poll_) : exit_poll_;
       exit_poll_ = std::min<std::chrono::nanoseconds>(exit_poll_ * 2, kExitPollMax);
@@ -295,6 +315,8 @@ class Supervisor {
   ProcessResult& result_;
   Phase phase_ = Phase::kRunning;
   MonoTime deadline_ = MonoTime::max();
+  MonoTime start_{};
+  MonoTime next_heartbeat_ = MonoTime::max();
   bool exited_ = false;
   std::size_t stdin_written_ = 0;
   std::chrono::nanoseconds exit_poll_ = kExitPollMin;

@@ -2,6 +2,7 @@
 // run by ekco-upgrade.timer.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "agent/cli/cli.h"
@@ -17,6 +18,8 @@ struct UpgradeArgs {
   std::string host_root = "/";
   bool allow_http = false;  // --allow-http, or auto_upgrade_allow_http in the config
   bool dry_run = false;
+  // A "waiting for the installer" line after this long without installer output (no flag).
+  std::chrono::milliseconds progress_interval = UpgradeOptions{}.progress_interval;
 };
 
 // Exit codes: 0 when nothing was due, the run was skipped (no URL, locked, multi-node), the hash

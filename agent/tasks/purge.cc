@@ -6,6 +6,7 @@
 
 #include "agent/controllers/node_health.h"
 #include "agent/tasks/purge_kubeadm.h"
+#include "base/duration.h"
 #include "base/log.h"
 #include "etcd/removal.h"
 #include "kube/resource.h"
@@ -67,6 +68,7 @@ class Purge {
       : deps_(deps), name_(name), options_(options) {}
 
   base::Result<PurgeReport> run() {
+    started_ = deps_.clock.monoNow();
     auto object = deps_.client.get(kube::resources::kNodes, "", name_);
     if (!object && object.error().code() != ErrorCode::kNotFound) {
       return std::move(object).error();  // "get nodes/<name>: ..." from the client
@@ -93,6 +95,7 @@ class Purge {
     // 1. Rook. As in EKCO a failure is a warning: the OSD Deployment stays and says what to clean.
     if (options_.maintain_rook_storage_nodes) {
       EKCO_TRY(checkpoint());
+      step("rook", "removing the node's Ceph OSDs from Rook");
       const std::string hostname =
           node && !node->hostname.str().empty() ? node->hostname.str() : name_;
       auto rook =
@@ -110,6 +113,7 @@ class Purge {
     // 2 and 3. A control-plane node, or one that is gone (it may have been one).
     if (!node || node->control_plane) {
       EKCO_TRY(checkpoint());
+      step("kubeadm", "removing the node from the kubeadm-config ConfigMap");
       auto kubeadm = removeFromKubeadmConfig(deps_.client, name_, options_.dry_run);
       if (!kubeadm) return std::move(kubeadm).error();
       for (auto& a : kubeadm->actions) report_.actions.push_back(std::move(a));
@@ -122,6 +126,7 @@ class Purge {
                                   ": no etcd member to remove (already purged?)");
       } else {
         EKCO_TRY(checkpoint());
+        step("etcd", "removing the etcd member at " + address);
         EKCO_TRY(removeEtcdMember(address, kubeadm->remaining_addresses));
       }
     }
@@ -129,6 +134,7 @@ class Purge {
     // 4. The Node.
     if (node) {
       EKCO_TRY(checkpoint());
+      step("node", "deleting the Node object");
       if (options_.dry_run) {
         report_.actions.push_back("would delete node " + name_);
       } else {
@@ -159,6 +165,18 @@ class Purge {
       }
     }
     return base::ok();
+  }
+
+  // One line as each step starts, with the time since the purge started, so an operator
+  // watching `ekco purge-node` sees where it is.
+  void step(std::string_view name, const std::string& what) {
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deps_.clock.monoNow() - started_);
+    base::logInfo("purge: step", {{"node", name_},
+                                  {"step", name},
+                                  {"what", what},
+                                  {"elapsed", base::formatDuration(elapsed)},
+                                  {"dry_run", options_.dry_run ? "true" : "false"}});
   }
 
   // Records progress on the Node (while it exists).
@@ -257,6 +275,7 @@ class Purge {
   std::string name_;
   const PurgeOptions& options_;
   std::string uid_;
+  base::MonoTime started_{};
   PurgeReport report_;
 };
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/duration.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/version_info.h"
@@ -195,8 +196,27 @@ base::Status runInstaller(const UpgradeOptions& options, const UpgradeDeps& deps
     while (tail.size() > options.failure_tail_lines) tail.pop_front();
   };
   bool streamed = false;
+  // The silence is measured on deps.clock: from the start, the last line, or the last
+  // "waiting" line, whichever is latest.
+  const base::MonoTime started = deps.clock.monoNow();
+  base::MonoTime last_output = started;
+  base::MonoTime last_said = started;
+  request.heartbeat_interval = options.progress_interval;
+  request.on_heartbeat = [&](std::chrono::milliseconds elapsed) {
+    const base::MonoTime now = deps.clock.monoNow();
+    if (now - std::max(last_output, last_said) < options.progress_interval) return;
+    last_said = now;
+    base::logInfo(
+        "waiting for the installer",
+        {{"hash", hash},
+         {"elapsed", base::formatDuration(elapsed)},
+         {"silent_for", base::formatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            now - last_output))},
+         {"timeout", base::formatDuration(options.installer_timeout)}});
+  };
   request.on_output_line = [&](base::OutputStream stream, std::string_view line) {
     streamed = true;
+    last_output = deps.clock.monoNow();
     base::logInfo(
         "installer",
         {{"stream", stream == base::OutputStream::kStdout ? "stdout" : "stderr"}, {"line", line}});

@@ -22,7 +22,8 @@
 //      nothing to do needs no API server.
 //   7. Download the installer to <state-dir>/upgrade-installer.sh (mode 0700; removed after the
 //      run, and at the start of the next one if ekco was killed), run it with its output
-//      streamed to the log line by line, and on exit status 0 append "<UTC RFC 3339> <hash>" to
+//      streamed to the log line by line (and a "waiting for the installer" line every
+//      progress_interval it stays silent), and on exit status 0 append "<UTC RFC 3339> <hash>" to
 //      upgrades.txt. A failed installer records nothing (exit 1; the next run retries).
 //
 // upgrades.txt is rewritten whole on every change through HostFs::write (temp file, fsync,
@@ -93,6 +94,9 @@ struct UpgradeOptions {
   std::chrono::milliseconds installer_kill_grace{std::chrono::seconds(60)};
   // How many of the installer's last output lines a failure's error quotes.
   std::size_t failure_tail_lines = 10;
+  // While the installer prints nothing for this long, a "waiting for the installer" line says
+  // how long it has run and been silent (never minutes of silence in the log).
+  std::chrono::milliseconds progress_interval{std::chrono::seconds(10)};
 };
 
 struct UpgradeDeps {

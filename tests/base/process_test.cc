@@ -218,6 +218,42 @@ TEST(BoostProcessRunner, StreamsOutputLinesWhileTheChildRuns) {
   EXPECT_EQ(r->stdout_data, "first\n\nno newline");  // still captured
 }
 
+TEST(BoostProcessRunner, HeartbeatsWhileASilentChildRuns) {
+  // The child prints nothing and waits for a file the heartbeat creates: it only finishes if the
+  // heartbeat comes while it runs.
+  TempDir dir;
+  const std::string go = (dir.path() / "go").string();
+  std::vector<std::chrono::milliseconds> beats;
+  ProcessRequest request{.argv = {"/bin/sh", "-c",
+                                  "i=0; while [ ! -e '" + go +
+                                      "' ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
+                                      "[ -e '" +
+                                      go + "' ] || exit 7"},
+                         .timeout = 30s};
+  request.heartbeat_interval = 100ms;
+  request.on_heartbeat = [&](std::chrono::milliseconds elapsed) {
+    beats.push_back(elapsed);
+    std::ofstream{go} << "go";
+  };
+  auto r = run(request);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->exit_code, 0);
+  ASSERT_FALSE(beats.empty());
+  EXPECT_GE(beats.front(), 100ms);
+  for (std::size_t i = 1; i < beats.size(); ++i) EXPECT_GE(beats[i] - beats[i - 1], 100ms);
+}
+
+TEST(BoostProcessRunner, NoHeartbeatForAChildThatEndsFirst) {
+  int beats = 0;
+  ProcessRequest request{.argv = {"/bin/true"}, .timeout = 30s};
+  request.heartbeat_interval = 10s;
+  request.on_heartbeat = [&](std::chrono::milliseconds) { ++beats; };
+  auto r = run(request);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(beats, 0);
+  EXPECT_LT(r->duration, 5s);  // the wait for the next heartbeat does not outlive the child
+}
+
 TEST(BoostProcessRunner, StreamsLongLinesInPiecesAndOutputBeyondTheCaptureLimit) {
   std::vector<std::size_t> sizes;
   ProcessRequest request{.argv = {"/bin/sh", "-c", "head -c 150000 /dev/zero | tr '\\0' x; echo"},

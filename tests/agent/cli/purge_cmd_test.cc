@@ -68,8 +68,12 @@ TEST_F(PurgeCmdTest, DryRunPrintsThePlanAndChangesNothing) {
 }
 
 TEST_F(PurgeCmdTest, PurgesADeadWorkerWithYesAndRecordsEvents) {
+  testing::LogCapture logs;
   CliRun r = purge({"w-2", "--yes"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
+  // Each step says what it does and how long the purge has run.
+  EXPECT_THAT(logs.text(), HasSubstr("msg=\"purge: step\" node=w-2 step=node "
+                                     "what=\"deleting the Node object\" elapsed="));
   EXPECT_THAT(r.out, HasSubstr("done: deleted node w-2"));
   EXPECT_THAT(r.out, HasSubstr("Node w-2 purged."));
   EXPECT_FALSE(server_->get("nodes", "", "w-2"));

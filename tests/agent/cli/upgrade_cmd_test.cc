@@ -257,8 +257,10 @@ class UpgradeTest : public ::testing::Test {
   }
   testing::CliRun run(std::vector<std::string> extra = {}) { return testing::cli(args(extra)); }
   // runUpgradeCommand without the command line (which configures the process-wide logger).
-  testing::CliRun direct() const {
+  testing::CliRun direct(
+      std::chrono::milliseconds progress_interval = std::chrono::seconds(10)) const {
     UpgradeArgs a;
+    a.progress_interval = progress_interval;
     a.url = http_.url();
     a.host_root = root_;
     a.kubeconfig = api_->kubeconfigPath();
@@ -371,6 +373,53 @@ TEST_F(UpgradeTest, InstallerOutputIsStreamedToTheLogWhileItRuns) {
   for (const std::string& l : lines) all += l;
   EXPECT_THAT(all, HasSubstr("stream=stdout line=\"installer: waiting\""));
   EXPECT_THAT(all, HasSubstr("stream=stderr line=\"installer: finished\""));
+}
+
+TEST_F(UpgradeTest, SilentInstallerGetsWaitingLines) {
+  // The installer prints nothing and waits for a file that the log sink creates when it sees
+  // the second "waiting for the installer" line: it only finishes if those lines come while it
+  // runs, and each says how long it has run and been silent.
+  const std::string go = dir_.path() + "/go";
+  http_.setBody("#!/bin/bash\nfor i in $(seq 1 200); do [ -e '" + go +
+                "' ] && break; sleep 0.05; done\n[ -e '" + go + "' ] || exit 7\n");
+  writeRecord("2024-01-01T00:00:00Z h1\n");
+  http_.setHash("h2");
+  std::mutex mu;
+  std::vector<std::string> waiting;
+  base::configureLogging(base::LogOptions{.sink = [&](std::string_view line) {
+    std::lock_guard lock(mu);
+    if (line.find("msg=\"waiting for the installer\"") == std::string_view::npos) return;
+    waiting.emplace_back(line);
+    if (waiting.size() == 2) std::ofstream{go} << "go\n";
+  }});
+  auto r = direct(std::chrono::milliseconds(150));
+  base::configureLogging(base::LogOptions{});
+  EXPECT_EQ(r.code, 0) << r.err;
+  ASSERT_GE(waiting.size(), 2u);
+  EXPECT_THAT(waiting[0], HasSubstr("hash=h2"));
+  EXPECT_THAT(waiting[0], HasSubstr("elapsed="));
+  EXPECT_THAT(waiting[0], HasSubstr("silent_for="));
+  EXPECT_THAT(waiting[0], HasSubstr("timeout=3h"));
+}
+
+TEST_F(UpgradeTest, TalkativeInstallerGetsNoWaitingLines) {
+  // Output at least every 50 ms for ~1 s: a 400 ms progress interval never finds it silent.
+  http_.setBody("#!/bin/bash\nfor i in $(seq 1 20); do echo \"step $i\"; sleep 0.05; done\n");
+  writeRecord("2024-01-01T00:00:00Z h1\n");
+  http_.setHash("h2");
+  std::mutex mu;
+  int waiting = 0;
+  int steps = 0;
+  base::configureLogging(base::LogOptions{.sink = [&](std::string_view line) {
+    std::lock_guard lock(mu);
+    if (line.find("waiting for the installer") != std::string_view::npos) ++waiting;
+    if (line.find("line=\"step ") != std::string_view::npos) ++steps;
+  }});
+  auto r = direct(std::chrono::milliseconds(400));
+  base::configureLogging(base::LogOptions{});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(steps, 20);
+  EXPECT_EQ(waiting, 0);
 }
 
 TEST_F(UpgradeTest, FailingInstallerIsNotRecordedAndIsRetried) {
