@@ -116,6 +116,9 @@ class HostFs {
   // socket: bind through /proc/self/fd/N/name). Not a directory: kInvalidArgument. The default
   // implementation supports none (kUnknown).
   virtual base::Result<base::UniqueFd> openDirectory(std::string_view path) const;
+  // Removes an empty directory (the final component is never followed). An absent path is not
+  // an error; a non-empty directory or a file is. The default implementation supports none.
+  virtual base::Status removeEmptyDir(std::string_view path);
 };
 
 inline base::Result<std::unique_ptr<FileLock>> HostFs::tryLock(std::string_view path,
@@ -125,6 +128,11 @@ inline base::Result<std::unique_ptr<FileLock>> HostFs::tryLock(std::string_view 
 
 inline base::Result<base::UniqueFd> HostFs::openDirectory(std::string_view path) const {
   return base::Error("open directory " + std::string(path) + ": not supported by this filesystem");
+}
+
+inline base::Status HostFs::removeEmptyDir(std::string_view path) {
+  return base::Error("remove directory " + std::string(path) +
+                     ": not supported by this filesystem");
 }
 
 }  // namespace ekco::hostfs

@@ -539,6 +539,23 @@ Status LocalHostFs::remove(std::string_view path) {
   return base::ok();
 }
 
+Status LocalHostFs::removeEmptyDir(std::string_view path) {
+  const std::string context = "remove directory " + std::string(path);
+  auto resolved = walk(root_fd_, path, Final::kNoFollow);
+  if (!resolved) {
+    if (resolved.error().code() == ErrorCode::kNotFound) return base::ok();  // parent absent
+    return std::move(resolved).error().wrap(context);
+  }
+  if (resolved->name.empty()) return bareErrno(EBUSY).wrap(context);  // the root itself
+  if (::unlinkat(resolved->dir.get(), resolved->name.c_str(), AT_REMOVEDIR) != 0) {
+    if (errno == ENOENT) return base::ok();
+    return bareErrno(errno).wrap(context);
+  }
+  Status synced = syncDir(resolved->dir.get(), resolved->where);
+  if (!synced) return std::move(synced).error().wrap(context);
+  return base::ok();
+}
+
 Status LocalHostFs::makeDirs(std::string_view path, std::uint32_t mode) {
   const std::string context = "mkdir " + std::string(path);
   Status valid = checkMode(mode, "mode");

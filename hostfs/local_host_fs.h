@@ -77,6 +77,7 @@ class LocalHostFs final : public HostFs {
   base::Result<std::unique_ptr<FileLock>> tryLock(std::string_view path,
                                                   std::uint32_t mode = 0600) override;
   base::Result<base::UniqueFd> openDirectory(std::string_view path) const override;
+  base::Status removeEmptyDir(std::string_view path) override;
 
  private:
   LocalHostFs(std::string root, int root_fd, const base::Clock& clock)

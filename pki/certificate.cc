@@ -1,10 +1,15 @@
 #include "pki/certificate.h"
 
+#include "pki/openssl_ptr.h"
+
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
+#include <openssl/bn.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <chrono>
 #include <ctime>
@@ -13,18 +18,7 @@
 
 namespace ekco::pki {
 
-namespace {
-
-template <typename T, void (*Free)(T*)>
-struct Deleter {
-  void operator()(T* p) const { Free(p); }
-};
-using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
-using X509Ptr = std::unique_ptr<X509, Deleter<X509, X509_free>>;
-
-// An ASN1_TIME as seconds since the epoch, computed without time_t or nanoseconds (a year-9999
-// notAfter overflows neither), then clamped into ekco's window.
-std::optional<base::WallTime> toWallTime(const ASN1_TIME* time) {
+std::optional<base::WallTime> detail::toWallTime(const ASN1_TIME* time) {
   std::tm tm{};
   if (time == nullptr || ASN1_TIME_to_tm(time, &tm) != 1) return std::nullopt;
   using namespace std::chrono;
@@ -35,6 +29,11 @@ std::optional<base::WallTime> toWallTime(const ASN1_TIME* time) {
                               minutes(tm.tm_min) + seconds(tm.tm_sec);
   return base::clampToWindow(since_epoch);
 }
+
+namespace {
+
+using detail::BioPtr;
+using detail::X509Ptr;
 
 std::string name(const X509_NAME* n) {
   BioPtr bio(BIO_new(BIO_s_mem()));
@@ -54,16 +53,36 @@ base::Result<Certificate> parseCertificate(std::string_view pem, std::string_vie
   if (!bio) return bad;
   X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
   if (!cert) return bad;
-  auto not_before = toWallTime(X509_get0_notBefore(cert.get()));
-  auto not_after = toWallTime(X509_get0_notAfter(cert.get()));
+  auto not_before = detail::toWallTime(X509_get0_notBefore(cert.get()));
+  auto not_after = detail::toWallTime(X509_get0_notAfter(cert.get()));
   if (!not_before || !not_after) {
     return base::Error(std::string(source) + ": unreadable validity dates",
                        base::ErrorCode::kParse);
   }
+  std::string serial;
+  if (BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert.get()), nullptr)) {
+    if (char* hex = BN_bn2hex(bn)) {
+      serial = hex;
+      OPENSSL_free(hex);
+    }
+    BN_free(bn);
+  }
   return Certificate{.subject = name(X509_get_subject_name(cert.get())),
                      .issuer = name(X509_get_issuer_name(cert.get())),
                      .not_before = *not_before,
-                     .not_after = *not_after};
+                     .not_after = *not_after,
+                     .serial = std::move(serial),
+                     .is_ca = X509_check_ca(cert.get()) != 0};
+}
+
+std::string base64Encode(std::string_view data) {
+  std::string out(4 * ((data.size() + 2) / 3), '\0');
+  if (data.empty()) return out;
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(data.data()),
+                                static_cast<int>(data.size()));
+  out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return out;
 }
 
 std::string libraryVersion() { return OpenSSL_version(OPENSSL_VERSION); }

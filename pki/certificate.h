@@ -17,11 +17,16 @@ struct Certificate {
   // valid until 9999-12-31 is "not yet expired", never an overflowed past).
   base::WallTime not_before{};
   base::WallTime not_after{};
+  std::string serial{};  // hex, upper case, as `openssl x509 -serial` prints it
+  bool is_ca = false;    // basicConstraints CA:TRUE
 };
 
 // The first certificate in PEM text. Text without one, or one OpenSSL cannot read, is kParse:
 // "<source>: not a PEM certificate".
 base::Result<Certificate> parseCertificate(std::string_view pem, std::string_view source);
+
+// Standard base64 with padding and no line breaks (kubeconfig "*-data" fields).
+std::string base64Encode(std::string_view data);
 
 // "OpenSSL 3.0.17 1 Jul 2025", for `ekco version`.
 std::string libraryVersion();

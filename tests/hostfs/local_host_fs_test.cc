@@ -328,6 +328,27 @@ TEST_F(LocalHostFsTest, RemoveRefusesDirectories) {
   EXPECT_TRUE(fs::is_directory(real("/etc/dir")));
 }
 
+TEST_F(LocalHostFsTest, RemoveEmptyDirRemovesOnlyEmptyDirectoriesInsideTheRoot) {
+  fs::create_directories(real("/var/backup/old"));
+  put(real("/var/backup/full/file"), "x");
+  EXPECT_TRUE(fs_->removeEmptyDir("/var/backup/old"));
+  EXPECT_FALSE(fs::exists(real("/var/backup/old")));
+  EXPECT_TRUE(fs_->removeEmptyDir("/var/backup/old"));  // absent: fine
+  auto full = fs_->removeEmptyDir("/var/backup/full");
+  ASSERT_FALSE(full);
+  EXPECT_THAT(full.error().message(), StartsWith("remove directory /var/backup/full: "));
+  EXPECT_TRUE(fs::exists(real("/var/backup/full/file")));
+  auto file = fs_->removeEmptyDir("/var/backup/full/file");
+  EXPECT_FALSE(file);
+  // A symlink to a directory outside is not followed: the link stays an error, the target stays.
+  const fs::path outside = root_.parent_path() / (root_.filename().string() + "-outside");
+  fs::create_directories(outside);
+  fs::create_directory_symlink(outside, real("/var/link"));
+  EXPECT_FALSE(fs_->removeEmptyDir("/var/link"));
+  EXPECT_TRUE(fs::exists(outside));
+  fs::remove(outside);
+}
+
 // --- durability and failure ---
 
 TEST_F(LocalHostFsTest, FileIsSyncedBeforeItsDirectoryAndNewDirectoriesIntoTheirParents) {
