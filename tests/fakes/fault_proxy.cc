@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <csignal>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <list>
 #include <map>
