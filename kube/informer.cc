@@ -292,6 +292,10 @@ void InformerBase::run() {
     }
     if (watched.error().code() == ErrorCode::kCancelled) return;
     failed(watched.error());
+    // A stream the decoder could not read (an event line without end, garbage): resuming from
+    // the same version replays the same stream, so the cache would never move again while each
+    // new watch looked connected. List again instead, as client-go does after a decode error.
+    if (watched.error().code() == ErrorCode::kParse) need_list = true;
     // A watch that delivered events, or that the server accepted and that then ran a while
     // (quiet resources send nothing for minutes), was a success: the outage that ended it backs
     // off from the start, as after a good list. Otherwise identical short outages would take

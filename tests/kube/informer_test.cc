@@ -200,6 +200,29 @@ TEST_F(InformerTest, FailuresBackOffAndResumeFromTheLastVersionWithoutListing) {
   EXPECT_EQ(informer->size(), 2U);
 }
 
+TEST_F(InformerTest, AStreamThatCannotBeDecodedIsFollowedByAListNotAResume) {
+  // Found by the fault matrix: a watch answered with a line that never ends was resumed from
+  // the same version, which replays the same stream. The cache never moved again, while each
+  // new watch made it look connected (and the agent ready on a stale picture).
+  client_.scriptList(listOf({pod("a", "n1")}, "5"));
+  client_.scriptWatch(
+      {.end = Error("watch pods: a watch event is longer than 16 MiB without a newline; "
+                    "dropping the stream",
+                    ErrorCode::kParse),
+       .accepted = true});
+  client_.scriptList(listOf({pod("a", "n1"), pod("b", "n1", "9")}, "9"));
+  client_.scriptWatch({.end = Error("watch pods: 503", ErrorCode::kUnavailable)});
+  auto informer = make();
+  runToIdle(*informer);
+
+  EXPECT_EQ(listCalls().size(), 2U);
+  ASSERT_GE(watchCalls().size(), 2U);
+  EXPECT_EQ(watchCalls()[0].resource_version, "5");
+  EXPECT_EQ(watchCalls()[1].resource_version, "9");  // from the new list, not resumed at 5
+  EXPECT_EQ(informer->size(), 2U);
+  EXPECT_EQ(informer->stats().relists_gone, 0U);
+}
+
 TEST_F(InformerTest, AnExpiredContinueTokenRestartsTheList) {
   client_.scriptList(listOf({pod("a", "n1")}, "10", "t1"));
   client_.scriptList(Error("list pods: continue expired", ErrorCode::kGone));
