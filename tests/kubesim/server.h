@@ -133,7 +133,8 @@ class Server {
   bool remove(std::string_view resource, std::string_view ns, std::string_view name);
   Store& store();
 
-  // One pass of the simulated kubelet now (it also runs every kubelet_interval).
+  // One pass of the simulated kubelet and namespace controller now (they also run every
+  // kubelet_interval).
   void runKubelet();
   // Drops the watch event history: a watch from any resourceVersion seen so far gets 410.
   void compactHistory();
