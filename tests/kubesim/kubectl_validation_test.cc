@@ -160,8 +160,7 @@ kind: ConfigMap
 metadata: {name: late}
 )")});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.stderr_data,
-              HasSubstr("Error from server (Forbidden): error when creating"));
+  EXPECT_THAT(r.stderr_data, HasSubstr("Error from server (Forbidden): error when creating"));
   EXPECT_THAT(r.stderr_data,
               HasSubstr("configmaps \"late\" is forbidden: unable to create new content in "
                         "namespace doomed because it is being terminated"));
@@ -338,7 +337,8 @@ data: {a: b}
   ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
   r = kubectl({"patch", "configmap", "frozen", "-p", R"({"data":{"a":"c"}})"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.stderr_data, HasSubstr("data: Forbidden: field is immutable when `immutable` is set"));
+  EXPECT_THAT(r.stderr_data,
+              HasSubstr("data: Forbidden: field is immutable when `immutable` is set"));
   EXPECT_THAT(kubectl({"get", "configmap", "frozen", "-o", "jsonpath={.metadata}"}).stdout_data,
               Not(HasSubstr("generation")));
 }

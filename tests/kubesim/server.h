@@ -172,6 +172,8 @@ class Server {
 std::vector<nlohmann::json> generateCluster(int nodes, int pods);
 
 // Objects the tests, benchmarks and the demo build alike:
+// An Active Namespace NAME, as the API server creates one.
+nlohmann::json namespaceObject(const std::string& name);
 // A ConfigMap NAMESPACE/NAME holding `data` (a JSON object of strings).
 nlohmann::json configMapObject(const std::string& ns, const std::string& name, nlohmann::json data);
 // A Running pod NAMESPACE/NAME bound to `node`, one container.

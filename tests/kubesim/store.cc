@@ -413,8 +413,8 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
         m.erase(kept);
       }
     }
+    // Admission, validation and the generation bump (store_admission.cc).
     if (auto refused = admitUpdateLocked(r, next, old)) return std::move(*refused);
-    if (bumpsGeneration(r, next, old)) m["generation"] = metaInt(old, "generation", 0) + 1;
   }
   next["apiVersion"] = r.apiVersion();
   next["kind"] = r.kind;

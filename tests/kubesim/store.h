@@ -184,6 +184,7 @@ class Store {
   std::optional<Reply> admitNamespaceLocked(const ResourceInfo& r, const std::string& ns,
                                             const nlohmann::json& object);
   std::optional<Reply> admitCreateLocked(const ResourceInfo& r, nlohmann::json& object);
+  // Also bumps next's metadata.generation where the registry would.
   std::optional<Reply> admitUpdateLocked(const ResourceInfo& r, nlohmann::json& next,
                                          const nlohmann::json& old);
   std::optional<Reply> allocateServiceLocked(nlohmann::json& svc);

@@ -55,7 +55,7 @@ std::optional<std::uint32_t> parseIp(const std::string& text) {
   return out;
 }
 
-json namespaceObject(const std::string& name) {
+json activeNamespace(const std::string& name) {
   return {{"apiVersion", "v1"},
           {"kind", "Namespace"},
           {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/metadata.name", name}}}}},
@@ -79,7 +79,7 @@ void Store::bootstrapNamespacesLocked() {
   if (r == resources_.end()) return;
   for (const char* name : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
     if (findLocked(r->second, "", name) != nullptr) continue;
-    json ns = namespaceObject(name);
+    json ns = activeNamespace(name);
     ns["metadata"]["uid"] = newUid();
     ns["metadata"]["creationTimestamp"] = nowText();
     commitLocked(r->second, "ADDED", std::move(ns), json());
@@ -89,7 +89,7 @@ void Store::bootstrapNamespacesLocked() {
 void Store::ensureNamespaceLocked(const std::string& ns) {
   auto r = resources_.find("/v1/namespaces");
   if (ns.empty() || r == resources_.end() || findLocked(r->second, "", ns) != nullptr) return;
-  json obj = namespaceObject(ns);
+  json obj = activeNamespace(ns);
   obj["metadata"]["uid"] = newUid();
   obj["metadata"]["creationTimestamp"] = nowText();
   commitLocked(r->second, "ADDED", std::move(obj), json());
@@ -159,9 +159,17 @@ std::optional<Reply> Store::admitUpdateLocked(const ResourceInfo& r, json& next,
       }
     }
   }
-  auto errors = validateUpdate(r, next, old);
+  // The stored object as the API server would hold it: objects seeded verbatim (put, --load)
+  // lack the defaults a real create gives, which must not read as spec changes.
+  json base = old;
+  applyDefaults(r, base);
+  if (isCore(r, "pods")) admitPod(base, false);
+  auto errors = validateUpdate(r, next, base);
   if (!errors.empty()) {
     return invalidReply(r.group, r.kind, str(old, {"metadata", "name"}), errors);
+  }
+  if (bumpsGeneration(r, next, base)) {
+    next["metadata"]["generation"] = old["metadata"].value("generation", std::int64_t{0}) + 1;
   }
   return std::nullopt;
 }

@@ -17,15 +17,15 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 ResourceInfo core(const std::string& plural, const std::string& kind, bool status = false) {
-  return ResourceInfo{.group = "",
-                      .version = "v1",
-                      .plural = plural,
-                      .singular = "",
-                      .kind = kind,
-                      .namespaced = plural != "namespaces" && plural != "nodes",
-                      .short_names = {},
-                      .subresources = status ? std::vector<std::string>{"status"}
-                                             : std::vector<std::string>{}};
+  return ResourceInfo{
+      .group = "",
+      .version = "v1",
+      .plural = plural,
+      .singular = "",
+      .kind = kind,
+      .namespaced = plural != "namespaces" && plural != "nodes",
+      .short_names = {},
+      .subresources = status ? std::vector<std::string>{"status"} : std::vector<std::string>{}};
 }
 
 ResourceInfo deployments() {
@@ -70,7 +70,8 @@ TEST(NameFormats, MatchApimachinerysMessages) {
   EXPECT_THAT(dns1123Subdomain("a.b-c"), IsEmpty());
   EXPECT_THAT(dns1123Subdomain("A")[0], HasSubstr("a lowercase RFC 1123 subdomain must consist"));
   EXPECT_THAT(dns1123Label("a.b"), ElementsAre("must not contain dots"));
-  EXPECT_THAT(dns1123Label(std::string(64, 'a')), ElementsAre("must be no more than 63 characters"));
+  EXPECT_THAT(dns1123Label(std::string(64, 'a')),
+              ElementsAre("must be no more than 63 characters"));
   EXPECT_THAT(dns1035Label("1abc")[0], HasSubstr("start with an alphabetic character"));
   EXPECT_THAT(qualifiedName("example.com/my-key_1.x"), IsEmpty());
   EXPECT_THAT(qualifiedName("/x"), ElementsAre("prefix part must be non-empty"));
@@ -123,8 +124,9 @@ TEST(ValidateCreate, TlsSecretsNeedTheCertificateAndTheKey) {
 }
 
 TEST(ValidateUpdate, RefusesNewFinalizersOnAnObjectBeingDeleted) {
-  json old = {{"metadata",
-               {{"name", "x"}, {"deletionTimestamp", "2026-01-01T00:00:00Z"}, {"finalizers", {"a/b"}}}}};
+  json old = {
+      {"metadata",
+       {{"name", "x"}, {"deletionTimestamp", "2026-01-01T00:00:00Z"}, {"finalizers", {"a/b"}}}}};
   json next = old;
   next["metadata"]["finalizers"] = {"a/b", "c/d"};
   auto errs = validateUpdate(core("configmaps", "ConfigMap"), next, old);
@@ -270,10 +272,10 @@ TEST(Defaults, PrepareForCreateDropsStatusAndStartsPodsPending) {
 }
 
 TEST(Defaults, QosClassFollowsRequestsAndLimits) {
-  json guaranteed = {{"spec",
-                      {{"containers",
-                        {{{"name", "c"},
-                          {"resources", {{"limits", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}}}}}};
+  json guaranteed = {
+      {"spec",
+       {{"containers",
+         {{{"name", "c"}, {"resources", {{"limits", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}}}}}};
   applyDefaults(core("pods", "Pod"), guaranteed);
   EXPECT_EQ(qosClass(guaranteed), "Guaranteed");
   json burstable = {
