@@ -348,28 +348,24 @@ TEST_F(ApiTest, StrategicMergePatchMergesContainersByNameAndReplacesTaints) {
 
 TEST_F(ApiTest, ScaleSubresourceReadsAndWritesSpecReplicas) {
   start();
-  json deploy = {
-    {"apiVersion", "apps/v1"},
-    {"kind", "Deployment"},
-    {"metadata", {{"name", "d"}, {"namespace", "ns"}}},
-    {"spec",
-     {{"replicas", 2},
-      {"selector", {{"matchLabels", {{"app", "d"}}}}},
-      {"template",
-       {{"metadata", {{"labels", {{"app", "d"}}}}},
-        {"spec", {{"containers", {{{"name", "d"}, {"image", "d"}}}}}}}}}}
-  }
-};
-ASSERT_TRUE(server_->put(deploy));
-auto scale = client_->get("/apis/apps/v1/namespaces/ns/deployments/d/scale").json();
-EXPECT_EQ(scale["kind"], "Scale");
-EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
-EXPECT_EQ(scale["spec"]["replicas"], 2);
-EXPECT_EQ(scale["status"]["selector"], "app=d");
-auto patched = client_->request("PATCH", "/apis/apps/v1/namespaces/ns/deployments/d/scale",
-                                R"({"spec":{"replicas":5}})", "application/merge-patch+json");
-ASSERT_EQ(patched.status, 200) << patched.body;
-EXPECT_EQ((*server_->get("deployments.apps", "ns", "d"))["spec"]["replicas"], 5);
+  json containers = {{{"name", "d"}, {"image", "d"}}};
+  json tmpl = {{"metadata", {{"labels", {{"app", "d"}}}}}, {"spec", {{"containers", containers}}}};
+  json spec = {
+      {"replicas", 2}, {"selector", {{"matchLabels", {{"app", "d"}}}}}, {"template", tmpl}};
+  json deploy = {{"apiVersion", "apps/v1"},
+                 {"kind", "Deployment"},
+                 {"metadata", {{"name", "d"}, {"namespace", "ns"}}},
+                 {"spec", spec}};
+  ASSERT_TRUE(server_->put(deploy));
+  auto scale = client_->get("/apis/apps/v1/namespaces/ns/deployments/d/scale").json();
+  EXPECT_EQ(scale["kind"], "Scale");
+  EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
+  EXPECT_EQ(scale["spec"]["replicas"], 2);
+  EXPECT_EQ(scale["status"]["selector"], "app=d");
+  auto patched = client_->request("PATCH", "/apis/apps/v1/namespaces/ns/deployments/d/scale",
+                                  R"({"spec":{"replicas":5}})", "application/merge-patch+json");
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ((*server_->get("deployments.apps", "ns", "d"))["spec"]["replicas"], 5);
 }
 
 TEST_F(ApiTest, GracefulPodDeletionWaitsForTheGracePeriodOnAReadyNode) {
