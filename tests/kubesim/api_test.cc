@@ -339,7 +339,8 @@ TEST_F(ApiTest, StrategicMergePatchMergesContainersByNameAndReplacesTaints) {
       R"({"metadata":{"finalizers":["a"]},"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"envoy:2"},{"name":"main","$patch":"delete"}]}}}})",
       "application/strategic-merge-patch+json");
   ASSERT_EQ(r.status, 200) << r.body;
-  const json& containers = r.json()["spec"]["template"]["spec"]["containers"];
+  const json patched = r.json();
+  const json& containers = patched["spec"]["template"]["spec"]["containers"];
   ASSERT_EQ(containers.size(), 1u);
   EXPECT_EQ(containers[0]["name"], "sidecar");
   EXPECT_EQ(containers[0]["image"], "envoy:2");
