@@ -51,11 +51,16 @@ Json pod(const std::string& ns, const std::string& name) {
           {"status", {{"phase", "Running"}}}};
 }
 
+// A valid Deployment (kubesim validates the whole object on a scale update, as the API does).
 Json deployment(const std::string& ns, const std::string& name, int replicas) {
+  Json labels = {{"app", name}};
+  Json containers = Json::array({{{"name", name}, {"image", name}}});
+  Json tmpl = {{"metadata", {{"labels", labels}}}, {"spec", {{"containers", containers}}}};
   return {{"apiVersion", "apps/v1"},
           {"kind", "Deployment"},
           {"metadata", {{"name", name}, {"namespace", ns}}},
-          {"spec", {{"replicas", replicas}, {"selector", {{"matchLabels", {{"app", name}}}}}}}};
+          {"spec",
+           {{"replicas", replicas}, {"selector", {{"matchLabels", labels}}}, {"template", tmpl}}}};
 }
 
 std::string rv(const Json& object) { return object["metadata"]["resourceVersion"]; }

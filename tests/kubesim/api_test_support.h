@@ -68,6 +68,11 @@ class ApiTest : public ::testing::Test {
     if (options.clock == nullptr) options.clock = &clock_;
     options.objects.push_back(node("node-a", "True"));
     options.objects.push_back(node("node-b", "Unknown"));
+    // The namespaces of a kURL cluster the tests write into (the default ones always exist).
+    for (const char* ns : {"kurl", "rook-ceph", "ns"}) {
+      options.objects.push_back(
+          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
+    }
     auto server = Server::start(std::move(options));
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);

@@ -271,6 +271,14 @@ std::vector<json> generateCluster(int nodes, int pods) {
   return out;
 }
 
+json namespaceObject(const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Namespace"},
+          {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/metadata.name", name}}}}},
+          {"spec", {{"finalizers", {"kubernetes"}}}},
+          {"status", {{"phase", "Active"}}}};
+}
+
 json configMapObject(const std::string& ns, const std::string& name, json data) {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},

@@ -65,6 +65,7 @@ class RbacServerTest : public ::testing::Test {
          {{"apiGroups", {""}}, {"resources", {"pods/exec"}}, {"verbs", {"create"}}}}));
     options.objects.push_back(binding("ClusterRoleBinding", "", "ekco", "ClusterRole", "ekco",
                                       {saSubject("kurl", "ekco")}));
+    options.objects.push_back(namespaceObject("kurl"));  // where ekco runs
     auto server = Server::start(std::move(options));
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);

@@ -70,6 +70,7 @@ base::Status Server::Impl::start() {
       lock.unlock();
       try {
         store_.kubeletPass();
+        store_.namespaceControllerPass();
       } catch (const std::exception& e) {
         // An object the pass cannot read must not end the server (std::terminate): say so and
         // carry on; the typed writes (types.h) keep such objects out of the store.
@@ -438,7 +439,10 @@ bool Server::remove(std::string_view resource, std::string_view ns, std::string_
   return impl_->store_.remove(resource, ns, name);
 }
 Store& Server::store() { return impl_->store_; }
-void Server::runKubelet() { impl_->store_.kubeletPass(); }
+void Server::runKubelet() {
+  impl_->store_.kubeletPass();
+  impl_->store_.namespaceControllerPass();
+}
 void Server::compactHistory() { impl_->store_.compact(); }
 void Server::forceGoneOnNextWatch() {
   std::lock_guard lock(impl_->mu_);

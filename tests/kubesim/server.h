@@ -133,7 +133,8 @@ class Server {
   bool remove(std::string_view resource, std::string_view ns, std::string_view name);
   Store& store();
 
-  // One pass of the simulated kubelet now (it also runs every kubelet_interval).
+  // One pass of the simulated kubelet and namespace controller now (they also run every
+  // kubelet_interval).
   void runKubelet();
   // Drops the watch event history: a watch from any resourceVersion seen so far gets 410.
   void compactHistory();
@@ -171,6 +172,8 @@ class Server {
 std::vector<nlohmann::json> generateCluster(int nodes, int pods);
 
 // Objects the tests, benchmarks and the demo build alike:
+// An Active Namespace NAME, as the API server creates one.
+nlohmann::json namespaceObject(const std::string& name);
 // A ConfigMap NAMESPACE/NAME holding `data` (a JSON object of strings).
 nlohmann::json configMapObject(const std::string& ns, const std::string& name, nlohmann::json data);
 // A Running pod NAMESPACE/NAME bound to `node`, one container.

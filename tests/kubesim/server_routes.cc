@@ -1,5 +1,6 @@
 // ekco-kubesim: routing, discovery and the resource verbs.
 #include "tests/kubesim/server_impl.h"
+#include "tests/kubesim/validation.h"
 
 namespace ekco::kubesim {
 
@@ -12,9 +13,23 @@ Reply methodNotAllowed() {
                      "the server does not allow this method on the requested resource");
 }
 
+// Every dryRun value of the query (it may repeat).
+std::vector<std::string> dryRunValues(const Query& query) {
+  std::vector<std::string> values;
+  for (const auto& [key, value] : query) {
+    if (key == "dryRun") values.push_back(value);
+  }
+  return values;
+}
+
 // A DELETE's options: from its DeleteOptions body, then the query (which wins).
 DeleteOptions deleteOptions(const json& body, const Query& query) {
   DeleteOptions options;
+  options.dry_run = !dryRunValues(query).empty();
+  if (body.is_object() && body.contains("dryRun") && body["dryRun"].is_array() &&
+      !body["dryRun"].empty()) {
+    options.dry_run = true;
+  }
   if (body.is_object()) {
     if (body.contains("gracePeriodSeconds") && body["gracePeriodSeconds"].is_number_integer()) {
       options.grace_period_seconds = body["gracePeriodSeconds"].get<std::int64_t>();
@@ -198,6 +213,22 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
     return statusReply(404, "NotFound", "the server could not find the requested resource");
   }
   auto patch_type = [&] { return std::string(req[http::field::content_type]); };
+  // dryRun=All (query, or a DeleteOptions body): validated as the real handlers validate
+  // CreateOptions/UpdateOptions/PatchOptions/DeleteOptions (422 for any other value).
+  std::vector<std::string> dry_run = dryRunValues(query);
+  if (method == http::verb::delete_ && body.is_object() && body.contains("dryRun") &&
+      body["dryRun"].is_array()) {
+    for (const json& v : body["dryRun"])
+      dry_run.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  const char* options_kind = method == http::verb::post    ? "CreateOptions"
+                             : method == http::verb::put   ? "UpdateOptions"
+                             : method == http::verb::patch ? "PatchOptions"
+                                                           : "DeleteOptions";
+  if (method != http::verb::get) {
+    if (auto bad = invalidDryRun(options_kind, dry_run)) return std::move(*bad);
+  }
+  const bool is_dry_run = !dry_run.empty();
 
   if (route.name.empty()) {
     return serveCollection(req, r, route, query, std::move(body), is_watch, resource_out);
@@ -226,9 +257,9 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
     case http::verb::put:
       if (!body.is_object())
         return statusReply(400, "BadRequest", "the body must be a JSON object");
-      return store_.update(r, route.ns, route.name, std::move(body), route.sub);
+      return store_.update(r, route.ns, route.name, std::move(body), route.sub, is_dry_run);
     case http::verb::patch:
-      return store_.patch(r, route.ns, route.name, patch_type(), req.body(), route.sub);
+      return store_.patch(r, route.ns, route.name, patch_type(), req.body(), route.sub, is_dry_run);
     case http::verb::delete_: {
       if (!route.sub.empty()) return methodNotAllowed();
       return store_.remove(r, route.ns, route.name, deleteOptions(body, query));
@@ -268,15 +299,16 @@ Reply Server::Impl::serveCollection(const Request& req, const ResourceInfo& r,
   if (method == http::verb::post) {
     if (r.namespaced && route.ns.empty()) return methodNotAllowed();
     if (!body.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
-    return store_.create(r, route.ns, std::move(body));
+    return store_.create(r, route.ns, std::move(body), !dryRunValues(query).empty());
   }
   if (method == http::verb::delete_) {
     ListOptions options = selectorsOnly(query);
     Reply listed = store_.list(r, route.ns, options);
     if (listed.code != 200) return listed;
+    DeleteOptions each = deleteOptions(body, query);
     for (const json& item : listed.body["items"]) {
       (void)store_.remove(r, item["metadata"].value("namespace", ""),
-                          item["metadata"].value("name", ""), DeleteOptions{});
+                          item["metadata"].value("name", ""), each);
     }
     return listed;
   }

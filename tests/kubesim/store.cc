@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "tests/kubesim/defaults.h"
 #include "tests/kubesim/patch.h"
 #include "tests/kubesim/selector.h"
 #include "tests/kubesim/store_support.h"
@@ -22,12 +23,17 @@ namespace {
 
 bool isPod(const ResourceInfo& r) { return r.group.empty() && r.plural == "pods"; }
 
-json specOf(const json& obj) {
-  json copy = obj;
-  copy.erase("metadata");
-  copy.erase("status");
-  return copy;
-}
+// Sets a flag for the scope of a locked write (Store::dry_run_).
+class FlagScope {
+ public:
+  FlagScope(bool& flag, bool value) : flag_(flag) { flag_ = value; }
+  ~FlagScope() { flag_ = false; }
+  FlagScope(const FlagScope&) = delete;
+  FlagScope& operator=(const FlagScope&) = delete;
+
+ private:
+  bool& flag_;
+};
 
 std::string toHex(std::string_view s) {
   static const char* digits = "0123456789abcdef";
@@ -154,6 +160,7 @@ const json* Store::findLocked(const ResourceInfo& r, const std::string& ns,
 }
 
 json Store::commitLocked(const ResourceInfo& r, const std::string& type, json object, json old) {
+  if (dry_run_) return object;  // dryRun=All: the answer without the write
   ++rv_;
   std::string ns = str(object, {"metadata", "namespace"});
   std::string name = str(object, {"metadata", "name"});
@@ -220,10 +227,11 @@ std::optional<Reply> Store::undecodable(const ResourceInfo& r, const json& objec
       r.kind + " in version \"" + r.version + "\" cannot be handled as a " + r.kind + ": " + *bad);
 }
 
-Reply Store::create(const ResourceInfo& r, const std::string& ns, json object) {
+Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, bool dry_run) {
   if (!object.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
   if (auto bad = undecodable(r, object)) return std::move(*bad);
   std::lock_guard lock(mu_);
+  FlagScope dry(dry_run_, dry_run);
   json& meta = object["metadata"];
   if (!meta.is_object()) meta = json::object();
   std::string body_ns = str(object, {"metadata", "namespace"});
@@ -237,33 +245,30 @@ Reply Store::create(const ResourceInfo& r, const std::string& ns, json object) {
   } else {
     meta.erase("namespace");
   }
+  if (auto refused = admitNamespaceLocked(r, ns, object)) return std::move(*refused);
   std::string name = str(object, {"metadata", "name"});
-  if (name.empty()) {
-    std::string prefix = str(object, {"metadata", "generateName"});
-    if (prefix.empty()) {
-      return statusReply(422, "Invalid",
-                         r.kind +
-                             " \"\" is invalid: metadata.name: Required value: name or "
-                             "generateName is required",
-                         "", &r);
-    }
+  std::string prefix = str(object, {"metadata", "generateName"});
+  if (name.empty() && !prefix.empty()) {
     do {
       name = prefix + randomSuffix();
     } while (findLocked(r, ns, name) != nullptr);
     meta["name"] = name;
   }
-  if (findLocked(r, ns, name) != nullptr) {
-    return statusReply(409, "AlreadyExists", r.qualified() + " \"" + name + "\" already exists",
-                       name, &r);
-  }
   object["apiVersion"] = r.apiVersion();
   object["kind"] = r.kind;
   meta["uid"] = newUid();
   meta["creationTimestamp"] = nowText();
-  meta["generation"] = 1;
   meta.erase("deletionTimestamp");
   meta.erase("deletionGracePeriodSeconds");
   meta.erase("resourceVersion");
+  if (auto refused = admitCreateLocked(r, object)) return std::move(*refused);
+  if (findLocked(r, ns, name) != nullptr) {
+    return statusReply(409, "AlreadyExists", r.qualified() + " \"" + name + "\" already exists",
+                       name, &r);
+  }
+  if (r.group.empty() && r.plural == "services") {
+    if (auto refused = allocateServiceLocked(object)) return std::move(*refused);
+  }
   return Reply{.code = 201, .body = commitLocked(r, "ADDED", std::move(object), json())};
 }
 
@@ -350,9 +355,10 @@ Reply Store::list(const ResourceInfo& r, const std::string& ns, const ListOption
 }
 
 Reply Store::update(const ResourceInfo& r, const std::string& ns, const std::string& name,
-                    json object, std::string_view subresource) {
+                    json object, std::string_view subresource, bool dry_run) {
   if (!object.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
   std::lock_guard lock(mu_);
+  FlagScope dry(dry_run_, dry_run);
   return updateLocked(r, ns, name, std::move(object), subresource, true);
 }
 
@@ -407,7 +413,8 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
         m.erase(kept);
       }
     }
-    if (specOf(next) != specOf(old)) m["generation"] = metaInt(old, "generation", 0) + 1;
+    // Admission, validation and the generation bump (store_admission.cc).
+    if (auto refused = admitUpdateLocked(r, next, old)) return std::move(*refused);
   }
   next["apiVersion"] = r.apiVersion();
   next["kind"] = r.kind;
@@ -416,7 +423,7 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
     return Reply{.code = 200, .body = old};
   }
   json stored = commitLocked(r, "MODIFIED", std::move(next), std::move(old));
-  if (stored["metadata"].contains("deletionTimestamp") && !hasFinalizers(stored) &&
+  if (stored["metadata"].contains("deletionTimestamp") && !heldByFinalizers(r, stored) &&
       (!isPod(r) || metaInt(stored, "deletionGracePeriodSeconds", 0) == 0)) {
     finishDeletionLocked(r, stored);
   }
@@ -425,12 +432,13 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
 
 Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::string& name,
                    std::string_view content_type, std::string_view body,
-                   std::string_view subresource) {
+                   std::string_view subresource, bool dry_run) {
   json patch_doc = json::parse(body, nullptr, false);
   if (patch_doc.is_discarded()) {
     return statusReply(400, "BadRequest", "error decoding patch: invalid JSON");
   }
   std::lock_guard lock(mu_);
+  FlagScope dry(dry_run_, dry_run);
   const json* current = findLocked(r, ns, name);
   if (current == nullptr) return notFound(r, name);
   json patched;
@@ -485,6 +493,7 @@ Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::stri
 Reply Store::remove(const ResourceInfo& r, const std::string& ns, const std::string& name,
                     const DeleteOptions& options) {
   std::lock_guard lock(mu_);
+  FlagScope dry(dry_run_, options.dry_run);
   const json* current = findLocked(r, ns, name);
   if (current == nullptr) return notFound(r, name);
   return deleteLocked(r, *current, options);
@@ -513,6 +522,7 @@ Reply Store::deleteLocked(const ResourceInfo& r, const json& current_ref,
             ", ResourceVersion in object meta: " + str(current, {"metadata", "resourceVersion"}),
         name, &r);
   }
+  if (r.group.empty() && r.plural == "namespaces") return deleteNamespaceLocked(r, current);
   std::int64_t grace = 0;
   if (isPod(r)) {
     // Pod graceful deletion (pkg/registry/core/pod/strategy.go CheckGracefulDelete): the
@@ -532,7 +542,7 @@ Reply Store::deleteLocked(const ResourceInfo& r, const json& current_ref,
     std::int64_t old_grace = metaInt(current, "deletionGracePeriodSeconds", 0);
     if (!isPod(r) || grace >= old_grace) return Reply{.code = 200, .body = current};
   }
-  if (grace == 0 && !hasFinalizers(current)) {
+  if (grace == 0 && !heldByFinalizers(r, current)) {
     json old = current;
     json deleted = commitLocked(r, "DELETED", std::move(current), std::move(old));
     return Reply{.code = 200, .body = deleted};
@@ -577,7 +587,8 @@ base::Result<json> Store::put(json object) {
   }
   if (!meta.contains("uid")) meta["uid"] = newUid();
   if (!meta.contains("creationTimestamp")) meta["creationTimestamp"] = nowText();
-  if (!meta.contains("generation")) meta["generation"] = 1;
+  if (!meta.contains("generation") && tracksGeneration(*r)) meta["generation"] = 1;
+  if (r->namespaced) ensureNamespaceLocked(str(object, {"metadata", "namespace"}));
   const json* current = findLocked(*r, str(object, {"metadata", "namespace"}), name);
   json old = current == nullptr ? json() : *current;
   return commitLocked(*r, current == nullptr ? "ADDED" : "MODIFIED", std::move(object),

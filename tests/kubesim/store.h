@@ -72,6 +72,7 @@ struct DeleteOptions {
   std::string propagation_policy{};
   std::string precondition_uid{};
   std::string precondition_resource_version{};
+  bool dry_run = false;  // dryRun=All: everything but the write
 };
 
 struct WatchEvent {
@@ -100,15 +101,21 @@ class Store {
   base::Result<ResourceInfo> resourceForObject(const nlohmann::json& object);
 
   // --- REST verbs (ns is empty for cluster-scoped resources) ---
-  Reply create(const ResourceInfo& r, const std::string& ns, nlohmann::json object);
+  // Writes run kube-apiserver's admission and registry strategy (store_admission.cc): the
+  // namespace must exist and not be terminating (404/403), bodies are defaulted, validated (422
+  // Invalid) and prepared (status, generation). `dry_run` (dryRun=All) does all of it and
+  // answers as the write would, but stores nothing: no resourceVersion, no watch event.
+  Reply create(const ResourceInfo& r, const std::string& ns, nlohmann::json object,
+               bool dry_run = false);
   Reply get(const ResourceInfo& r, const std::string& ns, const std::string& name) const;
   Reply list(const ResourceInfo& r, const std::string& ns, const ListOptions& options) const;
   // subresource: "" (main resource: status is kept as stored for types with a status
   // subresource) or "status" (only status changes).
   Reply update(const ResourceInfo& r, const std::string& ns, const std::string& name,
-               nlohmann::json object, std::string_view subresource);
+               nlohmann::json object, std::string_view subresource, bool dry_run = false);
   Reply patch(const ResourceInfo& r, const std::string& ns, const std::string& name,
-              std::string_view content_type, std::string_view body, std::string_view subresource);
+              std::string_view content_type, std::string_view body, std::string_view subresource,
+              bool dry_run = false);
   Reply remove(const ResourceInfo& r, const std::string& ns, const std::string& name,
                const DeleteOptions& options);
   Reply getScale(const ResourceInfo& r, const std::string& ns, const std::string& name) const;
@@ -120,7 +127,9 @@ class Store {
 
   // --- direct access for tests and --load ---
   // Stores the object as given (status, deletionTimestamp and all), creating or replacing;
-  // fills in missing uid, creationTimestamp, namespace ("default") and bumps resourceVersion.
+  // fills in missing uid, creationTimestamp, namespace ("default"), generation (where tracked)
+  // and bumps resourceVersion. A namespace that does not exist yet is created (Active), so
+  // seeded objects always live in an existing namespace.
   base::Result<nlohmann::json> put(nlohmann::json object);
   std::optional<nlohmann::json> get(std::string_view qualified, std::string_view ns,
                                     std::string_view name) const;
@@ -144,6 +153,9 @@ class Store {
 
   // The simulated kubelet: removes pods whose grace period has passed if their node is Ready.
   void kubeletPass();
+  // The namespace controller: deletes the contents of terminating namespaces and, once one is
+  // empty, removes its `kubernetes` finalizer and with it the namespace.
+  void namespaceControllerPass();
 
  private:
   struct Stored {
@@ -165,6 +177,18 @@ class Store {
                      const DeleteOptions& options);
   // Removes a terminating object whose finalizers are gone (and, for a pod, whose grace is 0).
   void finishDeletionLocked(const ResourceInfo& r, const nlohmann::json& object);
+  // --- store_admission.cc ---
+  static bool heldByFinalizers(const ResourceInfo& r, const nlohmann::json& object);
+  void bootstrapNamespacesLocked();
+  void ensureNamespaceLocked(const std::string& ns);
+  std::optional<Reply> admitNamespaceLocked(const ResourceInfo& r, const std::string& ns,
+                                            const nlohmann::json& object);
+  std::optional<Reply> admitCreateLocked(const ResourceInfo& r, nlohmann::json& object);
+  // Also bumps next's metadata.generation where the registry would.
+  std::optional<Reply> admitUpdateLocked(const ResourceInfo& r, nlohmann::json& next,
+                                         const nlohmann::json& old);
+  std::optional<Reply> allocateServiceLocked(nlohmann::json& svc);
+  Reply deleteNamespaceLocked(const ResourceInfo& r, const nlohmann::json& current);
   std::string nowText(std::chrono::seconds offset = std::chrono::seconds(0)) const;
   std::string newUid();
   std::string randomSuffix();
@@ -181,6 +205,8 @@ class Store {
   std::deque<WatchEvent> history_;
   // Keys of pods with a deletionTimestamp, so the simulated kubelet does not scan every pod.
   std::set<std::string> terminating_pods_;
+  // Set while a dryRun=All request holds the lock: commitLocked stores and records nothing.
+  bool dry_run_ = false;
   std::mt19937_64 rng_;
 };
 

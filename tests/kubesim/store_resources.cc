@@ -117,6 +117,7 @@ Store::Store(const base::Clock& clock, std::size_t history_window)
       history_window_(std::max<std::size_t>(history_window, 1)),
       rng_(std::random_device{}()) {
   for (ResourceInfo& info : builtins()) registerLocked(std::move(info));
+  bootstrapNamespacesLocked();  // default, kube-system, kube-public, kube-node-lease
 }
 
 void Store::registerLocked(ResourceInfo info) {

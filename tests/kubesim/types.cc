@@ -8,7 +8,7 @@ namespace {
 
 using nlohmann::json;
 
-enum class T { kString, kInt, kBool, kObject, kArray, kStringMap, kStringArray, kTime };
+enum class T { kString, kInt, kBool, kObject, kArray, kStringMap, kStringArray, kTime, kBytesMap };
 
 // One field: its path from the object's root, the Go struct named in messages, and its type.
 struct Field {
@@ -35,6 +35,8 @@ std::string goTypeName(T t) {
       return "[]string";
     case T::kTime:
       return "v1.Time";
+    case T::kBytesMap:
+      return "map[string][]uint8";
   }
   return "?";
 }
@@ -69,6 +71,7 @@ bool hasType(const json& v, T t) {
       }
       return true;
     case T::kStringMap:
+    case T::kBytesMap:
       if (!v.is_object()) return false;
       for (const auto& [k, item] : v.items()) {
         if (!item.is_string()) return false;
@@ -147,11 +150,11 @@ const std::vector<Field>& kindFields(const std::string& kind) {
   };
   static const std::vector<Field> config_map = {
       {{"data"}, "ConfigMap", T::kStringMap},
-      {{"binaryData"}, "ConfigMap", T::kStringMap},
+      {{"binaryData"}, "ConfigMap", T::kBytesMap},
       {{"immutable"}, "ConfigMap", T::kBool},
   };
   static const std::vector<Field> secret = {
-      {{"data"}, "Secret", T::kStringMap},
+      {{"data"}, "Secret", T::kBytesMap},
       {{"stringData"}, "Secret", T::kStringMap},
       {{"type"}, "Secret", T::kString},
       {{"immutable"}, "Secret", T::kBool},
@@ -201,14 +204,107 @@ std::string dotted(const std::vector<std::string_view>& path) {
 std::optional<std::string> check(const json& object, const std::vector<Field>& fields) {
   for (const Field& f : fields) {
     const json* v = at(object, f.path);
-    if (v == nullptr || hasType(*v, f.type)) continue;
+    if (v == nullptr) continue;
+    if (hasType(*v, f.type)) {
+      if (f.type != T::kBytesMap || !v->is_object()) continue;
+      for (const auto& [key, item] : v->items()) {
+        std::string error;
+        if (!decodeBase64(item.get<std::string>(), &error)) return error;
+      }
+      continue;
+    }
     return "json: cannot unmarshal " + jsonTypeName(*v) + " into Go struct field " +
            std::string(f.go_struct) + "." + dotted(f.path) + " of type " + goTypeName(f.type);
   }
   return std::nullopt;
 }
 
+int base64Value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
 }  // namespace
+
+// Go's encoding/base64 decodeQuantum, quantum by quantum, for its error offsets.
+std::optional<std::string> decodeBase64(std::string_view src, std::string* error) {
+  auto fail = [&](std::size_t at) -> std::optional<std::string> {
+    *error = "illegal base64 data at input byte " + std::to_string(at);
+    return std::nullopt;
+  };
+  std::string out;
+  std::size_t si = 0;
+  while (true) {
+    int dbuf[4] = {0, 0, 0, 0};
+    int dlen = 4;
+    bool end = false;
+    for (int j = 0; j < 4; ++j) {
+      if (si == src.size()) {
+        if (j == 0) return out;
+        return fail(si - static_cast<std::size_t>(j));
+      }
+      unsigned char in = static_cast<unsigned char>(src[si]);
+      ++si;
+      int value = base64Value(in);
+      if (value >= 0) {
+        dbuf[j] = value;
+        continue;
+      }
+      if (in == '\n' || in == '\r') {
+        --j;
+        continue;
+      }
+      if (in != '=') return fail(si - 1);
+      if (j == 0 || j == 1) return fail(si - 1);
+      if (j == 2) {
+        while (si < src.size() && (src[si] == '\n' || src[si] == '\r')) ++si;
+        if (si == src.size()) return fail(src.size());
+        if (src[si] != '=') return fail(si - 1);
+        ++si;
+      }
+      while (si < src.size() && (src[si] == '\n' || src[si] == '\r')) ++si;
+      if (si < src.size()) return fail(si);
+      dlen = j;
+      end = true;
+      break;
+    }
+    unsigned val = static_cast<unsigned>(dbuf[0]) << 18 | static_cast<unsigned>(dbuf[1]) << 12 |
+                   static_cast<unsigned>(dbuf[2]) << 6 | static_cast<unsigned>(dbuf[3]);
+    char bytes[3] = {static_cast<char>(val >> 16), static_cast<char>(val >> 8),
+                     static_cast<char>(val)};
+    out.append(bytes, static_cast<std::size_t>(dlen - 1));
+    if (end) return out;
+  }
+}
+
+std::string encodeBase64(std::string_view bytes) {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    unsigned v = static_cast<unsigned char>(bytes[i]) << 16 |
+                 static_cast<unsigned char>(bytes[i + 1]) << 8 |
+                 static_cast<unsigned char>(bytes[i + 2]);
+    out += alphabet[v >> 18 & 63];
+    out += alphabet[v >> 12 & 63];
+    out += alphabet[v >> 6 & 63];
+    out += alphabet[v & 63];
+  }
+  std::size_t rest = bytes.size() - i;
+  if (rest > 0) {
+    unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
+    if (rest == 2) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    out += alphabet[v >> 18 & 63];
+    out += alphabet[v >> 12 & 63];
+    out += rest == 2 ? alphabet[v >> 6 & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
 
 std::optional<std::string> typeError(const json& object, const std::string& kind) {
   if (!object.is_object())

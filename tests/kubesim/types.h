@@ -12,12 +12,21 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace ekco::kubesim {
 
 // nullopt when every checked field has its type; else the decoder's message, e.g.
 // `json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels of type
 // map[string]string`.
+// Secret.data and ConfigMap.binaryData are []byte: their values must be standard base64 with
+// padding (newlines ignored), as Go's encoding/json decodes them, else the message is Go's
+// "illegal base64 data at input byte N".
 std::optional<std::string> typeError(const nlohmann::json& object, const std::string& kind);
+
+// Go's base64.StdEncoding.DecodeString: the bytes, or nullopt with *error set to
+// "illegal base64 data at input byte N" (N as Go computes it).
+std::optional<std::string> decodeBase64(std::string_view text, std::string* error);
+std::string encodeBase64(std::string_view bytes);
 
 }  // namespace ekco::kubesim

@@ -48,6 +48,11 @@ std::string crdYaml(const std::string& group, const std::string& plural, const s
       status_subresource ? " subresources: {status: {}}," : "");
 }
 
+// A Namespace document, as the add-on's installation creates it.
+std::string namespaceYaml(const std::string& name) {
+  return "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + "}\n";
+}
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::ElementsAre;
@@ -222,7 +227,9 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
   // Rook is installed: its CephCluster CRD is served (kubectl resolves cephclusters through
   // discovery).
   const std::string crd = dir_.path() + "/cephcluster-crd.yaml";
-  std::ofstream(crd) << crdYaml("ceph.rook.io", "cephclusters", "CephCluster",
+  // Rook's installation creates its namespace (kube-apiserver refuses objects in a missing one).
+  std::ofstream(crd) << namespaceYaml("rook-ceph")
+                     << crdYaml("ceph.rook.io", "cephclusters", "CephCluster",
                                 /*status_subresource=*/true);
   base::ProcessResult crd_created = kubectl({"create", "-f", crd});
   ASSERT_EQ(crd_created.exit_code, 0) << crd_created.stderr_data;
@@ -233,7 +240,8 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
 
   // kURL's Prometheus add-on is installed: its CRDs are served, deploy-monitoring/ applies.
   const std::string monitoring_crds = dir_.path() + "/monitoring-crds.yaml";
-  std::ofstream(monitoring_crds) << crdYaml("monitoring.coreos.com", "prometheuses", "Prometheus")
+  std::ofstream(monitoring_crds) << namespaceYaml("monitoring")
+                                 << crdYaml("monitoring.coreos.com", "prometheuses", "Prometheus")
                                  << crdYaml("monitoring.coreos.com", "alertmanagers",
                                             "Alertmanager");
   base::ProcessResult monitoring_crds_created = kubectl({"create", "-f", monitoring_crds});

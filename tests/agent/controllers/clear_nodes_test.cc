@@ -88,8 +88,10 @@ class ClearNodesTest : public ::testing::Test {
     dir_ = tmpl;
     // The simulated kubelet stays out of the way: it would finish a terminating pod as soon as
     // its node is Ready again, racing the assertions about what the controller deleted.
-    auto server = kubesim::Server::start(
-        {.out_dir = dir_, .clock = &clock_, .kubelet_interval = std::chrono::hours(24)});
+    auto server = kubesim::Server::start({.out_dir = dir_,
+                                          .objects = {kubesim::namespaceObject("kurl")},
+                                          .clock = &clock_,
+                                          .kubelet_interval = std::chrono::hours(24)});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
     auto process_fs = hostfs::LocalHostFs::open("/", clock_);
@@ -417,7 +419,8 @@ TEST(ClearNodesAgent, AStuckPodOnAnUnreachableNodeIsGoneWithinTheThresholdPlusOn
   const fs::path dir = tmpl;
   auto server =
       kubesim::Server::start({.out_dir = (dir / "sim").string(),
-                              .objects = {nodeJson("node-a", "True"), podJson("a1", "node-a")}});
+                              .objects = {kubesim::namespaceObject("kurl"),
+                                          nodeJson("node-a", "True"), podJson("a1", "node-a")}});
   ASSERT_TRUE(server) << server.error().message();
   std::ofstream(dir / "config.yaml") << "leader_election_lease_duration: 3s\n"
                                         "leader_election_renew_deadline: 2s\n"

@@ -86,7 +86,8 @@ class HostUnitsE2eTest : public ::testing::Test {
     ASSERT_EQ(why, "");
 
     const json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-a"}}}};
-    auto server = kubesim::Server::start({.out_dir = (dir_ / "sim").string(), .objects = {node}});
+    auto server = kubesim::Server::start(
+        {.out_dir = (dir_ / "sim").string(), .objects = {kubesim::namespaceObject("kurl"), node}});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
   }

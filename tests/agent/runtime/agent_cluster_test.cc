@@ -62,7 +62,8 @@ class AgentClusterTest : public ::testing::Test {
     dir_ = tmpl;
     auto server =
         kubesim::Server::start({.out_dir = (dir_ / "sim").string(),
-                                .objects = {node("node-a"), node("node-b"), node("node-c")}});
+                                .objects = {kubesim::namespaceObject("kurl"), node("node-a"),
+                                            node("node-b"), node("node-c")}});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
     std::ofstream(dir_ / "config.yaml") << "leader_election_lease_duration: 3s\n"

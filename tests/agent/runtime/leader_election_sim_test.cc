@@ -39,7 +39,9 @@ class LeaderElectionSimTest : public ::testing::Test {
     std::string tmpl = (std::filesystem::temp_directory_path() / "ekco-election-XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    auto server = kubesim::Server::start({.out_dir = dir_});
+    // ekco runs in the kurl namespace, where its Lease lives.
+    auto server =
+        kubesim::Server::start({.out_dir = dir_, .objects = {kubesim::namespaceObject("kurl")}});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
     auto fs = hostfs::LocalHostFs::open("/", clock_);
