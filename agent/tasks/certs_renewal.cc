@@ -122,7 +122,9 @@ class Run {
     bool holding = false;
     if (auto taken = lease.acquireWithin(o_.lease_wait, o_.poll); taken) {
       holding = true;
-    } else if (taken.error().code() == ErrorCode::kConflict) {
+    } else if (const ErrorCode code = taken.error().code();
+               code != ErrorCode::kUnavailable && code != ErrorCode::kTimeout) {
+      // Held by another primary, or the API refuses (RBAC, no namespace): not renewed.
       return std::move(taken).error().wrap("not renewed");
     } else {
       base::logWarn("certificates: renewing without the disruption lease",

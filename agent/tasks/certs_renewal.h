@@ -9,8 +9,9 @@
 //      unreadable ones are reported and skipped (an unreadable named one is an error).
 //   3. Dry run: say what would be renewed and restarted; stop.
 //   4. Take the Lease `ekco-disruption` (agent/tasks/disruption_lease.h), waiting up to
-//      lease_wait while another primary holds it. An API that cannot be reached is not a reason
-//      to leave certificates to expire: the run goes on without the Lease and says so.
+//      lease_wait while another primary holds it. An API that cannot be reached (unavailable,
+//      timed out) is not a reason to leave certificates to expire: the run goes on without the
+//      Lease and says so. Any other refusal (RBAC, no such namespace) stops the run.
 //   5. Renew each (backup, atomic writes), one Event per certificate on the Node.
 //   6. Restart the static pods EKCO's mapping names: the manifest in manifests_dir gets the
 //      annotation ekco.kurl.sh/certificates-renewed-at=<stamp>, so its content (and with it the

@@ -75,6 +75,8 @@ class CertsRenewalTest : public ::testing::Test {
          {"kind", "Node"},
          {"metadata", {{"name", "cp-1"}}},
          {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}}};
+    objects.push_back(
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "kurl"}}}});
     for (const char* c : kComponents) objects.push_back(mirrorPod(c, json::object(), true));
     auto server = kubesim::Server::start({.out_dir = tmp_.path() + "/sim", .objects = objects});
     ASSERT_TRUE(server) << server.error().message();
