@@ -29,33 +29,6 @@ json specOf(const json& obj) {
   return copy;
 }
 
-std::string toHex(std::string_view s) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
-std::optional<std::string> fromHex(std::string_view s) {
-  if (s.size() % 2 != 0) return std::nullopt;
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); i += 2) {
-    auto nib = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      return -1;
-    };
-    int hi = nib(s[i]);
-    int lo = nib(s[i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-  }
-  return out;
-}
-
 }  // namespace
 
 namespace store_detail {
@@ -274,81 +247,6 @@ Reply Store::get(const ResourceInfo& r, const std::string& ns, const std::string
   return Reply{.code = 200, .body = *obj};
 }
 
-Reply Store::list(const ResourceInfo& r, const std::string& ns, const ListOptions& options) const {
-  auto labels = LabelSelector::parse(options.label_selector);
-  if (!labels) return statusReply(400, "BadRequest", labels.error().message());
-  auto fields = FieldSelector::parse(options.field_selector);
-  if (!fields) return statusReply(400, "BadRequest", fields.error().message());
-  // A continue token is hex("<resourceVersion of the first page>/<last key returned>"): pages
-  // follow the stable namespace/name order, and a token from before the history window is
-  // expired, as an etcd-compacted one is.
-  std::string start_after;
-  std::uint64_t token_rv = 0;
-  if (!options.continue_token.empty()) {
-    auto decoded = fromHex(options.continue_token);
-    auto slash = decoded ? decoded->find('/') : std::string::npos;
-    if (slash == std::string::npos) {
-      return statusReply(400, "BadRequest", "continue key is not valid: " + options.continue_token);
-    }
-    token_rv = std::strtoull(decoded->substr(0, slash).c_str(), nullptr, 10);
-    start_after = decoded->substr(slash + 1);
-  }
-  std::lock_guard lock(mu_);
-  if (!options.continue_token.empty() && token_rv < compacted_rv_) {
-    return statusReply(410, "Expired",
-                       "The provided continue parameter is too old to display a consistent list "
-                       "result. You can start a new list without the continue parameter.");
-  }
-  if (options.resource_version_match == "Exact" && !options.resource_version.empty() &&
-      std::strtoull(options.resource_version.c_str(), nullptr, 10) < compacted_rv_) {
-    return statusReply(410, "Expired", "The resourceVersion for the provided list is too old.");
-  }
-  std::uint64_t list_rv = token_rv != 0 ? token_rv : rv_;
-  json items = json::array();
-  json list_meta = {{"resourceVersion", std::to_string(list_rv)}};
-  auto d = data_.find(r.key());
-  if (d != data_.end()) {
-    const auto& objects = d->second.objects;
-    // Keys are "ns/name" in order, so one namespace is one contiguous range.
-    const std::string prefix = r.namespaced && !ns.empty() ? ns + "/" : "";
-    auto it = start_after.empty() ? objects.lower_bound(prefix) : objects.upper_bound(start_after);
-    // The scan stops at the first match past the page: that is enough to know there is more.
-    // (remainingItemCount, optional in the API, is not given: counting the rest of a large
-    // list on every page made paging quadratic.)
-    const bool selective = !options.label_selector.empty() || !options.field_selector.empty();
-    bool more = false;
-    std::string last;
-    static const json kNoLabels = json::object();
-    for (; it != objects.end(); ++it) {
-      if (!prefix.empty() && it->first.compare(0, prefix.size(), prefix) != 0) break;
-      const json& obj = it->second;
-      if (selective) {
-        const json* obj_labels = &kNoLabels;
-        if (auto meta = obj.find("metadata"); meta != obj.end() && meta->is_object()) {
-          if (auto l = meta->find("labels"); l != meta->end()) obj_labels = &*l;
-        }
-        if (!labels->matches(*obj_labels)) continue;
-        if (!fields->matches(obj)) continue;
-      }
-      if (options.limit > 0 && static_cast<std::int64_t>(items.size()) >= options.limit) {
-        more = true;
-        break;
-      }
-      items.push_back(obj);
-      last = it->first;
-    }
-    if (more) {
-      list_meta["continue"] = toHex(std::to_string(list_rv) + "/" + last);
-    }
-  }
-  Reply reply{.code = 200,
-              .body = {{"kind", r.kind + "List"},
-                       {"apiVersion", r.apiVersion()},
-                       {"metadata", std::move(list_meta)}}};
-  reply.body["items"] = std::move(items);  // moved: an initializer list would copy every item
-  return reply;
-}
-
 Reply Store::update(const ResourceInfo& r, const std::string& ns, const std::string& name,
                     json object, std::string_view subresource) {
   if (!object.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
@@ -415,11 +313,14 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
     // A no-op write does not bump resourceVersion or notify watchers (as the API server).
     return Reply{.code = 200, .body = old};
   }
-  json stored = commitLocked(r, "MODIFIED", std::move(next), std::move(old));
-  if (stored["metadata"].contains("deletionTimestamp") && !hasFinalizers(stored) &&
-      (!isPod(r) || metaInt(stored, "deletionGracePeriodSeconds", 0) == 0)) {
-    finishDeletionLocked(r, stored);
+  if (next["metadata"].contains("deletionTimestamp") && !hasFinalizers(next) &&
+      (!isPod(r) || metaInt(next, "deletionGracePeriodSeconds", 0) == 0)) {
+    // The update that empties the finalizers of a deleted object deletes it instead
+    // (shouldDeleteDuringUpdate): watchers see only DELETED, carrying the last stored state.
+    json deleted = commitLocked(r, "DELETED", old, old);
+    return Reply{.code = 200, .body = deleted};
   }
+  json stored = commitLocked(r, "MODIFIED", std::move(next), std::move(old));
   return Reply{.code = 200, .body = stored};
 }
 
