@@ -1,0 +1,131 @@
+// kubesim's list, watch, deletion and eviction semantics as the real kubectl sees them (the
+// commands in kubectl_test.cc are the everyday ones; these lean on the API's finer behaviour).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/process.h"
+#include "tests/kubesim/server.h"
+
+namespace ekco::kubesim {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kKubectl = "/usr/bin/kubectl";
+
+class KubectlApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kKubectl)) GTEST_SKIP() << kKubectl << " is not installed";
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kubesim-kubectl-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    std::ifstream in(std::string(KUBESIM_TESTDATA_DIR) + "/cluster.yaml");
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto objects = parseObjects(text.str());
+    ASSERT_TRUE(objects) << objects.error().message();
+    ServerOptions options;
+    options.out_dir = dir_.string();
+    options.objects = *objects;
+    auto server = Server::start(std::move(options));
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+  }
+
+  void TearDown() override {
+    server_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  base::ProcessResult kubectl(std::vector<std::string> args, const std::string& stdin_data = "",
+                              std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+    std::vector<std::string> argv = {kKubectl, "--kubeconfig", server_->kubeconfigPath(),
+                                     "--cache-dir", (dir_ / "cache").string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    base::ProcessRequest request{.argv = argv,
+                                 .inherit_env = true,
+                                 .env = {{"HOME", dir_.string()}, {"KUBECONFIG", ""}},
+                                 .stdin_data = stdin_data,
+                                 .working_dir = "",
+                                 .timeout = timeout,
+                                 .kill_grace = std::chrono::milliseconds(0)};
+    auto result = runner_.run(request);
+    EXPECT_TRUE(result) << result.error().message();
+    return result ? *result : base::ProcessResult{};
+  }
+
+  base::SystemClock clock_;
+  base::BoostProcessRunner runner_{clock_};
+  std::filesystem::path dir_;
+  std::unique_ptr<Server> server_;
+};
+
+json configMap(const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", {{"name", name}, {"namespace", "default"}, {"labels", {{"set", "x"}}}}},
+          {"data", {{"k", "v"}}}};
+}
+
+TEST_F(KubectlApiTest, ChunkedGetPagesThroughEveryObject) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(server_->put(configMap("cm-" + std::to_string(i))));
+  auto r = kubectl({"get", "configmaps", "-n", "default", "-l", "set=x", "--chunk-size=2", "-o",
+                    "name", "-v=6"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data,
+            "configmap/cm-0\nconfigmap/cm-1\nconfigmap/cm-2\nconfigmap/cm-3\nconfigmap/cm-4\n");
+  EXPECT_THAT(r.stderr_data, HasSubstr("continue="));  // it did page
+}
+
+TEST_F(KubectlApiTest, FieldSelectorOnUnschedulableFalseMatchesNodesWithoutTheField) {
+  auto r = kubectl({"get", "nodes", "--field-selector", "spec.unschedulable=false", "-o", "name"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, "node/node-a\nnode/node-b\n");
+  ASSERT_EQ(kubectl({"cordon", "node-a"}).exit_code, 0);
+  r = kubectl({"get", "nodes", "--field-selector", "spec.unschedulable=false", "-o", "name"});
+  EXPECT_EQ(r.stdout_data, "node/node-b\n");
+}
+
+TEST_F(KubectlApiTest, UnsupportedFieldSelectorIsTheServersBadRequest) {
+  auto r = kubectl({"get", "pods", "-A", "--field-selector", "spec.foo=bar"});
+  EXPECT_EQ(r.exit_code, 1);
+  // kubectl wraps the server's message: "Error from server (BadRequest): Unable to find
+  // \"/v1, Resource=pods\" that match ...: field label not supported: spec.foo".
+  EXPECT_THAT(r.stderr_data, HasSubstr("Error from server (BadRequest)"));
+  EXPECT_THAT(r.stderr_data, HasSubstr(": field label not supported: spec.foo"));
+}
+
+TEST_F(KubectlApiTest, RawListWithResourceVersionMatchButNoVersionIsInvalid) {
+  auto r = kubectl({"get", "--raw", "/api/v1/configmaps?resourceVersionMatch=Exact"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data, HasSubstr("resourceVersionMatch is forbidden unless resourceVersion "
+                                       "is provided"));
+}
+
+TEST_F(KubectlApiTest, RawExactListShowsThePast) {
+  ASSERT_TRUE(server_->put(configMap("old")));
+  std::string rv = std::to_string(server_->store().resourceVersion());
+  ASSERT_TRUE(server_->store().remove("configmaps", "default", "old"));
+  auto r = kubectl({"get", "--raw",
+                    "/api/v1/namespaces/default/configmaps?resourceVersionMatch=Exact&"
+                    "resourceVersion=" +
+                        rv});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_THAT(r.stdout_data, HasSubstr("\"name\":\"old\""));
+  auto now = kubectl({"get", "configmap", "old", "-n", "default"});
+  EXPECT_EQ(now.exit_code, 1);
+}
+
+}  // namespace
+}  // namespace ekco::kubesim
