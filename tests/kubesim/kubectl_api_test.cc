@@ -127,5 +127,64 @@ TEST_F(KubectlApiTest, RawExactListShowsThePast) {
   EXPECT_EQ(now.exit_code, 1);
 }
 
+// Deployment web → ReplicaSet web-1 → Pod web-1-a (not scheduled: deleted at once), stored
+// with fixed uids.
+void putChain(Server& server) {
+  auto ref = [](const char* kind, const char* name, const char* uid) {
+    return json{{"apiVersion", "apps/v1"},
+                {"kind", kind},
+                {"name", name},
+                {"uid", uid},
+                {"controller", true},
+                {"blockOwnerDeletion", true}};
+  };
+  ASSERT_TRUE(server.put({{"apiVersion", "apps/v1"},
+                          {"kind", "Deployment"},
+                          {"metadata", {{"name", "web"}, {"namespace", "default"}, {"uid", "d-1"}}},
+                          {"spec", {{"replicas", 1}}}}));
+  ASSERT_TRUE(server.put({{"apiVersion", "apps/v1"},
+                          {"kind", "ReplicaSet"},
+                          {"metadata",
+                           {{"name", "web-1"},
+                            {"namespace", "default"},
+                            {"uid", "rs-1"},
+                            {"ownerReferences", {ref("Deployment", "web", "d-1")}}}},
+                          {"spec", {{"replicas", 1}}}}));
+  ASSERT_TRUE(server.put({{"apiVersion", "v1"},
+                          {"kind", "Pod"},
+                          {"metadata",
+                           {{"name", "web-1-a"},
+                            {"namespace", "default"},
+                            {"ownerReferences", {ref("ReplicaSet", "web-1", "rs-1")}}}},
+                          {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}}));
+}
+
+TEST_F(KubectlApiTest, DeleteWithForegroundCascadeWaitsForTheWholeChain) {
+  putChain(*server_);
+  auto r = kubectl({"delete", "deployment", "web", "-n", "default", "--cascade=foreground"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_THAT(r.stdout_data, HasSubstr("deployment.apps \"web\" deleted"));
+  // kubectl waited for the deployment to vanish, which the collector allows only after the
+  // replicaset and the pod.
+  EXPECT_FALSE(server_->get("deployments.apps", "default", "web"));
+  EXPECT_FALSE(server_->get("replicasets.apps", "default", "web-1"));
+  EXPECT_FALSE(server_->get("pods", "default", "web-1-a"));
+}
+
+TEST_F(KubectlApiTest, DeleteWithOrphanCascadeKeepsThePod) {
+  putChain(*server_);
+  auto r = kubectl({"delete", "replicaset", "web-1", "-n", "default", "--cascade=orphan"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_FALSE(server_->get("replicasets.apps", "default", "web-1"));
+  auto pod = server_->get("pods", "default", "web-1-a");
+  ASSERT_TRUE(pod);
+  EXPECT_FALSE((*pod)["metadata"].contains("ownerReferences"));
+  auto bad = kubectl({"delete", "--raw",
+                      "/apis/apps/v1/namespaces/default/deployments/web?"
+                      "propagationPolicy=Sideways"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.stderr_data, HasSubstr("Unsupported value: \"Sideways\""));
+}
+
 }  // namespace
 }  // namespace ekco::kubesim

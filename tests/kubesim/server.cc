@@ -70,6 +70,7 @@ base::Status Server::Impl::start() {
       lock.unlock();
       try {
         store_.kubeletPass();
+        store_.garbageCollectorPass();
       } catch (const std::exception& e) {
         // An object the pass cannot read must not end the server (std::terminate): say so and
         // carry on; the typed writes (types.h) keep such objects out of the store.

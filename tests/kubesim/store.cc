@@ -148,6 +148,7 @@ json Store::commitLocked(const ResourceInfo& r, const std::string& type, json ob
     object["metadata"]["resourceVersion"] = std::to_string(rv_);
     objects[objectKey(ns, name)] = object;
   }
+  gcTrackLocked(r, type, object, old);
   history_.push_back(WatchEvent{.resource_version = rv_,
                                 .key = r.key(),
                                 .type = type,
@@ -393,6 +394,7 @@ Reply Store::remove(const ResourceInfo& r, const std::string& ns, const std::str
 
 Reply Store::deleteLocked(const ResourceInfo& r, const json& current_ref,
                           const DeleteOptions& options) {
+  if (auto invalid = store_detail::invalidPropagation(options)) return std::move(*invalid);
   json current = current_ref;
   std::string name = str(current, {"metadata", "name"});
   if (!options.precondition_uid.empty() &&
@@ -433,6 +435,7 @@ Reply Store::deleteLocked(const ResourceInfo& r, const json& current_ref,
     std::int64_t old_grace = metaInt(current, "deletionGracePeriodSeconds", 0);
     if (!isPod(r) || grace >= old_grace) return Reply{.code = 200, .body = current};
   }
+  store_detail::applyPropagation(current, options);
   if (grace == 0 && !hasFinalizers(current)) {
     json old = current;
     json deleted = commitLocked(r, "DELETED", std::move(current), std::move(old));
@@ -481,8 +484,11 @@ base::Result<json> Store::put(json object) {
   if (!meta.contains("generation")) meta["generation"] = 1;
   const json* current = findLocked(*r, str(object, {"metadata", "namespace"}), name);
   json old = current == nullptr ? json() : *current;
-  return commitLocked(*r, current == nullptr ? "ADDED" : "MODIFIED", std::move(object),
-                      std::move(old));
+  putting_ = true;
+  json stored = commitLocked(*r, current == nullptr ? "ADDED" : "MODIFIED", std::move(object),
+                             std::move(old));
+  putting_ = false;
+  return stored;
 }
 
 std::optional<json> Store::get(std::string_view qualified, std::string_view ns,

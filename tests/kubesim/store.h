@@ -142,8 +142,11 @@ class Store {
   void shutdown();
   bool isShutdown() const;
 
-  // The simulated kubelet: removes pods whose grace period has passed if their node is Ready.
+  // The simulated kubelet: removes pods whose grace period has passed if their node Ready.
   void kubeletPass();
+  // The simulated kube-controller-manager's garbage collector (gc.cc): works off the objects
+  // writes queued (owners deleted with a GC finalizer, dependents whose owners may be gone).
+  void garbageCollectorPass();
 
  private:
   struct Stored {
@@ -165,6 +168,10 @@ class Store {
                      const DeleteOptions& options);
   // Removes a terminating object whose finalizers are gone (and, for a pod, whose grace is 0).
   void finishDeletionLocked(const ResourceInfo& r, const nlohmann::json& object);
+  // The garbage collector's bookkeeping for a commit: the owner-uid index and the work queue.
+  void gcTrackLocked(const ResourceInfo& r, const std::string& type, const nlohmann::json& object,
+                     const nlohmann::json& old);
+  void gcItemLocked(const std::string& key, const std::string& object_key);
   std::string nowText(std::chrono::seconds offset = std::chrono::seconds(0)) const;
   std::string newUid();
   std::string randomSuffix();
@@ -182,6 +189,11 @@ class Store {
   // Keys of pods with a deletionTimestamp, so the simulated kubelet does not scan every pod.
   std::set<std::string> terminating_pods_;
   std::mt19937_64 rng_;
+  // Garbage collector (gc.cc): owner uid → its dependents as (resource key, "ns/name"), and the
+  // objects to look at on the next pass. put() sets putting_ (fixtures skip the owner check).
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> dependents_;
+  std::set<std::pair<std::string, std::string>> gc_queue_;
+  bool putting_ = false;
 };
 
 std::string objectKey(const std::string& ns, const std::string& name);
