@@ -82,6 +82,7 @@ void applyPropagation(json& object, const DeleteOptions& options) {
 
 void Store::gcTrackLocked(const ResourceInfo& r, const std::string& type, const json& object,
                           const json& old) {
+  if (r.key() == "/v1/pods" || r.key() == "policy/v1/poddisruptionbudgets") pdbs_dirty_ = true;
   const std::string ns = str(object, {"metadata", "namespace"});
   const std::pair<std::string, std::string> item{r.key(),
                                                  objectKey(ns, str(object, {"metadata", "name"}))};

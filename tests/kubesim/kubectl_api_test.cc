@@ -186,5 +186,42 @@ TEST_F(KubectlApiTest, DeleteWithOrphanCascadeKeepsThePod) {
   EXPECT_THAT(bad.stderr_data, HasSubstr("Unsupported value: \"Sideways\""));
 }
 
+TEST_F(KubectlApiTest, DrainStopsAtTheDisruptionBudget) {
+  for (const char* name : {"guarded-0", "guarded-1"}) {
+    ASSERT_TRUE(server_->put(
+        {{"apiVersion", "v1"},
+         {"kind", "Pod"},
+         {"metadata", {{"name", name}, {"namespace", "default"}, {"labels", {{"app", "guarded"}}}}},
+         {"spec", {{"nodeName", "node-a"}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}},
+         {"status",
+          {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}}));
+  }
+  auto created = kubectl({"create", "-f", "-"}, R"({"apiVersion":"policy/v1",
+      "kind":"PodDisruptionBudget","metadata":{"name":"guarded","namespace":"default"},
+      "spec":{"minAvailable":1,"selector":{"matchLabels":{"app":"guarded"}}}})");
+  ASSERT_EQ(created.exit_code, 0) << created.stderr_data;
+  // The simulated disruption controller observes it: one disruption allowed.
+  base::ProcessResult allowed;
+  for (int i = 0; i < 50; ++i) {
+    allowed = kubectl({"get", "pdb", "guarded", "-n", "default", "-o",
+                       "jsonpath={.status.observedGeneration}/{.status.disruptionsAllowed}"});
+    if (allowed.stdout_data == "1/1") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(allowed.stdout_data, "1/1");
+  // drain evicts one pod and then retries the other on 429 until its timeout.
+  auto drain = kubectl({"drain", "node-a", "--pod-selector", "app=guarded", "--force",
+                        "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=4s"});
+  EXPECT_NE(drain.exit_code, 0);
+  EXPECT_THAT(drain.stderr_data + drain.stdout_data,
+              HasSubstr("Cannot evict pod as it would violate the pod's disruption budget."));
+  int left = 0;
+  for (const char* name : {"guarded-0", "guarded-1"}) {
+    auto pod = server_->get("pods", "default", name);
+    if (pod && !(*pod)["metadata"].contains("deletionTimestamp")) ++left;
+  }
+  EXPECT_EQ(left, 1);
+}
+
 }  // namespace
 }  // namespace ekco::kubesim

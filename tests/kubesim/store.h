@@ -147,6 +147,9 @@ class Store {
   // The simulated kube-controller-manager's garbage collector (gc.cc): works off the objects
   // writes queued (owners deleted with a GC finalizer, dependents whose owners may be gone).
   void garbageCollectorPass();
+  // The simulated disruption controller (pdb.cc): recomputes every PodDisruptionBudget's status
+  // after pods or budgets changed.
+  void disruptionControllerPass();
 
  private:
   struct Stored {
@@ -172,6 +175,12 @@ class Store {
   void gcTrackLocked(const ResourceInfo& r, const std::string& type, const nlohmann::json& object,
                      const nlohmann::json& old);
   void gcItemLocked(const std::string& key, const std::string& object_key);
+  // The disruption controller and the eviction's budget check (pdb.cc).
+  std::optional<std::int64_t> expectedScaleLocked(
+      const std::vector<const nlohmann::json*>& pods) const;
+  nlohmann::json pdbStatusLocked(const nlohmann::json& pdb) const;
+  // nullopt: the pod may be evicted (its budget, if any, spent); else the answer (429, 500...).
+  std::optional<Reply> spendBudgetLocked(const nlohmann::json& pod);
   std::string nowText(std::chrono::seconds offset = std::chrono::seconds(0)) const;
   std::string newUid();
   std::string randomSuffix();
@@ -194,6 +203,7 @@ class Store {
   std::map<std::string, std::set<std::pair<std::string, std::string>>> dependents_;
   std::set<std::pair<std::string, std::string>> gc_queue_;
   bool putting_ = false;
+  bool pdbs_dirty_ = true;  // a pod or a budget changed since the last disruption pass
 };
 
 std::string objectKey(const std::string& ns, const std::string& name);
