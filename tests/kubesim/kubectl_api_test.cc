@@ -223,5 +223,22 @@ TEST_F(KubectlApiTest, DrainStopsAtTheDisruptionBudget) {
   EXPECT_EQ(left, 1);
 }
 
+TEST_F(KubectlApiTest, PatchMergesServicePortsByPort) {
+  ASSERT_TRUE(server_->put({{"apiVersion", "v1"},
+                            {"kind", "Service"},
+                            {"metadata", {{"name", "web"}, {"namespace", "default"}}},
+                            {"spec",
+                             {{"ports",
+                               {{{"name", "http"}, {"port", 80}, {"targetPort", 8080}},
+                                {{"name", "https"}, {"port", 443}, {"targetPort", 8443}}}}}}}));
+  auto r = kubectl({"patch", "service", "web", "-n", "default", "-p",
+                    R"({"spec":{"ports":[{"port":80,"targetPort":9090}]}})"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  auto svc = server_->get("services", "default", "web");
+  ASSERT_TRUE(svc);
+  EXPECT_EQ((*svc)["spec"]["ports"], json::parse(R"([{"name":"http","port":80,"targetPort":9090},
+                            {"name":"https","port":443,"targetPort":8443}])"));
+}
+
 }  // namespace
 }  // namespace ekco::kubesim
