@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace ekco::kubesim {
@@ -10,7 +11,8 @@ namespace {
 using nlohmann::json;
 
 // Field name → merge key, from the Kubernetes API types' patchMergeKey tags. Field names are
-// matched without their parent, which is exact for the fields listed here.
+// matched without their parent, which is exact for the fields listed here; `ports` is the one
+// name with two keys (mergeKeyFor).
 const std::map<std::string, std::string>& mergeKeys() {
   static const std::map<std::string, std::string> keys = {
       {"containers", "name"},
@@ -20,7 +22,6 @@ const std::map<std::string, std::string>& mergeKeys() {
       {"env", "name"},
       {"volumeMounts", "mountPath"},
       {"volumeDevices", "devicePath"},
-      {"ports", "containerPort"},
       {"conditions", "type"},
       {"addresses", "type"},
       {"ownerReferences", "uid"},
@@ -28,18 +29,39 @@ const std::map<std::string, std::string>& mergeKeys() {
       {"hostAliases", "ip"},
       {"containerStatuses", "name"},
       {"initContainerStatuses", "name"},
+      {"topologySpreadConstraints", "topologyKey"},
+      {"resourceClaims", "name"},
+      {"schedulingGates", "name"},
   };
   return keys;
+}
+
+// The merge key of list `field` inside a map that is itself `parent` (a field name, or the list
+// the map is an element of): a container's ports by containerPort, a ServiceSpec's by port.
+std::optional<std::string> mergeKeyFor(const std::string& field, const std::string& parent) {
+  if (field == "ports") {
+    if (parent == "containers" || parent == "initContainers" || parent == "ephemeralContainers") {
+      return "containerPort";
+    }
+    if (parent == "spec") return "port";
+    return std::nullopt;  // EndpointSubset and others: replaced
+  }
+  auto key = mergeKeys().find(field);
+  if (key == mergeKeys().end()) return std::nullopt;
+  return key->second;
 }
 
 // Lists of scalars merged as sets (patchStrategy:"merge" without a key).
 bool isSetList(const std::string& field) { return field == "finalizers"; }
 
-json mergeList(const json& target, const json& patch, const std::string& key);
+json mergeList(const json& target, const json& patch, const std::string& key,
+               const std::string& field);
 
-json mergeValue(const json& target, const json& patch, const std::string& field);
+json mergeValue(const json& target, const json& patch, const std::string& field,
+                const std::string& parent);
 
-json mergeMap(const json& target, const json& patch) {
+// `self`: the field this map is the value of, or the list it is an element of.
+json mergeMap(const json& target, const json& patch, const std::string& self = "") {
   if (patch.contains("$patch") && patch["$patch"] == "replace") {
     json out = patch;
     out.erase("$patch");
@@ -69,16 +91,16 @@ json mergeMap(const json& target, const json& patch) {
       continue;
     }
     auto cur = out.find(field);
-    out[field] = mergeValue(cur == out.end() ? json() : *cur, it.value(), field);
+    out[field] = mergeValue(cur == out.end() ? json() : *cur, it.value(), field, self);
   }
   return out;
 }
 
-json mergeValue(const json& target, const json& patch, const std::string& field) {
-  if (patch.is_object()) return mergeMap(target, patch);
+json mergeValue(const json& target, const json& patch, const std::string& field,
+                const std::string& parent) {
+  if (patch.is_object()) return mergeMap(target, patch, field);
   if (patch.is_array() && target.is_array()) {
-    auto key = mergeKeys().find(field);
-    if (key != mergeKeys().end()) return mergeList(target, patch, key->second);
+    if (auto key = mergeKeyFor(field, parent)) return mergeList(target, patch, *key, field);
     if (isSetList(field)) {
       json out = target;
       for (const json& v : patch) {
@@ -99,7 +121,8 @@ json mergeValue(const json& target, const json& patch, const std::string& field)
   return patch;
 }
 
-json mergeList(const json& target, const json& patch, const std::string& key) {
+json mergeList(const json& target, const json& patch, const std::string& key,
+               const std::string& field) {
   json out = target;
   for (const json& elem : patch) {
     if (!elem.is_object() || !elem.contains(key)) {
@@ -115,9 +138,9 @@ json mergeList(const json& target, const json& patch, const std::string& key) {
       continue;
     }
     if (found != out.end()) {
-      *found = mergeMap(*found, elem);
+      *found = mergeMap(*found, elem, field);
     } else {
-      out.push_back(mergeMap(json::object(), elem));
+      out.push_back(mergeMap(json::object(), elem, field));
     }
   }
   return out;

@@ -1,6 +1,7 @@
 // Strategic merge patch, for the subset of Kubernetes' patch strategies that kubectl and ekco
 // send: maps merge recursively, null deletes a key, lists with a known merge key (containers,
-// volumes, env, ports, conditions, addresses, ownerReferences, ...) merge element by element,
+// volumes, env, ports — a ServiceSpec's by port, a container's by containerPort —, conditions,
+// addresses, ownerReferences, ...) merge element by element,
 // metadata.finalizers merges as a set, every other list (taints, tolerations, args, ...) is
 // replaced. Directives: `$patch: delete` on a list element, `$patch: replace` on a map,
 // `$deleteFromPrimitiveList/<key>`; `$setElementOrder/<key>` and `$retainKeys` are ignored.

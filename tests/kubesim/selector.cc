@@ -150,6 +150,7 @@ Result<FieldSelector> FieldSelector::parse(std::string_view text) {
       return Error("invalid field selector: " + part, ErrorCode::kInvalidArgument);
     }
     if (path.empty()) return Error("invalid field selector: " + part, ErrorCode::kInvalidArgument);
+    req.label = path;
     std::size_t start = 0;
     while (true) {
       auto dot = path.find('.', start);
@@ -173,7 +174,7 @@ bool FieldSelector::matches(const nlohmann::json& object) const {
       auto it = cur->find(seg);
       cur = it == cur->end() ? nullptr : &*it;
     }
-    std::string value;
+    std::string value = cur == nullptr || cur->is_null() ? req.unset : std::string();
     if (cur != nullptr) {
       if (cur->is_string()) {
         value = cur->get<std::string>();
@@ -184,6 +185,28 @@ bool FieldSelector::matches(const nlohmann::json& object) const {
     if ((value == req.value) == req.negate) return false;
   }
   return true;
+}
+
+std::vector<std::string> FieldSelector::labels() const {
+  std::vector<std::string> out;
+  for (const Requirement& req : reqs_) out.push_back(req.label);
+  return out;
+}
+
+void FieldSelector::mapLabels(const std::map<std::string, FieldLabel>& labels) {
+  for (Requirement& req : reqs_) {
+    auto it = labels.find(req.label);
+    if (it == labels.end()) continue;
+    req.unset = it->second.unset;
+    req.path.clear();
+    std::string_view path = it->second.path;
+    while (true) {
+      auto dot = path.find('.');
+      req.path.emplace_back(path.substr(0, dot));
+      if (dot == std::string_view::npos) break;
+      path.remove_prefix(dot + 1);
+    }
+  }
 }
 
 }  // namespace ekco::kubesim

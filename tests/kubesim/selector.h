@@ -2,6 +2,7 @@
 // ?fieldSelector=.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -31,6 +32,13 @@ class LabelSelector {
   std::vector<Requirement> reqs_;
 };
 
+// How a field label reads an object: its dotted JSON path and the value an unset field compares
+// as (the Go zero value of the typed field: "false" for spec.unschedulable, "0" for a count).
+struct FieldLabel {
+  std::string path{};
+  std::string unset{};
+};
+
 // Field selector: comma-separated `path=value`, `path==value` or `path!=value`, where path is a
 // dotted JSON path into the object (metadata.name, metadata.namespace, spec.nodeName,
 // status.phase, ...). A missing field compares as the empty string, as the API server does.
@@ -39,12 +47,18 @@ class FieldSelector {
   [[nodiscard]] static base::Result<FieldSelector> parse(std::string_view text);
   bool matches(const nlohmann::json& object) const;
   bool empty() const { return reqs_.empty(); }
+  // The labels, as written ("spec.nodeName").
+  std::vector<std::string> labels() const;
+  // Reads the labels found in `labels` through their FieldLabel (path and unset value).
+  void mapLabels(const std::map<std::string, FieldLabel>& labels);
 
  private:
   struct Requirement {
+    std::string label{};
     std::vector<std::string> path{};
     bool negate = false;
     std::string value{};
+    std::string unset{};
   };
   std::vector<Requirement> reqs_;
 };

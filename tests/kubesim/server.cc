@@ -71,6 +71,8 @@ base::Status Server::Impl::start() {
       try {
         store_.kubeletPass();
         store_.namespaceControllerPass();
+        store_.garbageCollectorPass();
+        store_.disruptionControllerPass();
       } catch (const std::exception& e) {
         // An object the pass cannot read must not end the server (std::terminate): say so and
         // carry on; the typed writes (types.h) keep such objects out of the store.

@@ -1,4 +1,5 @@
 // ekco-kubesim: routing, discovery and the resource verbs.
+#include "tests/kubesim/list_options.h"
 #include "tests/kubesim/server_impl.h"
 #include "tests/kubesim/validation.h"
 
@@ -275,11 +276,20 @@ Reply Server::Impl::serveCollection(const Request& req, const ResourceInfo& r,
                                     bool* is_watch, ResourceInfo* resource_out) {
   const http::verb method = req.method();
   if (method == http::verb::get) {
-    if (queryFlag(query, "watch")) {
-      auto labels = LabelSelector::parse(queryValue(query, "labelSelector"));
-      if (!labels) return statusReply(400, "BadRequest", labels.error().message());
-      auto fields = FieldSelector::parse(queryValue(query, "fieldSelector"));
-      if (!fields) return statusReply(400, "BadRequest", fields.error().message());
+    // Options are checked as the API server does before reading: ListOptions validation (422),
+    // the selectors (400), the kind's field labels (400).
+    ListQuery list_query{.watch = queryFlag(query, "watch"),
+                         .resource_version = queryValue(query, "resourceVersion"),
+                         .resource_version_match = queryValue(query, "resourceVersionMatch"),
+                         .continue_token = queryValue(query, "continue")};
+    if (std::string s = queryValue(query, "sendInitialEvents"); !s.empty()) {
+      list_query.send_initial_events = parseGoBool(s).value_or(false);
+    }
+    if (auto invalid = validateListQuery(list_query)) return std::move(*invalid);
+    auto labels = LabelSelector::parse(queryValue(query, "labelSelector"));
+    if (!labels) return statusReply(400, "BadRequest", labels.error().message());
+    if (auto bad = checkFieldLabels(r, queryValue(query, "fieldSelector"))) return std::move(*bad);
+    if (list_query.watch) {
       std::string rv = queryValue(query, "resourceVersion");
       if (!rv.empty() && !toInt(rv)) {
         return statusReply(400, "BadRequest", "invalid resourceVersion: " + rv);
@@ -291,9 +301,9 @@ Reply Server::Impl::serveCollection(const Request& req, const ResourceInfo& r,
     ListOptions options{.label_selector = queryValue(query, "labelSelector"),
                         .field_selector = queryValue(query, "fieldSelector"),
                         .limit = toInt(queryValue(query, "limit")).value_or(0),
-                        .continue_token = queryValue(query, "continue"),
-                        .resource_version = queryValue(query, "resourceVersion"),
-                        .resource_version_match = queryValue(query, "resourceVersionMatch")};
+                        .continue_token = list_query.continue_token,
+                        .resource_version = list_query.resource_version,
+                        .resource_version_match = list_query.resource_version_match};
     return store_.list(r, route.ns, options);
   }
   if (method == http::verb::post) {

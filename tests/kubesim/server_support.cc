@@ -1,5 +1,6 @@
 // Helpers of ekco-kubesim's server: query strings and paths, discovery documents, watch
 // filtering, client identities.
+#include "tests/kubesim/list_options.h"
 #include "tests/kubesim/server_impl.h"
 
 namespace ekco::kubesim::server_detail {
@@ -63,8 +64,7 @@ ListOptions selectorsOnly(const Query& q) {
 }
 
 bool queryFlag(const Query& q, std::string_view key) {
-  std::string v = queryValue(q, key);
-  return v == "true" || v == "1";
+  return parseGoBool(queryValue(q, key)).value_or(false);
 }
 
 std::vector<std::string> splitPath(std::string_view path) {

@@ -1,4 +1,5 @@
 // ekco-kubesim: watch streams (events, bookmarks, 410 Gone, faults).
+#include "tests/kubesim/list_options.h"
 #include "tests/kubesim/server_impl.h"
 
 namespace ekco::kubesim {
@@ -11,11 +12,19 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
                               const ParsedRoute& route, const Query& query) {
   // Selectors were validated by serveResource.
   LabelSelector labels = *LabelSelector::parse(queryValue(query, "labelSelector"));
-  FieldSelector fields = *FieldSelector::parse(queryValue(query, "fieldSelector"));
+  FieldSelector fields = *fieldSelectorFor(r, queryValue(query, "fieldSelector"));
   const bool bookmarks = queryFlag(query, "allowWatchBookmarks");
   const auto timeout =
       std::chrono::seconds(toInt(queryValue(query, "timeoutSeconds")).value_or(1800));
   const std::string rv_text = queryValue(query, "resourceVersion");
+  // sendInitialEvents (validated with resourceVersionMatch=NotOlderThan by serveCollection):
+  // true streams the current state as ADDED events whatever the resourceVersion, then (with
+  // bookmarks) a BOOKMARK annotated k8s.io/initial-events-end; false starts at the current state
+  // without them. Unset: a watch without resourceVersion (or "0") starts with them, as before.
+  std::optional<bool> initial_events;
+  if (std::string s = queryValue(query, "sendInitialEvents"); !s.empty()) {
+    initial_events = parseGoBool(s).value_or(false);
+  }
   Faults faults;
   bool force_gone = false;
   {
@@ -41,8 +50,9 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
     };
     auto finish = [&] { net::write(stream, http::make_chunk_last()); };
     std::uint64_t last = 0;
-    if (rv_text.empty() || rv_text == "0") {
-      // No resourceVersion: the current state as synthetic ADDED events, then changes.
+    const bool from_now = rv_text.empty() || rv_text == "0";
+    if (initial_events.value_or(from_now)) {
+      // The current state as synthetic ADDED events, then changes.
       ListOptions options = selectorsOnly(query);
       Reply listed = store_.list(r, route.ns, options);
       last = std::stoull(listed.body["metadata"]["resourceVersion"].get<std::string>());
@@ -51,22 +61,25 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
         send({{"type", "ADDED"}, {"object", item}});
         ++sent;
       }
+    } else if (from_now) {
+      last = store_.resourceVersion();
     } else {
       last = static_cast<std::uint64_t>(*toInt(rv_text));
     }
-    auto bookmark = [&] {
+    auto bookmark = [&](bool initial_events_end) {
+      json meta = {{"resourceVersion", std::to_string(last)}};
+      if (initial_events_end) meta["annotations"] = {{"k8s.io/initial-events-end", "true"}};
       send({{"type", "BOOKMARK"},
-            {"object",
-             {{"kind", r.kind},
-              {"apiVersion", r.apiVersion()},
-              {"metadata", {{"resourceVersion", std::to_string(last)}}}}}});
+            {"object", {{"kind", r.kind}, {"apiVersion", r.apiVersion()}, {"metadata", meta}}}});
     };
+    if (initial_events.value_or(false) && bookmarks && !force_gone) bookmark(true);
     if (force_gone) {
       send(goneEvent(last, store_.resourceVersion()));
       finish();
       return;
     }
-    auto next_bookmark = start;
+    // The first periodic bookmark comes one interval in, never at the start of the stream.
+    auto next_bookmark = start + options_.bookmark_interval;
     while (!stopping_ &&
            !(faults.drop_watch_after_events > 0 && sent >= faults.drop_watch_after_events)) {
       {
@@ -101,7 +114,7 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
       if (faults.drop_watch_after.count() > 0 && now - start >= faults.drop_watch_after) break;
       if (now >= deadline) break;
       if (bookmarks && now >= next_bookmark) {
-        bookmark();
+        bookmark(false);
         next_bookmark = now + options_.bookmark_interval;
       }
       auto wake = deadline;

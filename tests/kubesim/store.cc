@@ -35,33 +35,6 @@ class FlagScope {
   bool& flag_;
 };
 
-std::string toHex(std::string_view s) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
-std::optional<std::string> fromHex(std::string_view s) {
-  if (s.size() % 2 != 0) return std::nullopt;
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); i += 2) {
-    auto nib = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      return -1;
-    };
-    int hi = nib(s[i]);
-    int lo = nib(s[i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-  }
-  return out;
-}
-
 }  // namespace
 
 namespace store_detail {
@@ -182,6 +155,7 @@ json Store::commitLocked(const ResourceInfo& r, const std::string& type, json ob
     object["metadata"]["resourceVersion"] = std::to_string(rv_);
     objects[objectKey(ns, name)] = object;
   }
+  gcTrackLocked(r, type, object, old);
   history_.push_back(WatchEvent{.resource_version = rv_,
                                 .key = r.key(),
                                 .type = type,
@@ -279,81 +253,6 @@ Reply Store::get(const ResourceInfo& r, const std::string& ns, const std::string
   return Reply{.code = 200, .body = *obj};
 }
 
-Reply Store::list(const ResourceInfo& r, const std::string& ns, const ListOptions& options) const {
-  auto labels = LabelSelector::parse(options.label_selector);
-  if (!labels) return statusReply(400, "BadRequest", labels.error().message());
-  auto fields = FieldSelector::parse(options.field_selector);
-  if (!fields) return statusReply(400, "BadRequest", fields.error().message());
-  // A continue token is hex("<resourceVersion of the first page>/<last key returned>"): pages
-  // follow the stable namespace/name order, and a token from before the history window is
-  // expired, as an etcd-compacted one is.
-  std::string start_after;
-  std::uint64_t token_rv = 0;
-  if (!options.continue_token.empty()) {
-    auto decoded = fromHex(options.continue_token);
-    auto slash = decoded ? decoded->find('/') : std::string::npos;
-    if (slash == std::string::npos) {
-      return statusReply(400, "BadRequest", "continue key is not valid: " + options.continue_token);
-    }
-    token_rv = std::strtoull(decoded->substr(0, slash).c_str(), nullptr, 10);
-    start_after = decoded->substr(slash + 1);
-  }
-  std::lock_guard lock(mu_);
-  if (!options.continue_token.empty() && token_rv < compacted_rv_) {
-    return statusReply(410, "Expired",
-                       "The provided continue parameter is too old to display a consistent list "
-                       "result. You can start a new list without the continue parameter.");
-  }
-  if (options.resource_version_match == "Exact" && !options.resource_version.empty() &&
-      std::strtoull(options.resource_version.c_str(), nullptr, 10) < compacted_rv_) {
-    return statusReply(410, "Expired", "The resourceVersion for the provided list is too old.");
-  }
-  std::uint64_t list_rv = token_rv != 0 ? token_rv : rv_;
-  json items = json::array();
-  json list_meta = {{"resourceVersion", std::to_string(list_rv)}};
-  auto d = data_.find(r.key());
-  if (d != data_.end()) {
-    const auto& objects = d->second.objects;
-    // Keys are "ns/name" in order, so one namespace is one contiguous range.
-    const std::string prefix = r.namespaced && !ns.empty() ? ns + "/" : "";
-    auto it = start_after.empty() ? objects.lower_bound(prefix) : objects.upper_bound(start_after);
-    // The scan stops at the first match past the page: that is enough to know there is more.
-    // (remainingItemCount, optional in the API, is not given: counting the rest of a large
-    // list on every page made paging quadratic.)
-    const bool selective = !options.label_selector.empty() || !options.field_selector.empty();
-    bool more = false;
-    std::string last;
-    static const json kNoLabels = json::object();
-    for (; it != objects.end(); ++it) {
-      if (!prefix.empty() && it->first.compare(0, prefix.size(), prefix) != 0) break;
-      const json& obj = it->second;
-      if (selective) {
-        const json* obj_labels = &kNoLabels;
-        if (auto meta = obj.find("metadata"); meta != obj.end() && meta->is_object()) {
-          if (auto l = meta->find("labels"); l != meta->end()) obj_labels = &*l;
-        }
-        if (!labels->matches(*obj_labels)) continue;
-        if (!fields->matches(obj)) continue;
-      }
-      if (options.limit > 0 && static_cast<std::int64_t>(items.size()) >= options.limit) {
-        more = true;
-        break;
-      }
-      items.push_back(obj);
-      last = it->first;
-    }
-    if (more) {
-      list_meta["continue"] = toHex(std::to_string(list_rv) + "/" + last);
-    }
-  }
-  Reply reply{.code = 200,
-              .body = {{"kind", r.kind + "List"},
-                       {"apiVersion", r.apiVersion()},
-                       {"metadata", std::move(list_meta)}}};
-  reply.body["items"] = std::move(items);  // moved: an initializer list would copy every item
-  return reply;
-}
-
 Reply Store::update(const ResourceInfo& r, const std::string& ns, const std::string& name,
                     json object, std::string_view subresource, bool dry_run) {
   if (!object.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
@@ -422,11 +321,14 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
     // A no-op write does not bump resourceVersion or notify watchers (as the API server).
     return Reply{.code = 200, .body = old};
   }
-  json stored = commitLocked(r, "MODIFIED", std::move(next), std::move(old));
-  if (stored["metadata"].contains("deletionTimestamp") && !heldByFinalizers(r, stored) &&
-      (!isPod(r) || metaInt(stored, "deletionGracePeriodSeconds", 0) == 0)) {
-    finishDeletionLocked(r, stored);
+  if (next["metadata"].contains("deletionTimestamp") && !heldByFinalizers(r, next) &&
+      (!isPod(r) || metaInt(next, "deletionGracePeriodSeconds", 0) == 0)) {
+    // The update that empties the finalizers of a deleted object deletes it instead
+    // (shouldDeleteDuringUpdate): watchers see only DELETED, carrying the last stored state.
+    json deleted = commitLocked(r, "DELETED", old, old);
+    return Reply{.code = 200, .body = deleted};
   }
+  json stored = commitLocked(r, "MODIFIED", std::move(next), std::move(old));
   return Reply{.code = 200, .body = stored};
 }
 
@@ -501,6 +403,7 @@ Reply Store::remove(const ResourceInfo& r, const std::string& ns, const std::str
 
 Reply Store::deleteLocked(const ResourceInfo& r, const json& current_ref,
                           const DeleteOptions& options) {
+  if (auto invalid = store_detail::invalidPropagation(options)) return std::move(*invalid);
   json current = current_ref;
   std::string name = str(current, {"metadata", "name"});
   if (!options.precondition_uid.empty() &&
@@ -542,6 +445,7 @@ Reply Store::deleteLocked(const ResourceInfo& r, const json& current_ref,
     std::int64_t old_grace = metaInt(current, "deletionGracePeriodSeconds", 0);
     if (!isPod(r) || grace >= old_grace) return Reply{.code = 200, .body = current};
   }
+  store_detail::applyPropagation(current, options);
   if (grace == 0 && !heldByFinalizers(r, current)) {
     json old = current;
     json deleted = commitLocked(r, "DELETED", std::move(current), std::move(old));
@@ -591,8 +495,11 @@ base::Result<json> Store::put(json object) {
   if (r->namespaced) ensureNamespaceLocked(str(object, {"metadata", "namespace"}));
   const json* current = findLocked(*r, str(object, {"metadata", "namespace"}), name);
   json old = current == nullptr ? json() : *current;
-  return commitLocked(*r, current == nullptr ? "ADDED" : "MODIFIED", std::move(object),
-                      std::move(old));
+  putting_ = true;
+  json stored = commitLocked(*r, current == nullptr ? "ADDED" : "MODIFIED", std::move(object),
+                             std::move(old));
+  putting_ = false;
+  return stored;
 }
 
 std::optional<json> Store::get(std::string_view qualified, std::string_view ns,

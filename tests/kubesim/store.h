@@ -151,11 +151,17 @@ class Store {
   void shutdown();
   bool isShutdown() const;
 
-  // The simulated kubelet: removes pods whose grace period has passed if their node is Ready.
+  // The simulated kubelet: removes pods whose grace period has passed if their node Ready.
   void kubeletPass();
   // The namespace controller: deletes the contents of terminating namespaces and, once one is
   // empty, removes its `kubernetes` finalizer and with it the namespace.
   void namespaceControllerPass();
+  // The simulated kube-controller-manager's garbage collector (gc.cc): works off the objects
+  // writes queued (owners deleted with a GC finalizer, dependents whose owners may be gone).
+  void garbageCollectorPass();
+  // The simulated disruption controller (pdb.cc): recomputes every PodDisruptionBudget's status
+  // after pods or budgets changed.
+  void disruptionControllerPass();
 
  private:
   struct Stored {
@@ -189,6 +195,16 @@ class Store {
                                          const nlohmann::json& old);
   std::optional<Reply> allocateServiceLocked(nlohmann::json& svc);
   Reply deleteNamespaceLocked(const ResourceInfo& r, const nlohmann::json& current);
+  // The garbage collector's bookkeeping for a commit: the owner-uid index and the work queue.
+  void gcTrackLocked(const ResourceInfo& r, const std::string& type, const nlohmann::json& object,
+                     const nlohmann::json& old);
+  void gcItemLocked(const std::string& key, const std::string& object_key);
+  // The disruption controller and the eviction's budget check (pdb.cc).
+  std::optional<std::int64_t> expectedScaleLocked(
+      const std::vector<const nlohmann::json*>& pods) const;
+  nlohmann::json pdbStatusLocked(const nlohmann::json& pdb) const;
+  // nullopt: the pod may be evicted (its budget, if any, spent); else the answer (429, 500...).
+  std::optional<Reply> spendBudgetLocked(const nlohmann::json& pod);
   std::string nowText(std::chrono::seconds offset = std::chrono::seconds(0)) const;
   std::string newUid();
   std::string randomSuffix();
@@ -208,6 +224,12 @@ class Store {
   // Set while a dryRun=All request holds the lock: commitLocked stores and records nothing.
   bool dry_run_ = false;
   std::mt19937_64 rng_;
+  // Garbage collector (gc.cc): owner uid → its dependents as (resource key, "ns/name"), and the
+  // objects to look at on the next pass. put() sets putting_ (fixtures skip the owner check).
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> dependents_;
+  std::set<std::pair<std::string, std::string>> gc_queue_;
+  bool putting_ = false;
+  bool pdbs_dirty_ = true;  // a pod or a budget changed since the last disruption pass
 };
 
 std::string objectKey(const std::string& ns, const std::string& name);

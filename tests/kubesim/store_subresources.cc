@@ -104,39 +104,11 @@ Reply Store::evict(const std::string& ns, const std::string& name, const json& e
   std::lock_guard lock(mu_);
   const json* pod = findLocked(*pods, ns, name);
   if (pod == nullptr) return notFound(*pods, name);
-  // A PodDisruptionBudget whose selector matches the pod and whose status says no disruption
-  // is allowed blocks the eviction (429), as the eviction subresource does.
-  auto pdbs = data_.find("policy/v1/poddisruptionbudgets");
-  if (pdbs != data_.end() &&
-      !pod->value("metadata", json::object()).contains("deletionTimestamp")) {
-    for (const auto& [key, pdb] : pdbs->second.objects) {
-      if (str(pdb, {"metadata", "namespace"}) != ns) continue;
-      const json& match = pdb.value("spec", json::object())
-                              .value("selector", json::object())
-                              .value("matchLabels", json::object());
-      std::string text;
-      for (auto it = match.begin(); it != match.end(); ++it) {
-        if (!text.empty()) text += ",";
-        text += it.key() + "=" + (it->is_string() ? it->get<std::string>() : "");
-      }
-      auto sel = LabelSelector::parse(text);
-      if (!sel || !sel->matches((*pod)["metadata"].value("labels", json()))) continue;
-      const json& status = pdb.value("status", json::object());
-      if (status.value("disruptionsAllowed", std::int64_t{1}) <= 0) {
-        Reply reply = statusReply(429, "TooManyRequests",
-                                  "Cannot evict pod as it would violate the pod's disruption "
-                                  "budget.");
-        reply.body["details"] = {
-            {"causes",
-             {{{"reason", "DisruptionBudget"},
-               {"message",
-                "The disruption budget " + str(pdb, {"metadata", "name"}) + " needs " +
-                    std::to_string(status.value("desiredHealthy", 0)) + " healthy pods and has " +
-                    std::to_string(status.value("currentHealthy", 0)) + " currently"}}}}};
-        return reply;
-      }
-    }
-  }
+  // The pod's PodDisruptionBudget must allow the disruption, which the eviction spends
+  // (pdb.cc).
+  if (auto refused = spendBudgetLocked(*pod)) return std::move(*refused);
+  pod = findLocked(*pods, ns, name);
+  if (pod == nullptr) return notFound(*pods, name);
   DeleteOptions options;
   const json& del =
       eviction.is_object() ? eviction.value("deleteOptions", json::object()) : json::object();

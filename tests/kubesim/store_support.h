@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "tests/kubesim/store.h"
@@ -20,5 +21,10 @@ std::int64_t metaInt(const nlohmann::json& obj, const char* field, std::int64_t 
 // The API's 404 NotFound and 409 Conflict ("the object has been modified") for r/name.
 Reply notFound(const ResourceInfo& r, const std::string& name);
 Reply conflictModified(const ResourceInfo& r, const std::string& name);
+
+// The garbage collector's side of a delete (gc.cc): 422 Invalid for an unknown
+// propagationPolicy, and the finalizer the policy asks for (orphan, foregroundDeletion).
+std::optional<Reply> invalidPropagation(const DeleteOptions& options);
+void applyPropagation(nlohmann::json& object, const DeleteOptions& options);
 
 }  // namespace ekco::kubesim::store_detail
