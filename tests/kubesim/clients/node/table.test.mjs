@@ -31,6 +31,18 @@ test('pods come as a Table with the real columns', async () => {
     body: { metadata: { name }, spec: { containers: [{ name: 'main', image: 'busybox' }] } },
   });
   try {
+    await core.patchNamespacedPodStatus({
+      namespace: 'default',
+      name,
+      body: [{
+        op: 'add',
+        path: '/status',
+        value: {
+          phase: 'Running',
+          containerStatuses: [{ name: 'main', ready: true, restartCount: 0, image: 'busybox', imageID: '', state: { running: {} } }],
+        },
+      }],
+    });
     const { code, body } = await getTable(kc, '/api/v1/namespaces/default/pods');
     assert.equal(code, 200);
     assert.equal(body.kind, 'Table');
@@ -39,7 +51,7 @@ test('pods come as a Table with the real columns', async () => {
     assert.deepEqual(body.columnDefinitions.filter((c) => c.priority === 1).map((c) => c.name),
       ['IP', 'Node', 'Nominated Node', 'Readiness Gates']);
     const row = body.rows.find((r) => r.cells[0] === name);
-    assert.deepEqual(row.cells.slice(1, 4), ['0/1', 'Pending', '0']);
+    assert.deepEqual(row.cells.slice(1, 4), ['1/1', 'Running', '0']);
     assert.deepEqual(row.cells.slice(5), ['<none>', '<none>', '<none>', '<none>']);
     assert.equal(row.object.kind, 'PartialObjectMetadata');
   } finally {
