@@ -51,5 +51,30 @@ TEST_F(KubectlProtobufTest, TypedCreateCommandsWork) {
   EXPECT_EQ((*r)["rules"][0]["verbs"], json({"get", "list"}));
 }
 
+TEST_F(KubectlProtobufTest, DrainEvictsWithProtobufEvictionsAndDeleteOptions) {
+  json node = {{"apiVersion", "v1"},
+               {"kind", "Node"},
+               {"metadata", {{"name", "node-a"}}},
+               {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "web"}, {"namespace", "default"}}},
+      {"spec", {{"nodeName", "node-a"}, {"containers", {{{"name", "main"}, {"image", "app:1"}}}}}},
+      {"status", {{"phase", "Running"}}}};
+  start({{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "default"}}}},
+         node,
+         pod});
+  // drain evicts through the typed policy/v1 client: a protobuf Eviction whose DeleteOptions
+  // carry the grace period.
+  auto drained = kubectl({"drain", "node-a", "--force", "--grace-period=0", "--timeout=20s"});
+  EXPECT_EQ(drained.exit_code, 0) << drained.stderr_data;
+  EXPECT_THAT(drained.stdout_data, HasSubstr("pod/web evicted"));
+  EXPECT_FALSE(server_->get("pods", "default", "web"));
+  auto cordoned = server_->get("nodes", "", "node-a");
+  ASSERT_TRUE(cordoned);
+  EXPECT_EQ((*cordoned)["spec"]["unschedulable"], true);
+}
+
 }  // namespace
 }  // namespace ekco::kubesim
