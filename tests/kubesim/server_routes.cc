@@ -1,6 +1,8 @@
 // ekco-kubesim: routing, discovery and the resource verbs.
 #include "tests/kubesim/list_options.h"
+#include "tests/kubesim/protobuf.h"
 #include "tests/kubesim/server_impl.h"
+#include "tests/kubesim/table.h"
 #include "tests/kubesim/validation.h"
 
 namespace ekco::kubesim {
@@ -185,20 +187,23 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
   const http::verb method = req.method();
   json body;
   bool has_body = !req.body().empty();
-  if (has_body && method != http::verb::patch) {
+  if (has_body && method != http::verb::patch &&
+      protobuf::isProtobuf(std::string(req[http::field::content_type]))) {
+    // kubectl's typed commands send protobuf (protobuf.h).
+    auto decoded = protobuf::decode(req.body());
+    if (!decoded && decoded.error().code() == base::ErrorCode::kNotFound) {
+      return statusReply(415, "UnsupportedMediaType",
+                         "the body of the request was in an unknown format - accepted media types "
+                         "include: application/json, application/yaml (" +
+                             decoded.error().message() + ")");
+    }
+    if (!decoded) return statusReply(400, "BadRequest", decoded.error().message());
+    body = std::move(*decoded);
+  } else if (has_body && method != http::verb::patch) {
     body = json::parse(req.body(), nullptr, false);
     if (body.is_discarded()) {
       return statusReply(400, "BadRequest",
                          "the request body is not valid JSON (kubesim accepts only JSON)");
-    }
-  }
-  if (!resource && method == http::verb::post && route.name.empty() && body.is_object()) {
-    // A custom resource created before any object of its kind was seen: learn it from the body.
-    std::string api_version =
-        route.group.empty() ? route.version : route.group + "/" + route.version;
-    if (body.value("apiVersion", "") == api_version) {
-      auto learned = store_.resourceForObject(body);
-      if (learned && learned->plural == route.resource) resource = *learned;
     }
   }
   if (!resource)
@@ -230,9 +235,28 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
     if (auto bad = invalidDryRun(options_kind, dry_run)) return std::move(*bad);
   }
   const bool is_dry_run = !dry_run.empty();
+  // `kubectl get` asks for server-side Tables (table.h); a GET accepting nothing kubesim
+  // serves is 406, as kube-apiserver answers.
+  std::optional<std::string> as_table = "";
+  if (method == http::verb::get && route.sub.empty()) {
+    as_table = table::wantsTable(std::string(req[http::field::accept]));
+    if (!as_table) {
+      return statusReply(406, "NotAcceptable",
+                         "only the following media types are accepted: application/json, "
+                         "application/yaml, application/vnd.kubernetes.protobuf, "
+                         "application/json;as=Table;v=v1;g=meta.k8s.io");
+    }
+  }
+  auto answer = [&](Reply reply) {
+    if (!as_table->empty() && reply.code == 200 && !*is_watch) {
+      reply.body = table::toTable(r, reply.body, queryValue(query, "includeObject"),
+                                  clock_->wallNow(), *as_table);
+    }
+    return reply;
+  };
 
   if (route.name.empty()) {
-    return serveCollection(req, r, route, query, std::move(body), is_watch, resource_out);
+    return answer(serveCollection(req, r, route, query, std::move(body), is_watch, resource_out));
   }
 
   if (route.sub == "scale") {
@@ -254,7 +278,7 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
   }
   switch (method) {
     case http::verb::get:
-      return store_.get(r, route.ns, route.name);
+      return answer(store_.get(r, route.ns, route.name));
     case http::verb::put:
       if (!body.is_object())
         return statusReply(400, "BadRequest", "the body must be a JSON object");

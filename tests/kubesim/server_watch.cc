@@ -1,6 +1,7 @@
 // ekco-kubesim: watch streams (events, bookmarks, 410 Gone, faults).
 #include "tests/kubesim/list_options.h"
 #include "tests/kubesim/server_impl.h"
+#include "tests/kubesim/table.h"
 
 namespace ekco::kubesim {
 
@@ -44,8 +45,19 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
   int sent = 0;
   try {
     http::write_header(stream, serializer);
+    // `kubectl get --watch` asks for Tables: each event's object is a one-row Table.
+    const std::string as_table =
+        table::wantsTable(std::string(req[http::field::accept])).value_or("");
     auto send = [&](const json& event) {
-      std::string line = event.dump() + "\n";
+      json table_event;
+      if (!as_table.empty() && event.value("type", "") != "ERROR" &&
+          event.value("type", "") != "BOOKMARK") {
+        table_event = {
+            {"type", event["type"]},
+            {"object", table::toTable(r, event["object"], queryValue(query, "includeObject"),
+                                      clock_->wallNow())}};
+      }
+      std::string line = (table_event.is_null() ? event : table_event).dump() + "\n";
       net::write(stream, http::make_chunk(net::buffer(line)));
     };
     auto finish = [&] { net::write(stream, http::make_chunk_last()); };

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "tests/kubesim/crd.h"
 #include "tests/kubesim/defaults.h"
 #include "tests/kubesim/patch.h"
 #include "tests/kubesim/selector.h"
@@ -133,6 +134,7 @@ const json* Store::findLocked(const ResourceInfo& r, const std::string& ns,
 }
 
 json Store::commitLocked(const ResourceInfo& r, const std::string& type, json object, json old) {
+  if (crd::isDefinitionResource(r) && type != "DELETED") crd::setStatus(object, old, nowText());
   if (dry_run_) return object;  // dryRun=All: the answer without the write
   ++rv_;
   std::string ns = str(object, {"metadata", "namespace"});
@@ -166,29 +168,7 @@ json Store::commitLocked(const ResourceInfo& r, const std::string& type, json ob
     history_.pop_front();
   }
   cv_.notify_all();
-  if (r.group == "apiextensions.k8s.io" && r.plural == "customresourcedefinitions" &&
-      type != "DELETED") {
-    // Serve the versions of a created CustomResourceDefinition.
-    const json& spec = object.value("spec", json::object());
-    const json& names = spec.value("names", json::object());
-    for (const json& v : spec.value("versions", json::array())) {
-      if (!v.is_object() || !v.contains("name")) continue;
-      std::vector<std::string> subs;
-      if (v.value("subresources", json::object()).contains("status")) subs.push_back("status");
-      std::vector<std::string> shorts;
-      for (const json& s : names.value("shortNames", json::array())) {
-        if (s.is_string()) shorts.push_back(s.get<std::string>());
-      }
-      registerLocked(ResourceInfo{.group = spec.value("group", ""),
-                                  .version = v["name"].get<std::string>(),
-                                  .plural = names.value("plural", ""),
-                                  .singular = names.value("singular", ""),
-                                  .kind = names.value("kind", ""),
-                                  .namespaced = spec.value("scope", "Namespaced") == "Namespaced",
-                                  .short_names = shorts,
-                                  .subresources = subs});
-    }
-  }
+  if (crd::isDefinitionResource(r)) definitionChangedLocked(type, object);
   return object;
 }
 
@@ -204,6 +184,15 @@ std::optional<Reply> Store::undecodable(const ResourceInfo& r, const json& objec
 Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, bool dry_run) {
   if (!object.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
   if (auto bad = undecodable(r, object)) return std::move(*bad);
+  if (crd::isDefinitionResource(r)) {
+    if (auto bad = crd::validateDefinition(object)) return std::move(*bad);
+  }
+  if (r.crd_version) {
+    // A custom resource with a status subresource starts without status (the create strategy
+    // of apiextensions' registry drops it).
+    if (r.hasSubresource("status")) object.erase("status");
+    if (auto bad = crd::admit(r, object)) return std::move(*bad);
+  }
   std::lock_guard lock(mu_);
   FlagScope dry(dry_run_, dry_run);
   json& meta = object["metadata"];
@@ -317,6 +306,10 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
   }
   next["apiVersion"] = r.apiVersion();
   next["kind"] = r.kind;
+  if (crd::isDefinitionResource(r)) {
+    if (auto bad = crd::validateDefinition(next)) return std::move(*bad);
+  }
+  if (auto bad = crd::admit(r, next)) return std::move(*bad);
   if (next == old) {
     // A no-op write does not bump resourceVersion or notify watchers (as the API server).
     return Reply{.code = 200, .body = old};
@@ -476,6 +469,12 @@ base::Result<json> Store::put(json object) {
   if (auto bad = typeError(object, r->kind)) {
     return base::Error(r->kind + " " + str(object, {"metadata", "name"}) + ": " + *bad,
                        base::ErrorCode::kInvalidArgument);
+  }
+  if (crd::isDefinitionResource(*r)) {
+    if (auto bad = crd::validateDefinition(object)) {
+      return base::Error(bad->body.value("message", "invalid CustomResourceDefinition"),
+                         base::ErrorCode::kInvalidArgument);
+    }
   }
   std::lock_guard lock(mu_);
   json& meta = object["metadata"];

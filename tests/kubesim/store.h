@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -36,6 +37,9 @@ struct ResourceInfo {
   // Discovery verbs; empty: all eight (create delete deletecollection get list patch update
   // watch). Virtual resources (selfsubjectaccessreviews) list just "create".
   std::vector<std::string> verbs{};
+  // A custom resource: its CustomResourceDefinition's entry in spec.versions (schema,
+  // subresources, additionalPrinterColumns); null for built-in resources.
+  std::shared_ptr<const nlohmann::json> crd_version{};
 
   std::string apiVersion() const { return group.empty() ? version : group + "/" + version; }
   // Storage and watch key: "coordination.k8s.io/v1/leases", "/v1/pods".
@@ -95,9 +99,10 @@ class Store {
   // "pods", "leases.coordination.k8s.io", "cephclusters.ceph.rook.io" (any version).
   std::optional<ResourceInfo> findQualified(std::string_view qualified) const;
   std::vector<ResourceInfo> resources() const;
-  // The resource for an object's apiVersion and kind, registered as a custom resource when
-  // unknown (plural = lower-case kind + "s"/"es"/"ies"; namespaced unless a well-known
-  // cluster-scoped kind).
+  // The resource for an object's apiVersion and kind. A kind of a built-in group (no dot, or
+  // *.k8s.io) that kubesim does not list is registered on demand (plural = lower-case kind +
+  // "s"/"es"/"ies"; namespaced unless a well-known cluster-scoped kind); a kind of any other
+  // group exists only while its CustomResourceDefinition does.
   base::Result<ResourceInfo> resourceForObject(const nlohmann::json& object);
 
   // --- REST verbs (ns is empty for cluster-scoped resources) ---
@@ -169,6 +174,9 @@ class Store {
   };
 
   void registerLocked(ResourceInfo info);
+  // A CustomResourceDefinition was written or deleted: serve its versions, or stop serving them
+  // and delete their objects (crd.h).
+  void definitionChangedLocked(const std::string& type, const nlohmann::json& crd);
   std::optional<ResourceInfo> findByKindLocked(std::string_view api_version,
                                                std::string_view kind) const;
   const nlohmann::json* findLocked(const ResourceInfo& r, const std::string& ns,

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <set>
 
+#include "tests/kubesim/crd.h"
 #include "tests/kubesim/store.h"
 #include "tests/kubesim/store_support.h"
 
@@ -118,12 +119,43 @@ Store::Store(const base::Clock& clock, std::size_t history_window)
       rng_(std::random_device{}()) {
   for (ResourceInfo& info : builtins()) registerLocked(std::move(info));
   bootstrapNamespacesLocked();  // default, kube-system, kube-public, kube-node-lease
+  // kubesim's convenience: the CRDs of the custom resources ekco reads exist from the start, as
+  // real CRD objects (listed, deletable), so their APIs are served.
+  for (json& definition : crd::preloadedDefinitions()) (void)put(std::move(definition));
 }
 
 void Store::registerLocked(ResourceInfo info) {
   std::string key = info.key();
-  resources_.emplace(key, std::move(info));
+  resources_.insert_or_assign(key, std::move(info));
   data_.try_emplace(key);
+}
+
+void Store::definitionChangedLocked(const std::string& type, const json& definition) {
+  const json& spec = definition.value("spec", json::object());
+  const std::string group = spec.value("group", "");
+  const std::string plural = spec.value("names", json::object()).value("plural", "");
+  std::vector<ResourceInfo> served =
+      type == "DELETED" ? std::vector<ResourceInfo>{} : crd::servedResources(definition);
+  std::vector<ResourceInfo> dropped;
+  for (const auto& [key, info] : resources_) {
+    if (!info.crd_version || info.group != group || info.plural != plural) continue;
+    bool still = std::any_of(served.begin(), served.end(),
+                             [&](const ResourceInfo& s) { return s.key() == key; });
+    if (!still) dropped.push_back(info);
+  }
+  for (const ResourceInfo& info : dropped) {
+    // Its objects go with the API (the CRD's customresourcecleanup finalizer), each a DELETED
+    // event for watchers.
+    std::vector<json> objects;
+    for (const auto& [k, object] : data_[info.key()].objects) objects.push_back(object);
+    for (json& object : objects) {
+      json old = object;
+      commitLocked(info, "DELETED", std::move(object), std::move(old));
+    }
+    resources_.erase(info.key());
+    data_.erase(info.key());
+  }
+  for (ResourceInfo& info : served) registerLocked(std::move(info));
 }
 
 std::optional<ResourceInfo> Store::findResource(std::string_view group, std::string_view version,
@@ -170,6 +202,16 @@ base::Result<ResourceInfo> Store::resourceForObject(const json& object) {
   std::lock_guard lock(mu_);
   if (auto found = findByKindLocked(api_version, kind)) return *found;
   auto slash = api_version.find('/');
+  const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+  const bool builtin_group =
+      group.find('.') == std::string::npos ||
+      (group.size() > 7 && group.compare(group.size() - 7, 7, ".k8s.io") == 0);
+  if (!builtin_group) {
+    // The REST mapper's words (meta.NoKindMatchError), as kubectl prints them.
+    return base::Error("no matches for kind \"" + kind + "\" in version \"" + api_version +
+                           "\" (create its CustomResourceDefinition first)",
+                       base::ErrorCode::kNotFound);
+  }
   ResourceInfo info{
       .group = slash == std::string::npos ? "" : api_version.substr(0, slash),
       .version = slash == std::string::npos ? api_version : api_version.substr(slash + 1),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "tests/kubesim/crd.h"
 #include "tests/kubesim/patch.h"
 #include "tests/kubesim/selector.h"
 #include "tests/kubesim/store.h"
@@ -33,11 +34,28 @@ Reply Store::getScale(const ResourceInfo& r, const std::string& ns, const std::s
   const json* obj = findLocked(r, ns, name);
   if (obj == nullptr) return notFound(r, name);
   std::string selector;
-  const json& match =
-      (*obj)["spec"].value("selector", json::object()).value("matchLabels", json::object());
+  const json& match = obj->value("spec", json::object())
+                          .value("selector", json::object())
+                          .value("matchLabels", json::object());
   for (auto it = match.begin(); it != match.end(); ++it) {
     if (!selector.empty()) selector += ",";
     selector += it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
+  }
+  json spec_replicas = obj->value("spec", json::object()).value("replicas", 1);
+  json status_replicas = obj->value("status", json::object()).value("replicas", 0);
+  if (auto paths = crd::scalePaths(r)) {
+    // A custom resource's scale reads the paths its CRD declares (0 where absent).
+    auto first = [&](const std::string& path, json fallback) {
+      auto found = crd::jsonPath(*obj, path);
+      return found.empty() ? fallback : found[0];
+    };
+    spec_replicas = first(paths->spec_replicas, 0);
+    status_replicas = first(paths->status_replicas, 0);
+    selector.clear();
+    if (!paths->label_selector.empty()) {
+      json s = first(paths->label_selector, "");
+      if (s.is_string()) selector = s.get<std::string>();
+    }
   }
   json meta = {{"name", name},
                {"namespace", ns},
@@ -48,10 +66,8 @@ Reply Store::getScale(const ResourceInfo& r, const std::string& ns, const std::s
                .body = {{"kind", "Scale"},
                         {"apiVersion", "autoscaling/v1"},
                         {"metadata", meta},
-                        {"spec", {{"replicas", (*obj)["spec"].value("replicas", 1)}}},
-                        {"status",
-                         {{"replicas", obj->value("status", json::object()).value("replicas", 0)},
-                          {"selector", selector}}}}};
+                        {"spec", {{"replicas", spec_replicas}}},
+                        {"status", {{"replicas", status_replicas}, {"selector", selector}}}}};
 }
 
 Reply Store::updateScale(const ResourceInfo& r, const std::string& ns, const std::string& name,
@@ -69,7 +85,11 @@ Reply Store::updateScale(const ResourceInfo& r, const std::string& ns, const std
       return conflictModified(r, name);
     }
     json next = *obj;
-    next["spec"]["replicas"] = scale["spec"]["replicas"];
+    if (auto paths = crd::scalePaths(r)) {
+      crd::setAtPath(next, paths->spec_replicas, scale["spec"]["replicas"]);
+    } else {
+      next["spec"]["replicas"] = scale["spec"]["replicas"];
+    }
     Reply written = updateLocked(r, ns, name, std::move(next), "", false);
     if (written.code >= 300) return written;
   }

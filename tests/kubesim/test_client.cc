@@ -27,6 +27,7 @@ struct TestClient::Impl {
   net::io_context ioc;
   ssl::context ctx{ssl::context::tls_client};
   std::string authorization{};  // "Bearer TOKEN" or ""
+  std::string accept = "application/json";
 
   std::unique_ptr<ssl::stream<tcp::socket>> connect() {
     auto stream = std::make_unique<ssl::stream<tcp::socket>>(ioc, ctx);
@@ -56,12 +57,14 @@ TestClient::TestClient(const Server& server, const std::string& bearer_token)
 
 TestClient::~TestClient() = default;
 
+void TestClient::setAccept(std::string accept) { impl_->accept = std::move(accept); }
+
 HttpResponse TestClient::request(const std::string& method, const std::string& target,
                                  const std::string& body, const std::string& content_type) {
   auto stream = impl_->connect();
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   req.set(http::field::host, "127.0.0.1");
-  req.set(http::field::accept, "application/json");
+  req.set(http::field::accept, impl_->accept);
   if (!impl_->authorization.empty()) req.set(http::field::authorization, impl_->authorization);
   if (!body.empty()) {
     req.set(http::field::content_type, content_type);
@@ -101,7 +104,7 @@ std::vector<json> TestClient::watch(const std::string& target,
   try {
     http::request<http::empty_body> req{http::verb::get, target, 11};
     req.set(http::field::host, "127.0.0.1");
-    req.set(http::field::accept, "application/json");
+    req.set(http::field::accept, impl_->accept);
     if (!impl_->authorization.empty()) req.set(http::field::authorization, impl_->authorization);
     http::write(*stream, req);
     beast::flat_buffer buffer;

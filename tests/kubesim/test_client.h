@@ -36,6 +36,9 @@ class TestClient {
   TestClient(const Server& server, const std::string& bearer_token);
   ~TestClient();
 
+  // The Accept header of later requests and watches ("application/json" by default).
+  void setAccept(std::string accept);
+
   HttpResponse request(const std::string& method, const std::string& target,
                        const std::string& body = "",
                        const std::string& content_type = "application/json");

@@ -27,27 +27,6 @@
 namespace ekco::agent {
 namespace {
 
-// A CustomResourceDefinition document serving GROUP/v1 PLURAL (schema-less), so kubectl can
-// resolve the resource through discovery.
-std::string crdYaml(const std::string& group, const std::string& plural, const std::string& kind,
-                    bool status_subresource = false) {
-  return fmt::format(
-      "---\n"
-      "apiVersion: apiextensions.k8s.io/v1\n"
-      "kind: CustomResourceDefinition\n"
-      "metadata: {{name: {1}.{0}}}\n"
-      "spec:\n"
-      "  group: {0}\n"
-      "  scope: Namespaced\n"
-      "  names: {{plural: {1}, singular: {2}, kind: {3}}}\n"
-      "  versions:\n"
-      "    - {{name: v1, served: true, storage: true,{4}\n"
-      "       schema: {{openAPIV3Schema: {{type: object, "
-      "x-kubernetes-preserve-unknown-fields: true}}}}}}\n",
-      group, plural, base::asciiLower(kind), kind,
-      status_subresource ? " subresources: {status: {}}," : "");
-}
-
 // A Namespace document, as the add-on's installation creates it.
 std::string namespaceYaml(const std::string& name) {
   return "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + "}\n";
@@ -224,28 +203,27 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
                            "configmap/ekco-config created", "daemonset.apps/ekco created"}) {
     EXPECT_THAT(created.stdout_data, HasSubstr(std::string(line) + "\n"));
   }
-  // Rook is installed: its CephCluster CRD is served (kubectl resolves cephclusters through
-  // discovery).
-  const std::string crd = dir_.path() + "/cephcluster-crd.yaml";
-  // Rook's installation creates its namespace (kube-apiserver refuses objects in a missing one).
-  std::ofstream(crd) << namespaceYaml("rook-ceph")
-                     << crdYaml("ceph.rook.io", "cephclusters", "CephCluster",
-                                /*status_subresource=*/true);
-  base::ProcessResult crd_created = kubectl({"create", "-f", crd});
-  ASSERT_EQ(crd_created.exit_code, 0) << crd_created.stderr_data;
+  // Rook is installed: its namespace exists (kube-apiserver refuses objects in a missing one)
+  // and its CephCluster CRD is served (ekco-kubesim starts with Rook's and prometheus-operator's
+  // CRDs; kubectl resolves cephclusters through discovery).
+  const std::string rook_ns = dir_.path() + "/rook-ceph-namespace.yaml";
+  std::ofstream(rook_ns) << namespaceYaml("rook-ceph");
+  base::ProcessResult rook_ns_created = kubectl({"create", "-f", rook_ns});
+  ASSERT_EQ(rook_ns_created.exit_code, 0) << rook_ns_created.stderr_data;
+  base::ProcessResult crds =
+      kubectl({"get", "crd", "cephclusters.ceph.rook.io", "prometheuses.monitoring.coreos.com",
+               "alertmanagers.monitoring.coreos.com", "-o", "name"});
+  ASSERT_EQ(crds.exit_code, 0) << crds.stderr_data;
   base::ProcessResult rook = kubectl({"create", "-f", kSource + "/deploy-rook-ceph/"});
   ASSERT_EQ(rook.exit_code, 0) << rook.stderr_data;
   EXPECT_THAT(rook.stdout_data,
               HasSubstr("role.rbac.authorization.k8s.io/ekco-purge-rook created"));
 
   // kURL's Prometheus add-on is installed: its CRDs are served, deploy-monitoring/ applies.
-  const std::string monitoring_crds = dir_.path() + "/monitoring-crds.yaml";
-  std::ofstream(monitoring_crds) << namespaceYaml("monitoring")
-                                 << crdYaml("monitoring.coreos.com", "prometheuses", "Prometheus")
-                                 << crdYaml("monitoring.coreos.com", "alertmanagers",
-                                            "Alertmanager");
-  base::ProcessResult monitoring_crds_created = kubectl({"create", "-f", monitoring_crds});
-  ASSERT_EQ(monitoring_crds_created.exit_code, 0) << monitoring_crds_created.stderr_data;
+  const std::string monitoring_ns = dir_.path() + "/monitoring-namespace.yaml";
+  std::ofstream(monitoring_ns) << namespaceYaml("monitoring");
+  base::ProcessResult monitoring_ns_created = kubectl({"create", "-f", monitoring_ns});
+  ASSERT_EQ(monitoring_ns_created.exit_code, 0) << monitoring_ns_created.stderr_data;
   base::ProcessResult monitoring = kubectl({"create", "-f", kSource + "/deploy-monitoring/"});
   ASSERT_EQ(monitoring.exit_code, 0) << monitoring.stderr_data;
   EXPECT_THAT(monitoring.stdout_data,
