@@ -26,6 +26,15 @@ bool eventually(const std::function<bool()>& done,
   return done();
 }
 
+// A valid Deployment or ReplicaSet spec (a selector and a pod template).
+json workloadSpec() {
+  return {{"replicas", 1},
+          {"selector", {{"matchLabels", {{"app", "web"}}}}},
+          {"template",
+           {{"metadata", {{"labels", {{"app", "web"}}}}},
+            {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}}}};
+}
+
 json ownerRef(const json& owner, bool block) {
   return {{"apiVersion", owner["apiVersion"]},
           {"kind", owner["kind"]},
@@ -46,7 +55,7 @@ class GcTest : public ApiTest {
             ->post("/apis/apps/v1/namespaces/ns/deployments", {{"apiVersion", "apps/v1"},
                                                                {"kind", "Deployment"},
                                                                {"metadata", {{"name", "web"}}},
-                                                               {"spec", {{"replicas", 1}}}})
+                                                               {"spec", workloadSpec()}})
             .json();
     ASSERT_TRUE(deployment_["metadata"].contains("uid")) << deployment_.dump();
     json rs = client_
@@ -55,7 +64,7 @@ class GcTest : public ApiTest {
                           {"kind", "ReplicaSet"},
                           {"metadata",
                            {{"name", "web-1"}, {"ownerReferences", {ownerRef(deployment_, true)}}}},
-                          {"spec", {{"replicas", 1}}}})
+                          {"spec", workloadSpec()}})
                   .json();
     ASSERT_TRUE(rs["metadata"].contains("uid")) << rs.dump();
     json p = testing::pod("ns", "web-1-a", on_node ? "node-a" : "");

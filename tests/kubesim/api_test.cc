@@ -417,14 +417,23 @@ TEST_F(ApiTest, DeletePreconditionsMismatchIsConflict) {
 TEST_F(ApiTest, EvictionDeletesGracefullyUnlessABudgetForbidsIt) {
   start();
   ASSERT_TRUE(server_->put(pod("ns", "a", "node-a", {{"app", "web"}})));
-  ASSERT_TRUE(server_->put(pod("ns", "b", "node-a", {{"app", "db"}})));
-  json pdb = {
-      {"apiVersion", "policy/v1"},
-      {"kind", "PodDisruptionBudget"},
-      {"metadata", {{"name", "db"}, {"namespace", "ns"}}},
-      {"spec", {{"selector", {{"matchLabels", {{"app", "db"}}}}}}},
-      {"status", {{"disruptionsAllowed", 0}, {"desiredHealthy", 1}, {"currentHealthy", 1}}}};
+  json b = pod("ns", "b", "node-a", {{"app", "db"}});
+  b["status"]["conditions"] = {{{"type", "Ready"}, {"status", "True"}}};
+  ASSERT_TRUE(server_->put(b));
+  json pdb = {{"apiVersion", "policy/v1"},
+              {"kind", "PodDisruptionBudget"},
+              {"metadata", {{"name", "db"}, {"namespace", "ns"}}},
+              {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "db"}}}}}}}};
   ASSERT_TRUE(server_->put(pdb));
+  // The simulated disruption controller observes the budget: b is its one healthy pod, so no
+  // disruption is allowed.
+  bool observed = false;
+  for (int i = 0; i < 250 && !observed; ++i) {
+    auto got = server_->get("poddisruptionbudgets.policy", "ns", "db");
+    observed = got && (*got).value("status", json::object()).value("observedGeneration", 0) == 1;
+    if (!observed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(observed);
   json eviction = {
       {"apiVersion", "policy/v1"}, {"kind", "Eviction"}, {"metadata", {{"name", "a"}}}};
   auto ok = client_->post("/api/v1/namespaces/ns/pods/a/eviction", eviction);

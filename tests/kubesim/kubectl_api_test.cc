@@ -138,10 +138,17 @@ void putChain(Server& server) {
                 {"controller", true},
                 {"blockOwnerDeletion", true}};
   };
+  // Valid workloads (a selector and a pod template): the collector's writes to them are
+  // validated as any update.
+  const json spec = {{"replicas", 1},
+                     {"selector", {{"matchLabels", {{"app", "web"}}}}},
+                     {"template",
+                      {{"metadata", {{"labels", {{"app", "web"}}}}},
+                       {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}}}};
   ASSERT_TRUE(server.put({{"apiVersion", "apps/v1"},
                           {"kind", "Deployment"},
                           {"metadata", {{"name", "web"}, {"namespace", "default"}, {"uid", "d-1"}}},
-                          {"spec", {{"replicas", 1}}}}));
+                          {"spec", spec}}));
   ASSERT_TRUE(server.put({{"apiVersion", "apps/v1"},
                           {"kind", "ReplicaSet"},
                           {"metadata",
@@ -149,7 +156,7 @@ void putChain(Server& server) {
                             {"namespace", "default"},
                             {"uid", "rs-1"},
                             {"ownerReferences", {ref("Deployment", "web", "d-1")}}}},
-                          {"spec", {{"replicas", 1}}}}));
+                          {"spec", spec}}));
   ASSERT_TRUE(server.put({{"apiVersion", "v1"},
                           {"kind", "Pod"},
                           {"metadata",
@@ -236,8 +243,10 @@ TEST_F(KubectlApiTest, PatchMergesServicePortsByPort) {
   ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
   auto svc = server_->get("services", "default", "web");
   ASSERT_TRUE(svc);
-  EXPECT_EQ((*svc)["spec"]["ports"], json::parse(R"([{"name":"http","port":80,"targetPort":9090},
-                            {"name":"https","port":443,"targetPort":8443}])"));
+  // protocol: TCP is the API's default for a port.
+  EXPECT_EQ((*svc)["spec"]["ports"],
+            json::parse(R"([{"name":"http","port":80,"protocol":"TCP","targetPort":9090},
+                            {"name":"https","port":443,"protocol":"TCP","targetPort":8443}])"));
 }
 
 }  // namespace

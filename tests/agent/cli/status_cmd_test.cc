@@ -10,6 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include <fstream>
 
 #include "agent/cli/cli.h"
@@ -177,20 +179,28 @@ class StatusCommand : public ::testing::Test {
  protected:
   void serve(bool ready, std::string socket_path = "") {
     path_ = socket_path.empty() ? dir_.path() + "/ekco.sock" : socket_path;
-    const base::WallTime now = base::SystemClock().wallNow();
     status_ = sampleStatus();
-    status_["controllers"][0]["last_run"] = kube::formatRfc3339Micro(now - 3s - 200ms);
-    status_["controllers"][0]["next_run"] = kube::formatRfc3339Micro(now + 57s + 700ms);
-    // Every time in the document follows the real clock, or the columns' widths would depend on
-    // the day the test runs.
-    status_["controllers"][1]["last_run"] = kube::formatRfc3339Micro(now - 2min - 5s - 200ms);
-    status_["lease"]["renew_time"] = kube::formatRfc3339Micro(now - 200ms);
     HealthHandlers h;
     h.healthz = [] { return Health{.ok = true}; };
     h.readyz = [ready] {
       return ready ? Health{.ok = true} : Health{.ok = false, .reason = "caches not synced: pods"};
     };
-    h.status = [this] { return status_; };
+    // Every time in the document follows the real clock, or the columns' widths would depend on
+    // the day the test runs; taken when the document is served, so a slow machine between
+    // serve() and the command cannot turn "3s ago" into "4s ago".
+    h.status = [this] {
+      const base::WallTime now = base::SystemClock().wallNow();
+      json doc = status_;
+      if (doc.contains("controllers") && doc["controllers"].size() >= 2) {
+        doc["controllers"][0]["last_run"] = kube::formatRfc3339Micro(now - 3s - 200ms);
+        doc["controllers"][0]["next_run"] = kube::formatRfc3339Micro(now + 57s + 700ms);
+        doc["controllers"][1]["last_run"] = kube::formatRfc3339Micro(now - 2min - 5s - 200ms);
+      }
+      if (doc.contains("lease")) doc["lease"]["renew_time"] = kube::formatRfc3339Micro(now - 200ms);
+      std::lock_guard lock(mu_);
+      served_ = doc;
+      return doc;
+    };
     auto server = HealthServer::start(HealthServerOptions{.socket_path = path_, .handlers = h});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
@@ -199,6 +209,13 @@ class StatusCommand : public ::testing::Test {
   TempDir dir_;
   std::string path_;
   json status_;
+  // The document as last served (with its times).
+  json served() const {
+    std::lock_guard lock(mu_);
+    return served_;
+  }
+  mutable std::mutex mu_;
+  json served_;
   std::unique_ptr<HealthServer> server_;
 };
 
@@ -231,8 +248,8 @@ TEST_F(StatusCommand, JsonPrintsTheDocumentAsServed) {
   serve(/*ready=*/true);
   CliRun r = cli({"status", "--socket", path_, "--json"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_EQ(json::parse(r.out), status_);
-  EXPECT_EQ(r.out, status_.dump() + "\n");
+  EXPECT_EQ(json::parse(r.out), served());
+  EXPECT_EQ(r.out, served().dump() + "\n");
   EXPECT_EQ(r.err, "");
 }
 
@@ -240,7 +257,7 @@ TEST_F(StatusCommand, JsonWhenDegradedExitsOneWithTheReasonOnStderr) {
   serve(/*ready=*/false);
   CliRun r = cli({"status", "--json", "--socket", path_});
   EXPECT_EQ(r.code, kExitFailure);
-  EXPECT_EQ(json::parse(r.out), status_);
+  EXPECT_EQ(json::parse(r.out), served());
   EXPECT_EQ(r.err, "degraded: caches not synced: pods\n");
 }
 

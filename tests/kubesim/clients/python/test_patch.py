@@ -26,18 +26,24 @@ class StrategicMerge(unittest.TestCase):
         self.assertEqual(ports, {80: 9090, 443: 8443})
 
     def test_container_env_merges_by_name_and_args_are_replaced(self):
-        name = unique("pod")
-        self.core.create_namespaced_pod(NS, client.V1Pod(
+        # A Deployment's pod template: a Pod's own containers are immutable (ValidatePodUpdate).
+        apps = client.AppsV1Api(api_client())
+        name = unique("deploy")
+        labels = {"app": name}
+        apps.create_namespaced_deployment(NS, client.V1Deployment(
             metadata=client.V1ObjectMeta(name=name),
-            spec=client.V1PodSpec(containers=[client.V1Container(
-                name="c", image="busybox", args=["a", "b"],
-                env=[client.V1EnvVar(name="A", value="1")])])))
-        patched = self.core.patch_namespaced_pod(name, NS, {"spec": {"containers": [
-            {"name": "c", "args": ["z"], "env": [{"name": "B", "value": "2"}]}]}})
-        c = patched.spec.containers[0]
+            spec=client.V1DeploymentSpec(
+                selector=client.V1LabelSelector(match_labels=labels),
+                template=client.V1PodTemplateSpec(
+                    metadata=client.V1ObjectMeta(labels=labels),
+                    spec=client.V1PodSpec(containers=[client.V1Container(
+                        name="c", image="busybox", args=["a", "b"],
+                        env=[client.V1EnvVar(name="A", value="1")])])))))
+        patched = apps.patch_namespaced_deployment(name, NS, {"spec": {"template": {"spec": {
+            "containers": [{"name": "c", "args": ["z"], "env": [{"name": "B", "value": "2"}]}]}}}})
+        c = patched.spec.template.spec.containers[0]
         self.assertEqual(c.args, ["z"])
         self.assertEqual({e.name: e.value for e in c.env}, {"A": "1", "B": "2"})
-
 
 if __name__ == "__main__":
     unittest.main()
