@@ -22,11 +22,10 @@ using SslCtxPtr = std::unique_ptr<SSL_CTX, detail::Deleter<SSL_CTX, SSL_CTX_free
 enum class Wait { kReady, kTimedOut, kFailed };
 
 // Waits until the BIO's socket is ready for what the last call wanted, or the deadline.
-Wait waitReady(BIO* bio, std::chrono::steady_clock::time_point deadline) {
+Wait waitReady(BIO* bio, base::MonoTime deadline, const base::Clock& clock) {
   const int fd = static_cast<int>(BIO_get_fd(bio, nullptr));
   if (fd < 0) return Wait::kFailed;
-  const auto left =
-      std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.monoNow());
   if (left.count() <= 0) return Wait::kTimedOut;
   pollfd p{.fd = fd,
            .events = static_cast<short>((BIO_should_read(bio) ? POLLIN : 0) |
@@ -42,6 +41,7 @@ Wait waitReady(BIO* bio, std::chrono::steady_clock::time_point deadline) {
 
 base::Result<Certificate> presentedCertificate(const std::string& host, int port,
                                                std::chrono::milliseconds timeout,
+                                               const base::Clock& clock,
                                                const std::string& server_name) {
   const std::string where = fmt::format("TLS to {}:{}", host, port);
   const auto fail = [&](std::string_view what, ErrorCode code = ErrorCode::kUnavailable) {
@@ -68,10 +68,10 @@ base::Result<Certificate> presentedCertificate(const std::string& host, int port
   BIO_get_ssl(bio.get(), &ssl);
   if (ssl == nullptr) return fail("cannot create a connection", ErrorCode::kIo);
   if (!server_name.empty()) SSL_set_tlsext_host_name(ssl, server_name.c_str());
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const base::MonoTime deadline = clock.monoNow() + timeout;
   while (BIO_do_handshake(bio.get()) <= 0) {
     if (!BIO_should_retry(bio.get())) return fail("handshake failed");
-    switch (waitReady(bio.get(), deadline)) {
+    switch (waitReady(bio.get(), deadline, clock)) {
       case Wait::kReady:
         break;
       case Wait::kTimedOut:

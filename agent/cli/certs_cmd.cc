@@ -208,9 +208,9 @@ int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const
   auto report = runCertRenewal(options, {.fs = *c.host_fs,
                                          .kube = *c.client,
                                          .clock = clock,
-                                         .probe = [](const std::string& host, int port) {
+                                         .probe = [&clock](const std::string& host, int port) {
                                            return pki::presentedCertificate(
-                                               host, port, std::chrono::seconds(5));
+                                               host, port, std::chrono::seconds(5), clock);
                                          }});
   if (!report) {
     *env.err << "error: certs renew: " << report.error().message() << "\n";

@@ -76,7 +76,7 @@ TEST(PresentedCertificate, IsTheCertificateTheServerServes) {
   });
   base::Result<Certificate> got = base::Error("not tried");
   for (int i = 0; i < 100; ++i) {
-    got = presentedCertificate("127.0.0.1", port, 2s, "probe-me");
+    got = presentedCertificate("127.0.0.1", port, 2s, clock, "probe-me");
     if (got) break;
     std::this_thread::sleep_for(50ms);
   }
@@ -88,15 +88,16 @@ TEST(PresentedCertificate, IsTheCertificateTheServerServes) {
 }
 
 TEST(PresentedCertificate, ClosedPortAndSilentServerAreErrors) {
+  base::SystemClock clock;
   const int closed = freePort();
-  auto refused = presentedCertificate("127.0.0.1", closed, 2s);
+  auto refused = presentedCertificate("127.0.0.1", closed, 2s, clock);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code(), base::ErrorCode::kUnavailable);
   EXPECT_THAT(refused.error().message(), HasSubstr("TLS to 127.0.0.1:" + std::to_string(closed)));
 
   Silent silent;
   const auto start = std::chrono::steady_clock::now();
-  auto hung = presentedCertificate("127.0.0.1", silent.port(), 300ms);
+  auto hung = presentedCertificate("127.0.0.1", silent.port(), 300ms, clock);
   ASSERT_FALSE(hung);
   EXPECT_EQ(hung.error().code(), base::ErrorCode::kTimeout);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
