@@ -1,5 +1,6 @@
 #include "agent/cli/certs_cmd.h"
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -219,6 +220,42 @@ int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const
   for (const std::string& line : report->lines) *env.out << line << "\n";
   if (args.dry_run) *env.out << "Dry run: nothing was changed.\n";
   return kExitOk;
+}
+
+void addCertsCommands(CLI::App& app, CertsCli& c) {
+  auto* certs = app.add_subcommand("certs", "This node's control-plane certificates");
+  certs->require_subcommand(1);
+  c.check = certs->add_subcommand(
+      "check",
+      "List every kubeadm certificate of this node with its expiry, residual time, CA, issuer "
+      "and whether ekco would renew it; exit 1 if any is within rotate_certs_ttl");
+  c.check->add_option("--config", c.check_config,
+                      "Config file (default /etc/ekco/config.yaml; absent means all "
+                      "defaults)");
+  c.check->add_option("--kubeconfig", c.check_kubeconfig,
+                      "kubeconfig, to read the agents' ConfigMap kurl/ekco-config "
+                      "(default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
+  c.check->add_option("--host-root", c.check_args.host_root, "Where the host's / is (default /)");
+  c.check->add_flag("--json", c.check_args.json, "Print JSON instead of tables");
+
+  c.renew = certs->add_subcommand(
+      "renew",
+      "Renew this node's certificates now (those within rotate_certs_ttl, or NAME...), under "
+      "the cluster's disruption Lease; restart the static pods that load them and verify");
+  c.renew->add_option("NAME", c.renew_args.names,
+                      "Certificates to renew (kubeadm's names: apiserver, admin.conf, ...)");
+  c.renew->add_option("--config", c.renew_config,
+                      "Config file (default /etc/ekco/config.yaml; absent means all "
+                      "defaults)");
+  c.renew->add_option("--kubeconfig", c.renew_args.kubeconfig,
+                      "kubeconfig (default: KUBECONFIG, then the host's "
+                      "/etc/kubernetes/admin.conf)");
+  c.renew->add_option("--host-root", c.renew_args.host_root, "Where the host's / is (default /)");
+  c.renew->add_option("--node-name", c.renew_args.node_name,
+                      "This node's name (default: NODE_NAME, then the host name)");
+  c.renew->add_flag("--force", c.renew_args.force, "Renew even those outside rotate_certs_ttl");
+  c.renew->add_flag("--dry-run", c.renew_args.dry_run,
+                    "Say what would be renewed and restarted; change nothing");
 }
 
 }  // namespace ekco::agent

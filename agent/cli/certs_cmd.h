@@ -12,6 +12,10 @@
 #include "agent/config/config.h"
 #include "base/clock.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace ekco::agent {
 
 struct CertsCheckArgs {
@@ -41,5 +45,18 @@ struct CertsRenewArgs {
 // renewal or its verification failed (the previous certificates restored), or another primary
 // holds the disruption Lease past the wait; 2 for a bad flag or an unknown certificate name.
 int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const CliEnv& env);
+
+// `ekco certs check|renew` on the command line: what the flags parse into (CLI11 keeps pointers
+// into it, so it stays where runCli made it).
+struct CertsCli {
+  CLI::App* check = nullptr;
+  std::string check_config{};
+  std::string check_kubeconfig{};
+  CertsCheckArgs check_args{};
+  CLI::App* renew = nullptr;
+  std::string renew_config{};
+  CertsRenewArgs renew_args{};
+};
+void addCertsCommands(CLI::App& app, CertsCli& c);
 
 }  // namespace ekco::agent

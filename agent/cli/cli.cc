@@ -326,13 +326,7 @@ struct Commands {
   std::string purge_config{};
   FlagValues purge_flags{};
   PurgeNodeArgs purge_args{};
-  CLI::App* certs_check = nullptr;
-  std::string certs_config{};
-  std::string certs_kubeconfig{};
-  CertsCheckArgs certs_check_args{};
-  CLI::App* certs_renew = nullptr;
-  std::string certs_renew_config{};
-  CertsRenewArgs certs_renew_args{};
+  CertsCli certs{};
   CLI::App* render_haproxy = nullptr;
   CLI::App* render_manifest = nullptr;
   CLI::App* render_units = nullptr;
@@ -479,45 +473,6 @@ void addPurgeCommand(CLI::App& app, Commands& c) {
   addConfigFlags(c.purge, c.purge_flags);
 }
 
-void addCertsCommands(CLI::App& app, Commands& c) {
-  auto* certs = app.add_subcommand("certs", "This node's control-plane certificates");
-  certs->require_subcommand(1);
-  c.certs_check = certs->add_subcommand(
-      "check",
-      "List every kubeadm certificate of this node with its expiry, residual time, CA, issuer "
-      "and whether ekco would renew it; exit 1 if any is within rotate_certs_ttl");
-  c.certs_check->add_option("--config", c.certs_config,
-                            "Config file (default /etc/ekco/config.yaml; absent means all "
-                            "defaults)");
-  c.certs_check->add_option("--kubeconfig", c.certs_kubeconfig,
-                            "kubeconfig, to read the agents' ConfigMap kurl/ekco-config "
-                            "(default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
-  c.certs_check->add_option("--host-root", c.certs_check_args.host_root,
-                            "Where the host's / is (default /)");
-  c.certs_check->add_flag("--json", c.certs_check_args.json, "Print JSON instead of tables");
-
-  c.certs_renew = certs->add_subcommand(
-      "renew",
-      "Renew this node's certificates now (those within rotate_certs_ttl, or NAME...), under "
-      "the cluster's disruption Lease; restart the static pods that load them and verify");
-  c.certs_renew->add_option("NAME", c.certs_renew_args.names,
-                            "Certificates to renew (kubeadm's names: apiserver, admin.conf, ...)");
-  c.certs_renew->add_option("--config", c.certs_renew_config,
-                            "Config file (default /etc/ekco/config.yaml; absent means all "
-                            "defaults)");
-  c.certs_renew->add_option("--kubeconfig", c.certs_renew_args.kubeconfig,
-                            "kubeconfig (default: KUBECONFIG, then the host's "
-                            "/etc/kubernetes/admin.conf)");
-  c.certs_renew->add_option("--host-root", c.certs_renew_args.host_root,
-                            "Where the host's / is (default /)");
-  c.certs_renew->add_option("--node-name", c.certs_renew_args.node_name,
-                            "This node's name (default: NODE_NAME, then the host name)");
-  c.certs_renew->add_flag("--force", c.certs_renew_args.force,
-                          "Renew even those outside rotate_certs_ttl");
-  c.certs_renew->add_flag("--dry-run", c.certs_renew_args.dry_run,
-                          "Say what would be renewed and restarted; change nothing");
-}
-
 void addRenderCommands(CLI::App& app, Commands& c) {
   auto* render = app.add_subcommand(
       "render",
@@ -652,20 +607,21 @@ int dispatch(Commands& c, const CliEnv& env) {
     if (!cfg) return kExitUsage;
     return runUpgradeCommand(*cfg, c.upgrade_args, env);
   }
-  if (c.certs_check->parsed()) {
+  if (c.certs.check->parsed()) {
     const ClusterConfig cluster =
-        clusterConfigFor(c.certs_kubeconfig, c.certs_check_args.host_root, env);
-    auto cfg = commandConfig(c.certs_config, nullptr, nullptr, c.log_level_flag, env, &cluster);
-    if (!cfg) return kExitUsage;
-    return runCertsCheckCommand(*cfg, c.certs_check_args, env, base::SystemClock());
-  }
-  if (c.certs_renew->parsed()) {
-    const ClusterConfig cluster =
-        clusterConfigFor(c.certs_renew_args.kubeconfig, c.certs_renew_args.host_root, env);
+        clusterConfigFor(c.certs.check_kubeconfig, c.certs.check_args.host_root, env);
     auto cfg =
-        commandConfig(c.certs_renew_config, nullptr, nullptr, c.log_level_flag, env, &cluster);
+        commandConfig(c.certs.check_config, nullptr, nullptr, c.log_level_flag, env, &cluster);
     if (!cfg) return kExitUsage;
-    return runCertsRenewCommand(*cfg, c.certs_renew_args, env);
+    return runCertsCheckCommand(*cfg, c.certs.check_args, env, base::SystemClock());
+  }
+  if (c.certs.renew->parsed()) {
+    const ClusterConfig cluster =
+        clusterConfigFor(c.certs.renew_args.kubeconfig, c.certs.renew_args.host_root, env);
+    auto cfg =
+        commandConfig(c.certs.renew_config, nullptr, nullptr, c.log_level_flag, env, &cluster);
+    if (!cfg) return kExitUsage;
+    return runCertsRenewCommand(*cfg, c.certs.renew_args, env);
   }
   if (c.purge->parsed()) {
     const ClusterConfig cluster =
@@ -707,7 +663,7 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
   addRebootCommands(app, c);
   addUpgradeCommand(app, c);
   addPurgeCommand(app, c);
-  addCertsCommands(app, c);
+  addCertsCommands(app, c.certs);
   addRenderCommands(app, c);
 
   if (auto exit_code = parseArgs(app, args, env)) return *exit_code;
