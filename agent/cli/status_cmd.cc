@@ -169,6 +169,28 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
       status, "host_checks", "host checks", {"HOST CHECK", "OK", "MESSAGE"}, [](const json& h) {
         return std::vector<std::string>{field(h, "name"), field(h, "ok"), field(h, "message")};
       });
+  // The control-plane-certificates controller's view (on a control-plane node only).
+  if (const json& certs = member(status, "certificates");
+      certs.is_object() && member(certs, "control_plane") == true) {
+    out += "\n";
+    out += renderSection(
+        certs, "certificates", "certificates",
+        {"CERTIFICATE", "EXPIRES", "DAYS LEFT", "CA", "RENEW", "PROBLEM"}, [](const json& c) {
+          const bool missing = member(c, "missing") == true;
+          return std::vector<std::string>{field(c, "name"),
+                                          missing ? std::string("missing") : field(c, "expires"),
+                                          field(c, "days_left"),
+                                          field(c, "ca"),
+                                          member(c, "due") == true ? "yes" : "no",
+                                          field(c, "problem")};
+        });
+    const json& renewal = member(certs, "renewal");
+    std::string line = field(renewal, "state");
+    if (member(renewal, "message").is_string()) line += ": " + field(renewal, "message");
+    if (member(renewal, "next_attempt").is_string())
+      line += " (next attempt " + timeField(renewal, "next_attempt", now) + ")";
+    out += fmt::format("certificate renewal: {}\n", line);
+  }
   // Only when enable_internal_load_balancer is on (the agent sends null otherwise).
   if (const json& lb = member(status, "internal_load_balancer"); lb.is_object()) {
     std::string backends;

@@ -1,6 +1,7 @@
 // Every controller, one line each, in the order the manager runs them when several are due
 // (agent/controllers/spec.h). Adding a controller adds a line here.
 #include "agent/controllers/clear_nodes.h"
+#include "agent/controllers/control_plane_certs.h"
 #include "agent/controllers/host_checks.h"
 #include "agent/controllers/host_units.h"
 #include "agent/controllers/internal_lb.h"
@@ -12,12 +13,13 @@ namespace ekco::agent {
 
 const std::vector<ControllerSpec>& controllerSpecs() {
   static const std::vector<ControllerSpec> table = {
-      hostChecksSpec(),       // every node: the node as the host and the API see it
-      hostUnitsSpec(),        // every node: ekco-reboot.service, ekco-upgrade.timer
-      internalLbSpec(),       // every node: HAProxy in front of the apiservers
-      clearNodesSpec(),       // leader: force-delete pods stuck on dead nodes
-      purgeDeadNodesSpec(),   // leader: purge dead nodes, after clear-nodes is done with them
-      resourceScalingSpec(),  // leader: Prometheus/Alertmanager replicas follow the node count
+      hostChecksSpec(),         // every node: the node as the host and the API see it
+      hostUnitsSpec(),          // every node: ekco-reboot.service, ekco-upgrade.timer
+      internalLbSpec(),         // every node: HAProxy in front of the apiservers
+      controlPlaneCertsSpec(),  // every node: the kubeadm certificates, renewed inside the TTL
+      clearNodesSpec(),         // leader: force-delete pods stuck on dead nodes
+      purgeDeadNodesSpec(),     // leader: purge dead nodes, after clear-nodes is done with them
+      resourceScalingSpec(),    // leader: Prometheus/Alertmanager replicas follow the node count
   };
   return table;
 }

@@ -120,7 +120,7 @@ class Run {
     DisruptionLease lease(d_.kube, d_.clock,
                           {.ns = o_.lease_namespace, .holder = o_.node_name + "/certificates"});
     bool holding = false;
-    if (auto taken = lease.acquireWithin(o_.lease_wait, o_.poll); taken) {
+    if (auto taken = lease.acquireWithin(o_.lease_wait, o_.poll, d_.wait); taken) {
       holding = true;
     } else if (const ErrorCode code = taken.error().code();
                code != ErrorCode::kUnavailable && code != ErrorCode::kTimeout) {

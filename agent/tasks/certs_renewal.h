@@ -62,6 +62,10 @@ struct CertRenewalDeps {
   const base::Clock& clock;
   // The certificate a TLS server presents (pki/probe.h's presentedCertificate in production).
   std::function<base::Result<pki::Certificate>(const std::string& host, int port)> probe;
+  // Sleeps between tries for the Lease; false when the caller is stopping, which ends the run
+  // before anything is changed (kCancelled). Empty: a plain sleep. Verification, once the
+  // certificates are written, is not cut short: it runs to verify_timeout.
+  std::function<bool(std::chrono::milliseconds)> wait{};
 };
 
 struct CertRenewalReport {

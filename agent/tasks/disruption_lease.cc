@@ -95,8 +95,9 @@ base::Status DisruptionLease::release() {
   return base::ok();
 }
 
-base::Status DisruptionLease::acquireWithin(std::chrono::milliseconds timeout,
-                                            std::chrono::milliseconds poll) {
+base::Status DisruptionLease::acquireWithin(
+    std::chrono::milliseconds timeout, std::chrono::milliseconds poll,
+    const std::function<bool(std::chrono::milliseconds)>& wait) {
   const base::MonoTime deadline = clock_.monoNow() + timeout;
   while (true) {
     base::Status taken = acquire();
@@ -105,7 +106,13 @@ base::Status DisruptionLease::acquireWithin(std::chrono::milliseconds timeout,
       return taken;
     }
     base::logInfo("waiting for the disruption lease", {{"reason", taken.error().message()}});
-    std::this_thread::sleep_for(poll);
+    if (!wait) {
+      std::this_thread::sleep_for(poll);
+    } else if (!wait(poll)) {
+      return Error(
+          "stopped while waiting for the disruption lease (" + taken.error().message() + ")",
+          ErrorCode::kCancelled);
+    }
   }
 }
 

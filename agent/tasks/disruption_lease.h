@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -37,8 +38,11 @@ class DisruptionLease {
   // Gives it up (renewTime cleared, holder emptied) if it is still ours; ok when it is not.
   [[nodiscard]] base::Status release();
   // acquire(), retried every `poll` until `timeout`; the last error when it never became free.
-  [[nodiscard]] base::Status acquireWithin(std::chrono::milliseconds timeout,
-                                           std::chrono::milliseconds poll);
+  // `wait` sleeps between tries and returns false when the caller is stopping (the agent shuts
+  // down): then kCancelled; empty: a plain sleep.
+  [[nodiscard]] base::Status acquireWithin(
+      std::chrono::milliseconds timeout, std::chrono::milliseconds poll,
+      const std::function<bool(std::chrono::milliseconds)>& wait = {});
 
  private:
   kube::KubeClient& client_;

@@ -187,6 +187,9 @@ std::vector<json> preloadedDefinitions() {
            column("Paused", "boolean", ".status.paused", 1,
                   "Whether the resource reconciliation is paused or not")},
           scale),
+      // No printer columns and no subresources, as prometheus-operator ships it.
+      definition("monitoring.coreos.com", "PrometheusRule", "prometheusrules", {"promrule"},
+                 json::array(), json::object()),
   };
 }
 

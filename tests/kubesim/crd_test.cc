@@ -242,7 +242,8 @@ TEST_F(CrdTest, ThePreloadedDefinitionsAreObjectsAndCanBeDeleted) {
   EXPECT_EQ(names, (std::set<std::string>{
                        "alertmanagers.monitoring.coreos.com", "cephblockpools.ceph.rook.io",
                        "cephclusters.ceph.rook.io", "cephfilesystems.ceph.rook.io",
-                       "cephobjectstores.ceph.rook.io", "prometheuses.monitoring.coreos.com"}));
+                       "cephobjectstores.ceph.rook.io", "prometheuses.monitoring.coreos.com",
+                       "prometheusrules.monitoring.coreos.com"}));
   ASSERT_TRUE(server_->put({{"apiVersion", "monitoring.coreos.com/v1"},
                             {"kind", "Prometheus"},
                             {"metadata", {{"name", "k8s"}, {"namespace", "monitoring"}}},

@@ -106,6 +106,27 @@ TEST(StatusTable, ShowsTheInternalLoadBalancerWhenEnabled) {
   EXPECT_THAT(t, HasSubstr("  problem:      no apiserver known\n"));
 }
 
+TEST(StatusTable, ShowsDaysLeftPerCertificateOnAControlPlaneNode) {
+  json doc = sampleStatus();
+  doc["certificates"] = json::parse(R"json({"control_plane": false, "certificates": []})json");
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              Not(HasSubstr("certificate renewal")));
+  doc["certificates"] = json::parse(R"json({"control_plane": true,
+    "certificates": [
+      {"name": "apiserver", "file": "/etc/kubernetes/pki/apiserver.crt", "ca": "ca",
+       "expires": "2026-12-02T10:00:00Z", "days_left": 10, "due": true, "missing": false},
+      {"name": "super-admin.conf", "missing": true, "due": false}],
+    "renewal": {"state": "failed", "message": "not verified within 3m",
+                "next_attempt": "2026-11-22T10:10:03Z"}})json");
+  const std::string t =
+      renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  EXPECT_THAT(t, HasSubstr("CERTIFICATE       EXPIRES               DAYS LEFT  CA  RENEW  PROBLEM\n"
+                           "apiserver         2026-12-02T10:00:00Z  10         ca  yes    -\n"
+                           "super-admin.conf  missing               -          -   no     -\n"));
+  EXPECT_THAT(t, HasSubstr("certificate renewal: failed: not verified within 3m (next attempt in "
+                           "10m)\n"));
+}
+
 TEST(StatusTable, ShowsTheReadinessReason) {
   const std::string table =
       renderStatusTable(sampleStatus(), Readiness{.ready = false, .reason = "caches not synced"},

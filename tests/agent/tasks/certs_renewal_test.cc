@@ -258,6 +258,28 @@ TEST_F(CertsRenewalTest, AnotherPrimaryHoldingTheLeaseStopsItBeforeAnythingChang
   EXPECT_EQ(next->renewed.size(), 10u);
 }
 
+TEST_F(CertsRenewalTest, AStopWhileWaitingForTheLeaseEndsTheRunBeforeAnythingChanges) {
+  DisruptionLease other(*client_, clock_, {.ns = "kurl", .holder = "cp-2/certificates"});
+  ASSERT_TRUE(other.acquire());
+  const std::string before = pki_.read(pki_.pki() / "apiserver.crt");
+  options_.lease_wait = std::chrono::hours(1);
+  int waits = 0;
+  CertRenewalDeps d = deps();
+  d.wait = [&waits](std::chrono::milliseconds) {
+    ++waits;
+    return false;  // the agent is stopping
+  };
+  auto report = runCertRenewal(options_, d);
+  ASSERT_FALSE(report);
+  EXPECT_EQ(report.error().code(), base::ErrorCode::kCancelled);
+  EXPECT_THAT(report.error().message(),
+              HasSubstr("stopped while waiting for the disruption lease (another control-plane "
+                        "disruption is in progress: cp-2/certificates holds"));
+  EXPECT_EQ(waits, 1);
+  EXPECT_EQ(pki_.read(pki_.pki() / "apiserver.crt"), before);
+  EXPECT_FALSE(fs::exists(pki_.pki() / ".ekco-backup"));
+}
+
 TEST_F(CertsRenewalTest, DryRunAndUnknownNames) {
   options_.dry_run = true;
   options_.names = {"apiserver-kubelet-client"};
