@@ -11,6 +11,9 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <arpa/inet.h>
+
+#include <array>
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -44,6 +47,43 @@ std::string name(const X509_NAME* n) {
   return size > 0 ? std::string(data, static_cast<std::size_t>(size)) : std::string();
 }
 
+std::string commonName(const X509_NAME* n) {
+  if (n == nullptr) return {};
+  const int at = X509_NAME_get_index_by_NID(n, NID_commonName, -1);
+  if (at < 0) return {};
+  const ASN1_STRING* value = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(n, at));
+  unsigned char* utf8 = nullptr;
+  const int len = ASN1_STRING_to_UTF8(&utf8, value);
+  if (len < 0 || utf8 == nullptr) return {};
+  std::string out(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(len));
+  OPENSSL_free(utf8);
+  return out;
+}
+
+void readSans(X509* cert, Certificate& out) {
+  auto* names =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (names == nullptr) return;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+    const GENERAL_NAME* g = sk_GENERAL_NAME_value(names, i);
+    if (g->type == GEN_DNS) {
+      const ASN1_STRING* s = g->d.dNSName;
+      out.dns_names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                                 static_cast<std::size_t>(ASN1_STRING_length(s)));
+    } else if (g->type == GEN_IPADD) {
+      const ASN1_OCTET_STRING* ip = g->d.iPAddress;
+      const int len = ASN1_STRING_length(ip);
+      std::array<char, INET6_ADDRSTRLEN> text{};
+      const int family = len == 4 ? AF_INET : len == 16 ? AF_INET6 : 0;
+      if (family != 0 &&
+          ::inet_ntop(family, ASN1_STRING_get0_data(ip), text.data(), text.size()) != nullptr) {
+        out.ip_addresses.emplace_back(text.data());
+      }
+    }
+  }
+  GENERAL_NAMES_free(names);
+}
+
 }  // namespace
 
 base::Result<Certificate> parseCertificate(std::string_view pem, std::string_view source) {
@@ -67,12 +107,16 @@ base::Result<Certificate> parseCertificate(std::string_view pem, std::string_vie
     }
     BN_free(bn);
   }
-  return Certificate{.subject = name(X509_get_subject_name(cert.get())),
-                     .issuer = name(X509_get_issuer_name(cert.get())),
-                     .not_before = *not_before,
-                     .not_after = *not_after,
-                     .serial = std::move(serial),
-                     .is_ca = X509_check_ca(cert.get()) != 0};
+  Certificate out{.subject = name(X509_get_subject_name(cert.get())),
+                  .issuer = name(X509_get_issuer_name(cert.get())),
+                  .not_before = *not_before,
+                  .not_after = *not_after,
+                  .serial = std::move(serial),
+                  .is_ca = X509_check_ca(cert.get()) != 0,
+                  .common_name = commonName(X509_get_subject_name(cert.get())),
+                  .issuer_common_name = commonName(X509_get_issuer_name(cert.get()))};
+  readSans(cert.get(), out);
+  return out;
 }
 
 std::string base64Encode(std::string_view data) {

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/result.h"
@@ -17,8 +18,12 @@ struct Certificate {
   // valid until 9999-12-31 is "not yet expired", never an overflowed past).
   base::WallTime not_before{};
   base::WallTime not_after{};
-  std::string serial{};  // hex, upper case, as `openssl x509 -serial` prints it
-  bool is_ca = false;    // basicConstraints CA:TRUE
+  std::string serial{};                     // hex, upper case, as `openssl x509 -serial` prints it
+  bool is_ca = false;                       // basicConstraints CA:TRUE
+  std::string common_name{};                // the subject's CN ("" when none)
+  std::string issuer_common_name{};         // the issuer's CN
+  std::vector<std::string> dns_names{};     // subjectAltName DNS entries, in order
+  std::vector<std::string> ip_addresses{};  // subjectAltName IP entries, as text
 };
 
 // The first certificate in PEM text. Text without one, or one OpenSSL cannot read, is kParse:

@@ -12,6 +12,7 @@
 #include "agent/runtime/command_env.h"
 #include "agent/tasks/certs.h"
 #include "agent/tasks/certs_renewal.h"
+#include "agent/tasks/cluster_certs.h"
 #include "kube/timestamp.h"
 #include "pki/probe.h"
 
@@ -75,6 +76,20 @@ json toJson(const CertState& s) {
   return j;
 }
 
+json toJson(const ClusterSecretState& s) {
+  json j = {{"name", s.name}, {"secret", s.secret}, {"present", s.present}, {"renew", s.due}};
+  if (!s.note.empty()) j["note"] = s.note;
+  if (!s.problem.empty()) j["problem"] = s.problem;
+  if (s.cert) {
+    j["expires"] = kube::formatRfc3339(s.cert->not_after);
+    j["residual_seconds"] = s.left.count();
+    j["days_left"] = std::chrono::floor<std::chrono::days>(s.left).count();
+    j["subject"] = s.cert->subject;
+    j["issuer"] = s.cert->issuer;
+  }
+  return j;
+}
+
 void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width;
   for (const auto& row : rows) {
@@ -116,6 +131,26 @@ int runCertsCheckCommand(const Config& config, const CertsCheckArgs& args, const
       if (!s.problem.empty() || (s.cert && s.left < options.ttl)) failing = true;
     }
   }
+  std::vector<ClusterSecretState> secrets;
+  if (args.cluster) {
+    CommandClient c;
+    if (auto built = buildCommandClient(
+            c,
+            {.host_root = args.host_root,
+             .kubeconfig = args.kubeconfig,
+             .rest = kube::RestClientOptions{.request_timeout = std::chrono::seconds(30)}},
+            env.environment, clock);
+        !built) {
+      *env.err << "error: certs check --cluster: " << built.error().message() << "\n";
+      return kExitFailure;
+    }
+    ClusterCertsOptions cluster = clusterCertsOptions(config);
+    cluster.now = options.now;
+    secrets = inspectClusterSecrets(*c.client, **fs, cluster);
+    for (const ClusterSecretState& s : secrets) {
+      if (s.due || !s.problem.empty()) failing = true;
+    }
+  }
   if (args.json) {
     json doc = {{"ttl_seconds", options.ttl.count()},
                 {"certificates_dir", options.certificates_dir},
@@ -123,6 +158,10 @@ int runCertsCheckCommand(const Config& config, const CertsCheckArgs& args, const
                 {"authorities", json::array()}};
     for (const CertState& s : in.certificates) doc["certificates"].push_back(toJson(s));
     for (const CertState& s : in.authorities) doc["authorities"].push_back(toJson(s));
+    if (args.cluster) {
+      doc["secrets"] = json::array();
+      for (const ClusterSecretState& s : secrets) doc["secrets"].push_back(toJson(s));
+    }
     *env.out << doc.dump(2) << "\n";
     return failing ? kExitFailure : kExitOk;
   }
@@ -158,6 +197,23 @@ int runCertsCheckCommand(const Config& config, const CertsCheckArgs& args, const
     if (!s.problem.empty()) problems.push_back(s.problem);
   }
   table(*env.out, cas);
+  if (args.cluster) {
+    *env.out << "\n";
+    std::vector<std::vector<std::string>> rows2 = {
+        {"CLUSTER CERTIFICATE", "SECRET", "EXPIRES", "RESIDUAL TIME", "ISSUER", "RENEW", "NOTE"}};
+    for (const ClusterSecretState& s : secrets) {
+      if (!s.cert) {
+        rows2.push_back({s.name, s.secret, s.present ? "unreadable" : "absent", "-", "-", "no",
+                         s.note.empty() ? "-" : s.note});
+      } else {
+        rows2.push_back({s.name, s.secret, expires(s.cert->not_after), residual(s.left),
+                         s.cert->issuer_common_name.empty() ? "-" : s.cert->issuer_common_name,
+                         yesNo(s.due), s.note.empty() ? "-" : s.note});
+      }
+      if (!s.problem.empty()) problems.push_back(s.problem);
+    }
+    table(*env.out, rows2);
+  }
   for (const std::string& p : problems) *env.out << "problem: " << p << "\n";
   if (failing) {
     *env.out << fmt::format(
@@ -237,6 +293,9 @@ void addCertsCommands(CLI::App& app, CertsCli& c) {
                       "(default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
   c.check->add_option("--host-root", c.check_args.host_root, "Where the host's / is (default /)");
   c.check->add_flag("--json", c.check_args.json, "Print JSON instead of tables");
+  c.check->add_flag("--cluster", c.check_args.cluster,
+                    "Also the cluster's TLS secrets ekco renews (registry, kurl-proxy, kotsadm "
+                    "kubelet client, Contour/Envoy), read through the API");
 
   c.renew = certs->add_subcommand(
       "renew",

@@ -21,10 +21,14 @@ namespace ekco::agent {
 struct CertsCheckArgs {
   std::string host_root = "/";
   bool json = false;
+  // --cluster: the cluster's TLS secrets too (agent/tasks/cluster_certs.h), read through the API.
+  bool cluster = false;
+  std::string kubeconfig{};
 };
 
 // Exit codes: 0 when every certificate present is readable and outside rotate_certs_ttl; 1 when
-// any is inside it (or expired) or cannot be read; 2 for a bad flag.
+// any is inside it (or expired) or cannot be read (with --cluster: a secret ekco would renew,
+// or one it cannot read); 2 for a bad flag.
 int runCertsCheckCommand(const Config& config, const CertsCheckArgs& args, const CliEnv& env,
                          const base::Clock& clock);
 

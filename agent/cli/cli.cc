@@ -613,6 +613,7 @@ int dispatch(Commands& c, const CliEnv& env) {
     auto cfg =
         commandConfig(c.certs.check_config, nullptr, nullptr, c.log_level_flag, env, &cluster);
     if (!cfg) return kExitUsage;
+    c.certs.check_args.kubeconfig = c.certs.check_kubeconfig;
     return runCertsCheckCommand(*cfg, c.certs.check_args, env, base::SystemClock());
   }
   if (c.certs.renew->parsed()) {

@@ -1,6 +1,7 @@
 // Every controller, one line each, in the order the manager runs them when several are due
 // (agent/controllers/spec.h). Adding a controller adds a line here.
 #include "agent/controllers/clear_nodes.h"
+#include "agent/controllers/cluster_certs.h"
 #include "agent/controllers/control_plane_certs.h"
 #include "agent/controllers/host_checks.h"
 #include "agent/controllers/host_units.h"
@@ -17,6 +18,7 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       hostUnitsSpec(),          // every node: ekco-reboot.service, ekco-upgrade.timer
       internalLbSpec(),         // every node: HAProxy in front of the apiservers
       controlPlaneCertsSpec(),  // every node: the kubeadm certificates, renewed inside the TTL
+      clusterCertsSpec(),       // every node: the add-ons' TLS secrets (control-plane nodes act)
       clearNodesSpec(),         // leader: force-delete pods stuck on dead nodes
       purgeDeadNodesSpec(),     // leader: purge dead nodes, after clear-nodes is done with them
       resourceScalingSpec(),    // leader: Prometheus/Alertmanager replicas follow the node count

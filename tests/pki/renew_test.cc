@@ -223,3 +223,68 @@ TEST(KeyEncoding, FollowsThePemHeader) {
 
 }  // namespace
 }  // namespace ekco::pki
+
+namespace ekco::pki {
+namespace {
+
+TEST_F(RenewTest, IssuesASelfSignedCaAndALeafThatOpensslVerifies) {
+  const base::WallTime now = std::chrono::system_clock::now();
+  auto ca = issueCertificate({.common_name = "Project Contour", .is_ca = true, .now = now});
+  ASSERT_TRUE(ca) << ca.error().message();
+  auto leaf = issueCertificate({.common_name = "envoy",
+                                .organizations = {"kurl"},
+                                .dns_names = {"envoy", "envoy.projectcontour"},
+                                .ip_addresses = {"10.0.0.7", "fd00::1"},
+                                .server_auth = true,
+                                .client_auth = true,
+                                .now = now,
+                                .validity = 24h * 30,
+                                .issuer_cert_pem = ca->cert_pem,
+                                .issuer_key_pem = ca->key_pem});
+  ASSERT_TRUE(leaf) << leaf.error().message();
+  writeFile(dir_ / "issued-ca.crt", ca->cert_pem);
+  writeFile(dir_ / "issued.crt", leaf->cert_pem);
+  auto verified = openssl({"verify", "-CAfile", "issued-ca.crt", "issued.crt"});
+  EXPECT_EQ(verified.exit_code, 0) << verified.stdout_data << verified.stderr_data;
+  EXPECT_TRUE(checkKeyMatches(leaf->cert_pem, leaf->key_pem, "issued"));
+  auto text = openssl({"x509", "-in", "issued.crt", "-noout", "-text"}).stdout_data;
+  EXPECT_THAT(text, HasSubstr("TLS Web Server Authentication, TLS Web Client Authentication"));
+  EXPECT_THAT(text, HasSubstr("CA:FALSE"));
+
+  auto parsed = parseCertificate(leaf->cert_pem, "issued");
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  EXPECT_EQ(parsed->common_name, "envoy");
+  EXPECT_EQ(parsed->issuer_common_name, "Project Contour");
+  EXPECT_EQ(parsed->subject, "CN=envoy,O=kurl");
+  EXPECT_EQ(parsed->dns_names, (std::vector<std::string>{"envoy", "envoy.projectcontour"}));
+  EXPECT_EQ(parsed->ip_addresses, (std::vector<std::string>{"10.0.0.7", "fd00::1"}));
+  EXPECT_FALSE(parsed->is_ca);
+  EXPECT_GT(parsed->not_after, now + 24h * 29);
+  EXPECT_LT(parsed->not_after, now + 24h * 31);
+  auto parsed_ca = parseCertificate(ca->cert_pem, "ca");
+  ASSERT_TRUE(parsed_ca);
+  EXPECT_TRUE(parsed_ca->is_ca);
+  EXPECT_EQ(parsed_ca->issuer_common_name, "Project Contour");
+}
+
+TEST_F(RenewTest, IssuingRefusesBadNamesAndAnIssuerThatIsNotACa) {
+  const base::WallTime now = std::chrono::system_clock::now();
+  auto bad_ip = issueCertificate({.common_name = "x", .ip_addresses = {"10.0.0.300"}, .now = now});
+  ASSERT_FALSE(bad_ip);
+  EXPECT_EQ(bad_ip.error().message(), "certificate: invalid IP address \"10.0.0.300\"");
+  auto bad_dns = issueCertificate(
+      {.common_name = "x", .dns_names = {"a,DNS:evil"}, .now = now, .source = "secret a/b"});
+  ASSERT_FALSE(bad_dns);
+  EXPECT_THAT(bad_dns.error().message(), StartsWith("secret a/b: invalid DNS name"));
+  auto leaf = issueCertificate({.common_name = "leaf", .now = now});
+  ASSERT_TRUE(leaf);
+  auto under_leaf = issueCertificate({.common_name = "x",
+                                      .now = now,
+                                      .issuer_cert_pem = leaf->cert_pem,
+                                      .issuer_key_pem = leaf->key_pem});
+  ASSERT_FALSE(under_leaf);
+  EXPECT_THAT(under_leaf.error().message(), HasSubstr("the issuer is not a CA"));
+}
+
+}  // namespace
+}  // namespace ekco::pki

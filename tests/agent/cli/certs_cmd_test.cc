@@ -10,8 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "pki/certificate.h"
+#include "pki/renew.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/tasks/kubeadm_pki.h"
+#include "tests/kubesim/server.h"
 
 namespace ekco::agent {
 namespace {
@@ -109,6 +112,56 @@ TEST_F(CertsCmdTest, AProblemIsNamedAndFails) {
   EXPECT_THAT(r.out, HasSubstr("problem: /etc/kubernetes/pki/front-proxy-client.crt: not a PEM "
                                "certificate\n"));
   EXPECT_THAT(row(r.out, "front-proxy-client"), HasSubstr("unreadable"));
+}
+
+TEST_F(CertsCmdTest, ClusterAddsTheSecretsReadThroughTheApi) {
+  auto server = kubesim::Server::start({.out_dir = tmp_.path() + "/sim"});
+  ASSERT_TRUE(server) << server.error().message();
+  const std::string ca_cert = pki_.read(pki_.pki() / "ca.crt");
+  const std::string ca_key = pki_.read(pki_.pki() / "ca.key");
+  auto putRegistry = [&](int days) {
+    auto pair = pki::issueCertificate({.common_name = "registry.kurl.svc.cluster.local",
+                                       .now = std::chrono::system_clock::now(),
+                                       .validity = std::chrono::hours(24) * days,
+                                       .issuer_cert_pem = ca_cert,
+                                       .issuer_key_pem = ca_key});
+    ASSERT_TRUE(pair) << pair.error().message();
+    auto put = (*server)->put({{"apiVersion", "v1"},
+                               {"kind", "Secret"},
+                               {"metadata", {{"name", "registry-pki"}, {"namespace", "kurl"}}},
+                               {"data",
+                                {{"registry.crt", pki::base64Encode(pair->cert_pem)},
+                                 {"registry.key", pki::base64Encode(pair->key_pem)}}}});
+    ASSERT_TRUE(put) << put.error().message();
+  };
+  ASSERT_NO_FATAL_FAILURE(putRegistry(200));
+  const std::string config = tmp_.path() + "/config.yaml";
+  std::ofstream(config) << "rotate_certs_ttl: 120h\n";
+  std::vector<std::string> args = {"certs",       "check",        "--cluster",
+                                   "--host-root", tmp_.path(),    "--config",
+                                   config,        "--kubeconfig", (*server)->kubeconfigPath()};
+  auto fresh = testing::cli(args);
+  EXPECT_EQ(fresh.code, kExitOk) << fresh.out << fresh.err;
+  EXPECT_THAT(fresh.out, HasSubstr("CLUSTER CERTIFICATE"));
+  EXPECT_THAT(row(fresh.out, "registry"),
+              MatchesRegex("registry +kurl/registry-pki +.* 199d +kubernetes +no +-"));
+  EXPECT_THAT(row(fresh.out, "kurl-proxy"),
+              MatchesRegex("kurl-proxy +default/kotsadm-tls +absent .*"));
+
+  ASSERT_NO_FATAL_FAILURE(putRegistry(3));
+  args.push_back("--json");
+  auto due = testing::cli(args);
+  EXPECT_EQ(due.code, kExitFailure) << due.out << due.err;
+  const auto doc = nlohmann::json::parse(due.out);
+  ASSERT_TRUE(doc.contains("secrets")) << due.out;
+  bool seen = false;
+  for (const auto& s : doc["secrets"]) {
+    if (s["name"] != "registry") continue;
+    seen = true;
+    EXPECT_TRUE(s["renew"].get<bool>());
+    EXPECT_EQ(s["days_left"], 2);
+  }
+  EXPECT_TRUE(seen);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
-// deploy/ (and deploy-rook-ceph/, deploy-monitoring/) as a user applies them: created with the real
-// kubectl against ekco-kubesim, the DaemonSet's contract with the agent (host root, node name,
-// config mount, probes the `ekco` CLI accepts), the ConfigMap equal to the packaged config, and the
-// RBAC rules answering `kubectl auth can-i` for the ServiceAccount exactly as README's Permissions
-// table says. That the agent needs no more than these rules — and uses every one of them — is
-// proven by tests/agent/purge_e2e_test.cc, which runs the real agent as this ServiceAccount.
+// deploy/ (and deploy-rook-ceph/, deploy-monitoring/, deploy-contour/) as a user applies them:
+// created with the real kubectl against ekco-kubesim, the DaemonSet's contract with the agent (host
+// root, node name, config mount, probes the `ekco` CLI accepts), the ConfigMap equal to the
+// packaged config, and the RBAC rules answering `kubectl auth can-i` for the ServiceAccount exactly
+// as README's Permissions table says. That the agent needs no more than these rules — and uses
+// every one of them — is proven by tests/agent/purge_e2e_test.cc, which runs the real agent as this
+// ServiceAccount.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -228,6 +229,18 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
   ASSERT_EQ(monitoring.exit_code, 0) << monitoring.stderr_data;
   EXPECT_THAT(monitoring.stdout_data,
               HasSubstr("role.rbac.authorization.k8s.io/ekco-resource-scaling created"));
+  EXPECT_THAT(monitoring.stdout_data,
+              HasSubstr("prometheusrule.monitoring.coreos.com/ekco created"));
+
+  // kURL's Contour add-on is installed: its namespace exists, deploy-contour/ applies.
+  const std::string contour_ns = dir_.path() + "/contour-namespace.yaml";
+  std::ofstream(contour_ns) << namespaceYaml("projectcontour");
+  base::ProcessResult contour_ns_created = kubectl({"create", "-f", contour_ns});
+  ASSERT_EQ(contour_ns_created.exit_code, 0) << contour_ns_created.stderr_data;
+  base::ProcessResult contour = kubectl({"create", "-f", kSource + "/deploy-contour/"});
+  ASSERT_EQ(contour.exit_code, 0) << contour.stderr_data;
+  EXPECT_THAT(contour.stdout_data,
+              HasSubstr("role.rbac.authorization.k8s.io/ekco-contour-certificates created"));
 
   base::ProcessResult ds = kubectl({"get", "daemonset", "ekco", "-n", "kurl", "-o", "json"});
   ASSERT_EQ(ds.exit_code, 0) << ds.stderr_data;
@@ -287,6 +300,18 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
        "no"},
       {{"get", "secrets", "-n", "kurl"}, "no"},
       {{"list", "secrets", "--all-namespaces"}, "no"},
+      {{"get", "secret/registry-pki", "-n", "kurl"}, "yes"},
+      {{"update", "secret/registry-pki", "-n", "kurl"}, "yes"},
+      {{"delete", "secret/registry-pki", "-n", "kurl"}, "no"},
+      {{"get", "secret/other", "-n", "kurl"}, "no"},
+      {{"get", "secret/kotsadm-tls", "-n", "default"}, "yes"},
+      {{"update", "secret/kubelet-client-cert", "-n", "default"}, "yes"},
+      {{"get", "secret/other", "-n", "default"}, "no"},
+      {{"update", "secret/contourcert", "-n", "projectcontour"}, "yes"},
+      {{"get", "secret/envoycert", "-n", "projectcontour"}, "yes"},
+      {{"get", "secret/other", "-n", "projectcontour"}, "no"},
+      {{"patch", "daemonset.apps/envoy", "-n", "projectcontour"}, "yes"},
+      {{"patch", "daemonset.apps/contour", "-n", "projectcontour"}, "no"},
   };
   for (const auto& c : cases) {
     std::string what;

@@ -1,0 +1,134 @@
+#include "agent/controllers/cluster_certs.h"
+
+#include <fmt/format.h>
+
+#include "base/log.h"
+#include "kube/resource.h"
+#include "kube/timestamp.h"
+
+namespace ekco::agent {
+
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+nlohmann::json stateJson(const ClusterSecretState& s) {
+  nlohmann::json j = {
+      {"name", s.name}, {"secret", s.secret}, {"present", s.present}, {"due", s.due}};
+  if (s.cert) {
+    j["expires"] = kube::formatRfc3339(s.cert->not_after);
+    j["days_left"] = std::chrono::floor<std::chrono::days>(s.left).count();
+  }
+  if (!s.note.empty()) j["note"] = s.note;
+  if (!s.problem.empty()) j["problem"] = s.problem;
+  return j;
+}
+
+std::string joined(const std::vector<std::string>& v, std::string_view sep = ", ") {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : std::string(sep)) + x;
+  return out;
+}
+
+}  // namespace
+
+ClusterCerts::ClusterCerts(kube::KubeClient& kube, const hostfs::HostFs& fs,
+                           const base::Clock& clock, ClusterCertsControllerOptions options)
+    : kube_(kube), fs_(fs), clock_(clock), o_(std::move(options)) {}
+
+base::Result<ReconcileResult> ClusterCerts::reconcile() {
+  ClusterCertsOptions options = o_.secrets;
+  options.now = clock_.wallNow();
+  ReconcileResult result;
+  result.requeue_after = o_.check_interval;
+  auto has_ca_key = fs_.exists(options.certificates_dir + "/ca.key");
+  if (!has_ca_key) return std::move(has_ca_key).error();
+  if (!*has_ca_key) {
+    std::lock_guard lock(mu_);
+    status_ = {{"control_plane", false}, {"checked_at", kube::formatRfc3339(options.now)}};
+    result.summary = "not a control-plane node (no cluster CA key)";
+    return result;
+  }
+  const auto states = inspectClusterSecrets(kube_, fs_, options);
+  nlohmann::json secrets = nlohmann::json::array();
+  std::vector<std::string> due;
+  std::vector<std::string> problems;
+  for (const ClusterSecretState& s : states) {
+    secrets.push_back(stateJson(s));
+    if (s.due) due.push_back(s.name);
+    if (!s.problem.empty()) problems.push_back(s.problem);
+    // Look again when the next one enters the TTL.
+    if (s.cert && s.left > options.ttl) {
+      const auto at = duration_cast<milliseconds>(s.left - options.ttl);
+      if (at < *result.requeue_after) result.requeue_after = at;
+    }
+  }
+  nlohmann::json last = nullptr;
+  if (!due.empty() && o_.renew) {
+    ClusterCertsReport report = renewClusterSecrets(
+        kube_, fs_, options,
+        [this](const std::string& reason, const std::string& message, const std::string& ns,
+               const std::string& name, const std::string& type) {
+          auto recorded = kube_.recordEvent({.involved_resource = kube::resources::kSecrets,
+                                             .involved_namespace = ns,
+                                             .involved_name = name,
+                                             .reason = reason,
+                                             .message = message,
+                                             .type = type});
+          if (!recorded && o_.report) o_.report("certificate Event", recorded.error().message());
+        });
+    for (const std::string& line : report.lines) result.plan += line + "\n";
+    last = {{"at", kube::formatRfc3339(options.now)},
+            {"lines", report.lines},
+            {"errors", report.errors}};
+    if (!report.errors.empty()) {
+      {
+        std::lock_guard lock(mu_);
+        status_ = {{"control_plane", true},
+                   {"checked_at", kube::formatRfc3339(options.now)},
+                   {"secrets", secrets},
+                   {"last", last}};
+      }
+      return base::Error("cluster certificates: " + joined(report.errors, "; "));
+    }
+    result.summary =
+        options.dry_run ? "dry run: would renew " + joined(due) : "renewed " + joined(due);
+    if (!options.dry_run) result.requeue_after = milliseconds(0);  // show the new ones
+  } else if (!due.empty()) {
+    result.summary = "inside rotate_certs_ttl (rotate_certs is off): " + joined(due);
+  } else {
+    result.summary = problems.empty() ? "no cluster certificate inside rotate_certs_ttl"
+                                      : "unreadable: " + joined(problems, "; ");
+  }
+  std::lock_guard lock(mu_);
+  status_ = {{"control_plane", true},
+             {"checked_at", kube::formatRfc3339(options.now)},
+             {"secrets", secrets},
+             {"last", last}};
+  return result;
+}
+
+nlohmann::json ClusterCerts::status() const {
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+ControllerSpec clusterCertsSpec() {
+  return {.name = "cluster-certificates",
+          .scope = Scope::kNode,
+          .status_key = "cluster_certificates",
+          .enabled = [](const Config&) { return true; },
+          .caches = {},
+          .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+            ClusterCertsControllerOptions o;
+            o.secrets = clusterCertsOptions(d.config);
+            o.secrets.dry_run = d.dry_run;
+            o.renew = d.config.rotate_certs;
+            o.check_interval = duration_cast<milliseconds>(d.config.rotate_certs_check_interval);
+            o.report = d.report;
+            return std::make_shared<ClusterCerts>(d.client, d.host_fs, d.clock, std::move(o));
+          }};
+}
+
+}  // namespace ekco::agent
