@@ -26,9 +26,23 @@ base::Status Server::Impl::start() {
     auto put = store_.put(obj);
     if (!put) return std::move(put).error().wrap("kubesim: load object");
   }
+  if (options_.serving_cert_file.empty() != options_.serving_key_file.empty()) {
+    return base::Error("kubesim: serving_cert_file and serving_key_file go together",
+                       base::ErrorCode::kInvalidArgument);
+  }
+  if (!options_.serving_cert_file.empty()) {
+    auto served = FileServingCert::open(options_.serving_cert_file, options_.serving_key_file);
+    if (!served) return std::move(served).error();
+    file_cert_ = std::move(*served);
+    file_cert_->install(ssl_ctx_.native_handle());
+  }
   try {
-    ssl_ctx_.use_certificate_chain(net::buffer(pki_.server_cert_pem));
-    ssl_ctx_.use_private_key(net::buffer(pki_.server_key_pem), ssl::context::pem);
+    // With serving files, the callback supplies the only certificate (a second one of another
+    // key type would be chosen by some clients' signature preferences).
+    if (!file_cert_) {
+      ssl_ctx_.use_certificate_chain(net::buffer(pki_.server_cert_pem));
+      ssl_ctx_.use_private_key(net::buffer(pki_.server_key_pem), ssl::context::pem);
+    }
     ssl_ctx_.add_certificate_authority(net::buffer(pki_.ca_cert_pem));
     ssl_ctx_.set_verify_mode(ssl::verify_peer);
     static const unsigned char kSessionContext[] = "kubesim";

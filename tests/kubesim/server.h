@@ -94,6 +94,12 @@ struct ServerOptions {
   // Serve with this PKI instead of a fresh one, so several servers (apiservers behind one load
   // balancer) present the same CA and serving certificate.
   std::optional<Pki> pki = std::nullopt;
+  // Serve the certificate and key in these files (e.g. a host root's pki/apiserver.{crt,key})
+  // instead of the PKI's serving pair, read again at a handshake when they changed, as
+  // kube-apiserver reloads its serving certificate. Client certificates are still verified
+  // against the PKI's CA. Both or neither.
+  std::string serving_cert_file{};
+  std::string serving_key_file{};
   // Bearer tokens accepted ("Authorization: Bearer TOKEN"); requests with one are authorized by
   // RBAC from the Role/ClusterRole/RoleBinding/ClusterRoleBinding objects in the store. An
   // unknown token is 401. The client certificate (kubernetes-admin, system:masters) always has

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "tests/kubesim/server.h"
+#include "tests/kubesim/serving_cert.h"
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -135,6 +136,7 @@ class Server::Impl {
   std::uint16_t port_ = 0;
   net::io_context ioc_;
   ssl::context ssl_ctx_;
+  std::unique_ptr<FileServingCert> file_cert_;  // ServerOptions::serving_cert_file
   tcp::acceptor acceptor_;
   std::thread accept_thread_;
   std::thread kubelet_thread_;

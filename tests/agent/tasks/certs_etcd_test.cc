@@ -1,8 +1,9 @@
-// A renewal of etcd's serving certificate against a real 3-member etcd (Debian's etcd-server,
-// mutual TLS on 127.0.0.11-13) serving it from a kubeadm-layout host root: runCertRenewal
-// renews pki/etcd/server.crt under the disruption Lease in ekco-kubesim, etcd loads the new pair
-// at its next handshake, the verification sees the new serial presented by the member named in
-// the etcd static pod manifest, and `etcdctl` with the CA still connects to every member.
+// Renewals of the serving certificates against servers that serve them from a kubeadm-layout
+// host root: a real 3-member etcd (Debian's etcd-server, mutual TLS on 127.0.0.11-13) serving
+// pki/etcd/server.crt, and ekco-kubesim serving pki/apiserver.crt as kube-apiserver does (read
+// again at a handshake). runCertRenewal renews under the disruption Lease, the server loads the
+// new pair at its next handshake, the verification sees the new serial at the address in the
+// static pod manifest, and clients with the CA still connect.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,9 +14,11 @@
 #include "base/process.h"
 #include "hostfs/local_host_fs.h"
 #include "kube/curl_transport.h"
+#include "kube/resource.h"
 #include "kube/rest_client.h"
 #include "pki/probe.h"
 #include "tests/agent/cli_support.h"
+#include "tests/agent/tasks/kubeadm_pki.h"
 #include "tests/fakes/etcd_cluster.h"
 #include "tests/kubesim/server.h"
 
@@ -110,6 +113,72 @@ TEST(CertsEtcdTest, ARenewedServingCertificateIsTheOneARealEtcdPresentsAndClient
   // The Lease was taken and given back.
   auto lease = (*server)->get("leases.coordination.k8s.io", "kurl", "ekco-disruption");
   ASSERT_TRUE(lease);
+  EXPECT_EQ((*lease)["spec"]["holderIdentity"], "");
+}
+
+TEST(CertsEtcdTest, TheApiserversRenewedServingCertificateIsServedByTheApiAtTheManifestsAddress) {
+  testing::TempDir root{"ekco-certs-apiserver"};
+  testing::KubeadmPki pki(root.path());
+  pki.make(10);
+  const std::string dir = root.path() + "/etc/kubernetes/pki";
+  base::SystemClock clock;
+  // The apiserver: kubesim serving the host's pair (its own CA still checks client certificates).
+  auto server = kubesim::Server::start(
+      {.out_dir = root.path() + "/sim",
+       .objects = {{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "kurl"}}}}},
+       .serving_cert_file = dir + "/apiserver.crt",
+       .serving_key_file = dir + "/apiserver.key"});
+  ASSERT_TRUE(server) << server.error().message();
+  const int port = std::stoi((*server)->url().substr((*server)->url().rfind(':') + 1));
+  fs::create_directories(root.path() + "/etc/kubernetes/manifests");
+  std::ofstream(root.path() + "/etc/kubernetes/manifests/kube-apiserver.yaml")
+      << "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\n  namespace: kube-system\n"
+         "spec:\n  containers:\n  - name: kube-apiserver\n    image: "
+         "registry.k8s.io/kube-apiserver:v1.31.0\n"
+         "    command:\n    - kube-apiserver\n    - --advertise-address=127.0.0.1\n"
+         "    - --secure-port="
+      << port << "\n";
+  // The client trusts the host's cluster CA, as kubelet and kubectl do.
+  kube::Connection conn{.server = (*server)->url(),
+                        .ca_pem = pki.read(dir + "/ca.crt"),
+                        .client_cert_pem = (*server)->clientCertPem(),
+                        .client_key_pem = (*server)->clientKeyPem()};
+  auto transport = kube::CurlTransport::create(conn, nullptr, clock, {});
+  ASSERT_TRUE(transport);
+  kube::RestClient client(**transport, clock, kube::RestClientOptions{});
+  auto host = hostfs::LocalHostFs::open(root.path(), clock);
+  ASSERT_TRUE(host) << host.error().message();
+
+  auto before = pki::presentedCertificate("127.0.0.1", port, 5s, clock);
+  ASSERT_TRUE(before) << before.error().message();
+  EXPECT_EQ(before->common_name, "kube-apiserver");
+
+  CertRenewalOptions options;
+  options.inspect.now = clock.wallNow();
+  options.names = {"apiserver"};
+  options.node_name = "cp-1";
+  options.verify_timeout = 30s;
+  options.poll = 200ms;
+  options.lease_wait = 0ms;
+  auto report = runCertRenewal(
+      options,
+      {.fs = **host, .kube = client, .clock = clock, .probe = [&](const std::string& h, int p) {
+         return pki::presentedCertificate(h, p, 5s, clock);
+       }});
+  ASSERT_TRUE(report) << report.error().message();
+  ASSERT_EQ(report->renewed.size(), 1u);
+  EXPECT_TRUE(report->restarted.empty());  // the apiserver reloads its serving certificate
+
+  auto after = pki::presentedCertificate("127.0.0.1", port, 5s, clock);
+  ASSERT_TRUE(after) << after.error().message();
+  EXPECT_NE(after->serial, before->serial);
+  EXPECT_EQ(after->serial, report->renewed[0].serial_after);
+  EXPECT_EQ(after->dns_names, before->dns_names);
+  EXPECT_EQ(after->ip_addresses, before->ip_addresses);
+  EXPECT_GT(after->not_after, clock.wallNow() + 360 * 24h);
+  // A new connection verifying against the CA still works (the Lease was given back over it).
+  auto lease = client.get(kube::resources::kLeases, "kurl", "ekco-disruption");
+  ASSERT_TRUE(lease) << lease.error().message();
   EXPECT_EQ((*lease)["spec"]["holderIdentity"], "");
 }
 
