@@ -229,7 +229,7 @@ void applied(const json& v, const Field& f, Path& path, FieldSet& out) {
       for (const auto& [e, item] : items(f, v)) {
         path.push_back(e);
         out.insert(path);
-        applied(*item, Field{.name = "", .parent = f.name}, path, out);
+        applied(*item, f, path, out);
         path.pop_back();
       }
       return;
@@ -261,7 +261,7 @@ void whole(const json& v, const Field& f, Path& path, FieldSet& out) {
     case Shape::kAssociative:
       for (const auto& [e, item] : items(f, v)) {
         path.push_back(e);
-        whole(*item, Field{.name = "", .parent = f.name}, path, out);
+        whole(*item, f, path, out);
         path.pop_back();
       }
       return;
@@ -321,7 +321,7 @@ void compareNode(const json* lhs, const json* rhs, const Field& f, Path& path, b
     case Shape::kAssociative: {
       auto left = items(f, *lhs);
       auto right = items(f, *rhs);
-      Field item{.name = "", .parent = f.name};
+      const Field& item = f;  // an item's fields have the list as their parent
       for (const auto& [e, l] : left) {
         path.push_back(e);
         compareNode(l, findItem(right, e), item, path, false, c);
@@ -375,7 +375,7 @@ json mergeValue(const json& live, const json& config, const Field& f) {
     }
     case Shape::kAssociative: {
       json out = live;
-      Field item{.name = "", .parent = f.name};
+      const Field& item = f;  // an item's fields have the list as their parent
       for (const json& c : config) {
         auto key = itemKey(f, c);
         auto found = key ? std::find_if(out.begin(), out.end(),
@@ -418,7 +418,6 @@ json* locate(json& object, const Path& path, std::size_t depth, Field& f) {
       auto it = std::find_if(cur->begin(), cur->end(),
                              [&](const json& item) { return itemKey(f, item) == key; });
       if (it == cur->end()) return nullptr;
-      f = Field{.name = "", .parent = f.name};
       cur = &*it;
     } else {
       return nullptr;

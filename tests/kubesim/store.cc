@@ -243,7 +243,9 @@ Reply Store::createLocked(const ResourceInfo& r, const std::string& ns, json obj
   if (writer_ != nullptr) {
     json sent = object["metadata"].value("managedFields", json());
     object["metadata"].erase("managedFields");
-    managed::recordUpdate(json(), object, *writer_, sent, r.hasSubresource("status"));
+    managed::Writer w = *writer_;
+    w.now = nowText();
+    managed::recordUpdate(json(), object, w, sent, r.hasSubresource("status"));
   }
   return Reply{.code = 201, .body = commitLocked(r, "ADDED", std::move(object), json())};
 }
@@ -326,7 +328,9 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
   }
   if (auto bad = crd::admit(r, next)) return std::move(*bad);
   if (writer_ != nullptr) {
-    managed::recordUpdate(old, next, *writer_, next["metadata"].value("managedFields", json()),
+    managed::Writer w = *writer_;
+    w.now = nowText();
+    managed::recordUpdate(old, next, w, next["metadata"].value("managedFields", json()),
                           r.hasSubresource("status"));
   }
   if (next == old) {
