@@ -289,8 +289,16 @@ TEST_F(ApiTest, JsonPatchAppliesOperationsAndAFailedTestIs422Invalid) {
   EXPECT_EQ(failed.status, 422);
   EXPECT_EQ(failed.json()["reason"], "Invalid");
   EXPECT_EQ((*server_->get("configmaps", "ns", "a"))["data"]["k"], "w");
-  auto unsupported = client_->request("PATCH", "/api/v1/namespaces/ns/configmaps/a", "{}",
-                                      "application/apply-patch+yaml");
+  // Server-side apply is served (managed_fields.h) and, as PatchOptions validation has it,
+  // needs a fieldManager; an unknown patch type is 415.
+  auto no_manager = client_->request("PATCH", "/api/v1/namespaces/ns/configmaps/a", "{}",
+                                     "application/apply-patch+yaml");
+  EXPECT_EQ(no_manager.status, 422);
+  EXPECT_EQ(no_manager.json()["message"],
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required "
+            "for apply patch");
+  auto unsupported =
+      client_->request("PATCH", "/api/v1/namespaces/ns/configmaps/a", "{}", "application/xml");
   EXPECT_EQ(unsupported.status, 415);
 }
 

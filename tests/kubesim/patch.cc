@@ -68,6 +68,18 @@ json mergeMap(const json& target, const json& patch, const std::string& self = "
     return out;
   }
   json out = target.is_object() ? target : json::object();
+  if (auto retain = patch.find("$retainKeys"); retain != patch.end()) {
+    // $retainKeys (patchStrategy "retainKeys", e.g. a Deployment's strategy, a volume's source):
+    // the target keeps only the listed fields before the patch merges (strategicpatch's
+    // mergeMap clears the others). The list was checked by retainKeysError.
+    for (auto it = out.begin(); it != out.end();) {
+      if (std::find(retain->begin(), retain->end(), it.key()) == retain->end()) {
+        it = out.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   for (auto it = patch.begin(); it != patch.end(); ++it) {
     const std::string& field = it.key();
     if (field.rfind("$setElementOrder/", 0) == 0 || field == "$retainKeys" || field == "$patch") {
@@ -146,12 +158,48 @@ json mergeList(const json& target, const json& patch, const std::string& key,
   return out;
 }
 
+// apimachinery's checks of every $retainKeys in the patch: a list of strings
+// (ErrBadPatchFormatForRetainKeys) naming every field the patch sets beside it
+// (validatePatchWithRetainKeys).
+std::optional<std::string> retainKeysError(const json& patch) {
+  if (patch.is_array()) {
+    for (const json& v : patch) {
+      if (auto bad = retainKeysError(v)) return bad;
+    }
+    return std::nullopt;
+  }
+  if (!patch.is_object()) return std::nullopt;
+  if (auto retain = patch.find("$retainKeys"); retain != patch.end()) {
+    if (!retain->is_array()) return "invalid patch format of retainKeys";
+    for (const json& k : *retain) {
+      if (!k.is_string()) return "invalid patch format of retainKeys";
+    }
+    for (auto it = patch.begin(); it != patch.end(); ++it) {
+      if (it.key().rfind('$', 0) == 0) continue;
+      if (std::find(retain->begin(), retain->end(), it.key()) == retain->end()) {
+        return "The patch has key " + it.key() + " which is not in $retainKeys";
+      }
+    }
+  }
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    if (auto bad = retainKeysError(it.value())) return bad;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::optional<std::string> strategicMergeKey(const std::string& field, const std::string& parent) {
+  return mergeKeyFor(field, parent);
+}
 
 base::Result<json> strategicMergePatch(const json& target, const json& patch) {
   if (!patch.is_object()) {
     return base::Error("strategic merge patch must be a JSON object",
                        base::ErrorCode::kInvalidArgument);
+  }
+  if (auto bad = retainKeysError(patch)) {
+    return base::Error(*bad, base::ErrorCode::kInvalidArgument);
   }
   return mergeMap(target, patch);
 }

@@ -4,14 +4,22 @@
 // addresses, ownerReferences, ...) merge element by element,
 // metadata.finalizers merges as a set, every other list (taints, tolerations, args, ...) is
 // replaced. Directives: `$patch: delete` on a list element, `$patch: replace` on a map,
-// `$deleteFromPrimitiveList/<key>`; `$setElementOrder/<key>` and `$retainKeys` are ignored.
+// `$deleteFromPrimitiveList/<key>`, `$retainKeys` (the map keeps only the listed fields before
+// merging; a field the patch sets must be listed); `$setElementOrder/<key>` is ignored.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "base/result.h"
 
 namespace ekco::kubesim {
+
+// The strategic merge key of list `field` inside a map that is itself `parent` (a field name, or
+// the list the map is an element of); nullopt for lists without one. Server-side apply's
+// managed fields use the same table (managed_fields.h).
+std::optional<std::string> strategicMergeKey(const std::string& field, const std::string& parent);
 
 [[nodiscard]] base::Result<nlohmann::json> strategicMergePatch(const nlohmann::json& target,
                                                                const nlohmann::json& patch);

@@ -40,5 +40,20 @@ TEST(StrategicMergeKeys, ServicePortsMergeByPortAndContainerPortsByContainerPort
   EXPECT_EQ((*merged)["spec"]["tolerations"], json::parse(R"([{"key":"y","operator":"Exists"}])"));
 }
 
+TEST(StrategicMergeKeys, RetainKeysClearsTheFieldsItDoesNotList) {
+  json d = json::parse(R"({"spec":{"replicas":1,"strategy":{"type":"RollingUpdate",
+      "rollingUpdate":{"maxSurge":"25%","maxUnavailable":"25%"}}}})");
+  auto merged = strategicMergePatch(
+      d, json::parse(R"({"spec":{"strategy":{"$retainKeys":["type"],"type":"Recreate"}}})"));
+  ASSERT_TRUE(merged);
+  EXPECT_EQ((*merged)["spec"], json::parse(R"({"replicas":1,"strategy":{"type":"Recreate"}})"));
+
+  auto unlisted = strategicMergePatch(
+      d, json::parse(R"({"spec":{"strategy":{"$retainKeys":["type"],"rollingUpdate":{}}}})"));
+  ASSERT_FALSE(unlisted);
+  EXPECT_NE(unlisted.error().message().find("rollingUpdate"), std::string::npos);
+  EXPECT_FALSE(strategicMergePatch(d, json::parse(R"({"spec":{"$retainKeys":"type"}})")));
+}
+
 }  // namespace
 }  // namespace ekco::kubesim

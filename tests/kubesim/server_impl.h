@@ -181,6 +181,9 @@ class Server::Impl {
               bool* is_watch, ParsedRoute* watch_route, ResourceInfo* watch_resource);
   Reply serveResource(const Request& req, const ParsedRoute& route, const Query& query,
                       bool* is_watch, ResourceInfo* resource_out);
+  // events.k8s.io/v1 Events, a view of core/v1 Events (server_events.cc).
+  Reply serveEventsView(const Request& req, const ParsedRoute& route, const Query& query,
+                        bool* is_watch, ResourceInfo* resource_out);
   Reply serveCollection(const Request& req, const ResourceInfo& r, const ParsedRoute& route,
                         const Query& query, json body, bool* is_watch, ResourceInfo* resource_out);
   void serveWatch(SslStream& stream, const Request& req, const ResourceInfo& r,

@@ -1,5 +1,7 @@
 // ekco-kubesim: routing, discovery and the resource verbs.
+#include "tests/kubesim/events.h"
 #include "tests/kubesim/list_options.h"
+#include "tests/kubesim/managed_fields.h"
 #include "tests/kubesim/protobuf.h"
 #include "tests/kubesim/server_impl.h"
 #include "tests/kubesim/table.h"
@@ -49,6 +51,38 @@ DeleteOptions deleteOptions(const json& body, const Query& query) {
     options.propagation_policy = p;
   }
   return options;
+}
+
+// Who a write is for the field manager (managed_fields.h): ?fieldManager= or the User-Agent.
+managed::Writer writerFor(const Request& req, const Query& query, const ResourceInfo& r,
+                          const std::string& sub) {
+  return managed::Writer{.manager = managed::managerFor(queryValue(query, "fieldManager"),
+                                                        std::string(req[http::field::user_agent])),
+                         .api_version = r.apiVersion(),
+                         .subresource = sub,
+                         .now = "",
+                         .force = parseGoBool(queryValue(query, "force")).value_or(false)};
+}
+
+// ValidatePatchOptions: apply needs a fieldManager, only apply takes force (422 on
+// PatchOptions.meta.k8s.io); ValidateFieldManager's length limit for every write.
+std::optional<Reply> invalidManagerOptions(const char* options_kind, const Query& query,
+                                           bool is_apply) {
+  std::vector<FieldError> errs;
+  const std::string manager = queryValue(query, "fieldManager");
+  const bool has_force =
+      std::any_of(query.begin(), query.end(), [](const auto& kv) { return kv.first == "force"; });
+  if (std::string_view(options_kind) == "PatchOptions") {
+    if (!is_apply && has_force) {
+      errs.push_back(forbidden("force", "may not be specified for non-apply patch"));
+    }
+    if (is_apply && manager.empty()) {
+      errs.push_back(requiredValue("fieldManager", "is required for apply patch"));
+    }
+  }
+  if (manager.size() > 128) errs.push_back(tooLong("fieldManager", 128));
+  if (errs.empty()) return std::nullopt;
+  return invalidReply("meta.k8s.io", options_kind, "", errs);
 }
 
 }  // namespace
@@ -183,6 +217,9 @@ Reply Server::Impl::route(const Request& req, const std::vector<std::string>& se
 
 Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, const Query& query,
                                   bool* is_watch, ResourceInfo* resource_out) {
+  if (events::isView(route.group, route.resource)) {
+    return serveEventsView(req, route, query, is_watch, resource_out);
+  }
   auto resource = store_.findResource(route.group, route.version, route.resource);
   const http::verb method = req.method();
   json body;
@@ -234,6 +271,11 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
   if (method != http::verb::get) {
     if (auto bad = invalidDryRun(options_kind, dry_run)) return std::move(*bad);
   }
+  const bool is_apply = patch_type().rfind("application/apply-patch+yaml", 0) == 0;
+  if (method == http::verb::post || method == http::verb::put || method == http::verb::patch) {
+    if (auto bad = invalidManagerOptions(options_kind, query, is_apply)) return std::move(*bad);
+  }
+  const managed::Writer writer = writerFor(req, query, r, route.sub);
   const bool is_dry_run = !dry_run.empty();
   // `kubectl get` asks for server-side Tables (table.h); a GET accepting nothing kubesim
   // serves is 406, as kube-apiserver answers.
@@ -282,9 +324,11 @@ Reply Server::Impl::serveResource(const Request& req, const ParsedRoute& route, 
     case http::verb::put:
       if (!body.is_object())
         return statusReply(400, "BadRequest", "the body must be a JSON object");
-      return store_.update(r, route.ns, route.name, std::move(body), route.sub, is_dry_run);
+      return store_.update(r, route.ns, route.name, std::move(body), route.sub, is_dry_run,
+                           &writer);
     case http::verb::patch:
-      return store_.patch(r, route.ns, route.name, patch_type(), req.body(), route.sub, is_dry_run);
+      return store_.patch(r, route.ns, route.name, patch_type(), req.body(), route.sub, is_dry_run,
+                          &writer);
     case http::verb::delete_: {
       if (!route.sub.empty()) return methodNotAllowed();
       return store_.remove(r, route.ns, route.name, deleteOptions(body, query));
@@ -333,7 +377,8 @@ Reply Server::Impl::serveCollection(const Request& req, const ResourceInfo& r,
   if (method == http::verb::post) {
     if (r.namespaced && route.ns.empty()) return methodNotAllowed();
     if (!body.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
-    return store_.create(r, route.ns, std::move(body), !dryRunValues(query).empty());
+    const managed::Writer writer = writerFor(req, query, r, "");
+    return store_.create(r, route.ns, std::move(body), !dryRunValues(query).empty(), &writer);
   }
   if (method == http::verb::delete_) {
     ListOptions options = selectorsOnly(query);

@@ -1,4 +1,5 @@
 // ekco-kubesim: watch streams (events, bookmarks, 410 Gone, faults).
+#include "tests/kubesim/events.h"
 #include "tests/kubesim/list_options.h"
 #include "tests/kubesim/server_impl.h"
 #include "tests/kubesim/table.h"
@@ -13,7 +14,12 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
                               const ParsedRoute& route, const Query& query) {
   // Selectors were validated by serveResource.
   LabelSelector labels = *LabelSelector::parse(queryValue(query, "labelSelector"));
-  FieldSelector fields = *fieldSelectorFor(r, queryValue(query, "fieldSelector"));
+  // The events.k8s.io view watches the core/v1 events it is made of (events.h).
+  const bool view = events::isView(r);
+  const ResourceInfo storage = view ? *store_.findResource("", "v1", "events") : r;
+  std::string field_text = queryValue(query, "fieldSelector");
+  if (view) field_text = events::coreFieldSelector(field_text).value_or("");
+  FieldSelector fields = *fieldSelectorFor(storage, field_text);
   const bool bookmarks = queryFlag(query, "allowWatchBookmarks");
   const auto timeout =
       std::chrono::seconds(toInt(queryValue(query, "timeoutSeconds")).value_or(1800));
@@ -48,14 +54,17 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
     // `kubectl get --watch` asks for Tables: each event's object is a one-row Table.
     const std::string as_table =
         table::wantsTable(std::string(req[http::field::accept])).value_or("");
-    auto send = [&](const json& event) {
+    auto send = [&](json event) {
       json table_event;
-      if (!as_table.empty() && event.value("type", "") != "ERROR" &&
-          event.value("type", "") != "BOOKMARK") {
+      const bool has_object =
+          event.value("type", "") != "ERROR" && event.value("type", "") != "BOOKMARK";
+      if (!as_table.empty() && has_object) {
         table_event = {
             {"type", event["type"]},
-            {"object", table::toTable(r, event["object"], queryValue(query, "includeObject"),
+            {"object", table::toTable(storage, event["object"], queryValue(query, "includeObject"),
                                       clock_->wallNow())}};
+      } else if (view && has_object) {
+        event["object"] = events::toView(event["object"]);
       }
       std::string line = (table_event.is_null() ? event : table_event).dump() + "\n";
       net::write(stream, http::make_chunk(net::buffer(line)));
@@ -66,7 +75,8 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
     if (initial_events.value_or(from_now)) {
       // The current state as synthetic ADDED events, then changes.
       ListOptions options = selectorsOnly(query);
-      Reply listed = store_.list(r, route.ns, options);
+      options.field_selector = field_text;
+      Reply listed = store_.list(storage, route.ns, options);
       last = std::stoull(listed.body["metadata"]["resourceVersion"].get<std::string>());
       for (const json& item : listed.body["items"]) {
         if (faults.drop_watch_after_events > 0 && sent >= faults.drop_watch_after_events) break;
@@ -106,14 +116,14 @@ void Server::Impl::serveWatch(SslStream& stream, const Request& req, const Resou
         continue;
       }
       std::uint64_t scanned = last;
-      auto events = store_.eventsAfter(last, r.key(), &scanned);
-      if (!events) {
+      auto changes = store_.eventsAfter(last, storage.key(), &scanned);
+      if (!changes) {
         // The apiserver's watch cache answers a too-old resourceVersion with an ERROR event
         // (HTTP 200): Status code 410, reason Expired.
         send(goneEvent(last, store_.resourceVersion()));
         break;
       }
-      for (const WatchEvent& e : *events) {
+      for (const WatchEvent& e : *changes) {
         auto type = filteredType(e, route.ns, labels, fields);
         if (!type) continue;
         send({{"type", *type}, {"object", e.object}});

@@ -6,6 +6,7 @@
 
 #include "tests/kubesim/crd.h"
 #include "tests/kubesim/defaults.h"
+#include "tests/kubesim/managed_fields.h"
 #include "tests/kubesim/patch.h"
 #include "tests/kubesim/selector.h"
 #include "tests/kubesim/store_support.h"
@@ -24,16 +25,17 @@ namespace {
 
 bool isPod(const ResourceInfo& r) { return r.group.empty() && r.plural == "pods"; }
 
-// Sets a flag for the scope of a locked write (Store::dry_run_).
+// Sets a member for the scope of a locked write (Store::dry_run_, Store::writer_).
+template <typename T>
 class FlagScope {
  public:
-  FlagScope(bool& flag, bool value) : flag_(flag) { flag_ = value; }
-  ~FlagScope() { flag_ = false; }
+  FlagScope(T& flag, T value) : flag_(flag) { flag_ = value; }
+  ~FlagScope() { flag_ = T{}; }
   FlagScope(const FlagScope&) = delete;
   FlagScope& operator=(const FlagScope&) = delete;
 
  private:
-  bool& flag_;
+  T& flag_;
 };
 
 }  // namespace
@@ -181,7 +183,15 @@ std::optional<Reply> Store::undecodable(const ResourceInfo& r, const json& objec
       r.kind + " in version \"" + r.version + "\" cannot be handled as a " + r.kind + ": " + *bad);
 }
 
-Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, bool dry_run) {
+Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, bool dry_run,
+                    const managed::Writer* writer) {
+  std::lock_guard lock(mu_);
+  FlagScope<bool> dry(dry_run_, dry_run);
+  FlagScope<const managed::Writer*> who(writer_, writer);
+  return createLocked(r, ns, std::move(object));
+}
+
+Reply Store::createLocked(const ResourceInfo& r, const std::string& ns, json object) {
   if (!object.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
   if (auto bad = undecodable(r, object)) return std::move(*bad);
   if (crd::isDefinitionResource(r)) {
@@ -193,8 +203,6 @@ Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, b
     if (r.hasSubresource("status")) object.erase("status");
     if (auto bad = crd::admit(r, object)) return std::move(*bad);
   }
-  std::lock_guard lock(mu_);
-  FlagScope dry(dry_run_, dry_run);
   json& meta = object["metadata"];
   if (!meta.is_object()) meta = json::object();
   std::string body_ns = str(object, {"metadata", "namespace"});
@@ -232,6 +240,13 @@ Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, b
   if (r.group.empty() && r.plural == "services") {
     if (auto refused = allocateServiceLocked(object)) return std::move(*refused);
   }
+  if (writer_ != nullptr) {
+    json sent = object["metadata"].value("managedFields", json());
+    object["metadata"].erase("managedFields");
+    managed::Writer w = *writer_;
+    w.now = nowText();
+    managed::recordUpdate(json(), object, w, sent, r.hasSubresource("status"));
+  }
   return Reply{.code = 201, .body = commitLocked(r, "ADDED", std::move(object), json())};
 }
 
@@ -243,10 +258,12 @@ Reply Store::get(const ResourceInfo& r, const std::string& ns, const std::string
 }
 
 Reply Store::update(const ResourceInfo& r, const std::string& ns, const std::string& name,
-                    json object, std::string_view subresource, bool dry_run) {
+                    json object, std::string_view subresource, bool dry_run,
+                    const managed::Writer* writer) {
   if (!object.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
   std::lock_guard lock(mu_);
-  FlagScope dry(dry_run_, dry_run);
+  FlagScope<bool> dry(dry_run_, dry_run);
+  FlagScope<const managed::Writer*> who(writer_, writer);
   return updateLocked(r, ns, name, std::move(object), subresource, true);
 }
 
@@ -310,6 +327,12 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
     if (auto bad = crd::validateDefinition(next)) return std::move(*bad);
   }
   if (auto bad = crd::admit(r, next)) return std::move(*bad);
+  if (writer_ != nullptr) {
+    managed::Writer w = *writer_;
+    w.now = nowText();
+    managed::recordUpdate(old, next, w, next["metadata"].value("managedFields", json()),
+                          r.hasSubresource("status"));
+  }
   if (next == old) {
     // A no-op write does not bump resourceVersion or notify watchers (as the API server).
     return Reply{.code = 200, .body = old};
@@ -327,17 +350,24 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
 
 Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::string& name,
                    std::string_view content_type, std::string_view body,
-                   std::string_view subresource, bool dry_run) {
+                   std::string_view subresource, bool dry_run, const managed::Writer* writer) {
+  std::string type(content_type.substr(0, content_type.find(';')));
+  if (type == "application/apply-patch+yaml") {
+    std::lock_guard lock(mu_);
+    FlagScope<bool> dry(dry_run_, dry_run);
+    FlagScope<const managed::Writer*> who(writer_, writer);
+    return applyLocked(r, ns, name, body, subresource);
+  }
   json patch_doc = json::parse(body, nullptr, false);
   if (patch_doc.is_discarded()) {
     return statusReply(400, "BadRequest", "error decoding patch: invalid JSON");
   }
   std::lock_guard lock(mu_);
-  FlagScope dry(dry_run_, dry_run);
+  FlagScope<bool> dry(dry_run_, dry_run);
+  FlagScope<const managed::Writer*> who(writer_, writer);
   const json* current = findLocked(r, ns, name);
   if (current == nullptr) return notFound(r, name);
   json patched;
-  std::string type(content_type.substr(0, content_type.find(';')));
   if (type == "application/merge-patch+json") {
     if (!patch_doc.is_object()) {
       return statusReply(400, "BadRequest", "merge patch must be a JSON object");
@@ -374,7 +404,7 @@ Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::stri
     return statusReply(415, "UnsupportedMediaType",
                        "the body of the request was in an unknown format - accepted media types "
                        "include: application/json-patch+json, application/merge-patch+json, "
-                       "application/strategic-merge-patch+json");
+                       "application/apply-patch+yaml, application/strategic-merge-patch+json");
   }
   if (!patched.is_object()) return statusReply(422, "Invalid", "patched object is not an object");
   if (str(patched, {"metadata", "resourceVersion"}) !=
@@ -388,7 +418,7 @@ Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::stri
 Reply Store::remove(const ResourceInfo& r, const std::string& ns, const std::string& name,
                     const DeleteOptions& options) {
   std::lock_guard lock(mu_);
-  FlagScope dry(dry_run_, options.dry_run);
+  FlagScope<bool> dry(dry_run_, options.dry_run);
   const json* current = findLocked(r, ns, name);
   if (current == nullptr) return notFound(r, name);
   return deleteLocked(r, *current, options);

@@ -25,6 +25,10 @@
 
 namespace ekco::kubesim {
 
+namespace managed {
+struct Writer;
+}
+
 struct ResourceInfo {
   std::string group{};  // "" for the core group
   std::string version{};
@@ -110,17 +114,23 @@ class Store {
   // namespace must exist and not be terminating (404/403), bodies are defaulted, validated (422
   // Invalid) and prepared (status, generation). `dry_run` (dryRun=All) does all of it and
   // answers as the write would, but stores nothing: no resourceVersion, no watch event.
+  // `writer` (managed_fields.h): the field manager of an API request, whose Update (or, for an
+  // apply patch, Apply) entry in metadata.managedFields the write records; null for writes
+  // that are not tracked.
   Reply create(const ResourceInfo& r, const std::string& ns, nlohmann::json object,
-               bool dry_run = false);
+               bool dry_run = false, const managed::Writer* writer = nullptr);
   Reply get(const ResourceInfo& r, const std::string& ns, const std::string& name) const;
   Reply list(const ResourceInfo& r, const std::string& ns, const ListOptions& options) const;
   // subresource: "" (main resource: status is kept as stored for types with a status
   // subresource) or "status" (only status changes).
   Reply update(const ResourceInfo& r, const std::string& ns, const std::string& name,
-               nlohmann::json object, std::string_view subresource, bool dry_run = false);
+               nlohmann::json object, std::string_view subresource, bool dry_run = false,
+               const managed::Writer* writer = nullptr);
+  // Content types: JSON patch, merge patch, strategic merge patch, and server-side apply
+  // (application/apply-patch+yaml, store_apply.cc: creates the object when it is absent).
   Reply patch(const ResourceInfo& r, const std::string& ns, const std::string& name,
               std::string_view content_type, std::string_view body, std::string_view subresource,
-              bool dry_run = false);
+              bool dry_run = false, const managed::Writer* writer = nullptr);
   Reply remove(const ResourceInfo& r, const std::string& ns, const std::string& name,
                const DeleteOptions& options);
   Reply getScale(const ResourceInfo& r, const std::string& ns, const std::string& name) const;
@@ -185,6 +195,10 @@ class Store {
   nlohmann::json commitLocked(const ResourceInfo& r, const std::string& type, nlohmann::json object,
                               nlohmann::json old);
   static std::optional<Reply> undecodable(const ResourceInfo& r, const nlohmann::json& object);
+  Reply createLocked(const ResourceInfo& r, const std::string& ns, nlohmann::json object);
+  // Server-side apply (store_apply.cc).
+  Reply applyLocked(const ResourceInfo& r, const std::string& ns, const std::string& name,
+                    std::string_view body, std::string_view subresource);
   Reply updateLocked(const ResourceInfo& r, const std::string& ns, const std::string& name,
                      nlohmann::json object, std::string_view subresource, bool check_version);
   Reply deleteLocked(const ResourceInfo& r, const nlohmann::json& current,
@@ -231,6 +245,8 @@ class Store {
   std::set<std::string> terminating_pods_;
   // Set while a dryRun=All request holds the lock: commitLocked stores and records nothing.
   bool dry_run_ = false;
+  // Set while an API write holds the lock: whose managedFields entry it records (apply.cc).
+  const managed::Writer* writer_ = nullptr;
   std::mt19937_64 rng_;
   // Garbage collector (gc.cc): owner uid → its dependents as (resource key, "ns/name"), and the
   // objects to look at on the next pass. put() sets putting_ (fixtures skip the owner check).

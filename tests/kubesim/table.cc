@@ -1,6 +1,7 @@
 #include "tests/kubesim/table.h"
 
 #include <algorithm>
+#include <cctype>
 #include <ctime>
 #include <functional>
 #include <map>
@@ -196,6 +197,73 @@ json deploymentRow(const json& d, Clock::time_point now) {
            std::to_string(number(d, {"spec", "replicas"}, 1)),
        number(d, {"status", "updatedReplicas"}), number(d, {"status", "availableReplicas"}),
        since(text(d, {"metadata", "creationTimestamp"}), now), containers, images, selector});
+}
+
+// printEvent (server-side printing always fills the wide cells; kubectl hides priority 1).
+json eventRow(const json& e, Clock::time_point now) {
+  std::string first = since(text(e, {"firstTimestamp"}), now);
+  if (text(e, {"firstTimestamp"}).empty()) first = since(text(e, {"eventTime"}), now);
+  std::string last =
+      text(e, {"lastTimestamp"}).empty() ? first : since(text(e, {"lastTimestamp"}), now);
+  std::int64_t n = number(e, {"count"}, 0);
+  if (field(e, {"series"}).is_object()) {
+    last = since(text(e, {"series", "lastObservedTime"}), now);
+    n = number(e, {"series", "count"}, 0);
+  } else if (n == 0) {
+    n = 1;  // singleton events of the new API have no count
+  }
+  std::string kind = text(e, {"involvedObject", "kind"});
+  std::transform(kind.begin(), kind.end(), kind.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string object_name = text(e, {"involvedObject", "name"});
+  const std::string target = object_name.empty() ? kind : kind + "/" + object_name;
+  std::string component = text(e, {"source", "component"});
+  if (component.empty()) component = text(e, {"reportingComponent"});
+  std::string instance = text(e, {"source", "host"});
+  if (instance.empty()) instance = text(e, {"reportingInstance"});
+  std::string source = instance.empty() ? component : component + ", " + instance;
+  std::string message = text(e, {"message"});
+  while (!message.empty() && std::isspace(static_cast<unsigned char>(message.back()))) {
+    message.pop_back();
+  }
+  while (!message.empty() && std::isspace(static_cast<unsigned char>(message.front()))) {
+    message.erase(0, 1);
+  }
+  return json::array({last, text(e, {"type"}), text(e, {"reason"}), target,
+                      text(e, {"involvedObject", "fieldPath"}), source, message, first, n,
+                      text(e, {"metadata", "name"})});
+}
+
+json eventColumns() {
+  return json::array(
+      {col("Last Seen", "string",
+           "The time at which the most recent occurrence of this event "
+           "was recorded."),
+       col("Type", "string",
+           "Type of this event (Normal, Warning), new types could be added in "
+           "the future"),
+       col("Reason", "string",
+           "This should be a short, machine understandable string that "
+           "gives the reason for the transition into the object's current "
+           "status."),
+       col("Object", "string", "The object that this event is about."),
+       col("Subobject", "string",
+           "If referring to a piece of an object instead of an entire "
+           "object, this string should contain a valid JSON/Go "
+           "field access statement, such as "
+           "desiredState.manifest.containers[2].",
+           1),
+       col("Source", "string",
+           "The component reporting this event. Should be a short machine "
+           "understandable string.",
+           1),
+       col("Message", "string", "A human-readable description of the status of this operation."),
+       col("First Seen", "string",
+           "The time at which the event was first recorded. (Time of "
+           "server receipt is in TypeMeta.)",
+           1),
+       col("Count", "string", "The number of times this event has occurred.", 1),
+       col("Name", "string", kNameDoc, 1, "name")});
 }
 
 // A custom resource's column cell, as apiextensions' tableconvertor: string columns print what
@@ -455,6 +523,9 @@ json toTable(const ResourceInfo& r, const json& body, std::string_view include_o
                    "deployment.",
                    1)};
     cells = [now](const json& o) { return deploymentRow(o, now); };
+  } else if (key == "/events") {
+    columns = eventColumns();
+    cells = [now](const json& o) { return eventRow(o, now); };
   } else if (key == "/namespaces") {
     columns = {nameColumn(), col("Status", "string", "The status of the namespace"), ageColumn()};
     cells = [&](const json& o) {

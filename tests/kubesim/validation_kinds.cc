@@ -317,6 +317,12 @@ void validateDeployment(const json& d, std::vector<FieldError>& errs) {
   if (replicas.is_number_integer() && replicas.get<std::int64_t>() < 0) {
     errs.push_back(invalidValue("spec.replicas", replicas, "must be greater than or equal to 0"));
   }
+  // ValidateDeploymentStrategy (the type is defaulted before validation).
+  const json& strategy = field(spec, "strategy");
+  if (field(strategy, "type") == "Recreate" && field(strategy, "rollingUpdate").is_object()) {
+    errs.push_back(forbidden("spec.strategy.rollingUpdate",
+                             "may not be specified when strategy `type` is 'Recreate'"));
+  }
   validatePodSpec(field(field(spec, "template"), "spec"), "spec.template.spec", false, errs);
 }
 
