@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "tests/kubesim/crd.h"
+#include "tests/kubesim/csr.h"
 #include "tests/kubesim/defaults.h"
 #include "tests/kubesim/patch.h"
 #include "tests/kubesim/selector.h"
@@ -193,6 +194,7 @@ Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, b
     if (r.hasSubresource("status")) object.erase("status");
     if (auto bad = crd::admit(r, object)) return std::move(*bad);
   }
+  if (auto refused = mutateForCreate(r, ns, object, dry_run)) return std::move(*refused);
   std::lock_guard lock(mu_);
   FlagScope dry(dry_run_, dry_run);
   json& meta = object["metadata"];
@@ -268,8 +270,8 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
     return conflictModified(r, name);
   }
   json next;
-  if (subresource == "status") {
-    // Only status changes through the status subresource.
+  if (subresource == "status" || subresource == "approval") {
+    // Only status changes through the status subresource (a CSR's /approval: csr.h).
     next = old;
     if (object.contains("status")) {
       next["status"] = object["status"];
@@ -301,11 +303,17 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
         m.erase(kept);
       }
     }
-    // Admission, validation and the generation bump (store_admission.cc).
+    // Mutating webhooks (store_webhooks.cc), then admission, validation and the generation
+    // bump (store_admission.cc).
+    if (auto refused = mutateForUpdateLocked(r, ns, name, next, old)) return std::move(*refused);
     if (auto refused = admitUpdateLocked(r, next, old)) return std::move(*refused);
   }
   next["apiVersion"] = r.apiVersion();
   next["kind"] = r.kind;
+  if (csr::isCsr(r)) {
+    auto errors = csr::prepareUpdate(subresource, next, old, nowText());
+    if (!errors.empty()) return invalidReply(r.group, r.kind, name, errors);
+  }
   if (crd::isDefinitionResource(r)) {
     if (auto bad = crd::validateDefinition(next)) return std::move(*bad);
   }
