@@ -1,6 +1,7 @@
 // The Store's side of mutating admission webhooks (admission_webhooks.h): which webhooks a
 // write matches, read under the lock, and the calls, made without it (a webhook may take up to
-// its timeout, and may itself read the API).
+// its timeout, and may itself read the API). Only API requests (a caller in request_user.h) are
+// sent to webhooks; writes of kubesim's simulated controllers and direct Store calls are not.
 #include "tests/kubesim/admission_webhooks.h"
 #include "tests/kubesim/defaults.h"
 #include "tests/kubesim/request_user.h"
@@ -48,6 +49,7 @@ std::vector<webhooks::Target> Store::webhookTargetsLocked(const webhooks::Attrib
 
 std::optional<Reply> Store::mutateForCreate(const ResourceInfo& r, const std::string& ns,
                                             json& object, bool dry_run) {
+  if (currentUser() == nullptr) return std::nullopt;  // not an API request
   json candidate = object;
   if (!candidate["metadata"].is_object()) candidate["metadata"] = json::object();
   if (r.namespaced) {
@@ -82,6 +84,9 @@ std::optional<Reply> Store::mutateForCreate(const ResourceInfo& r, const std::st
 std::optional<Reply> Store::mutateForUpdateLocked(const ResourceInfo& r, const std::string& ns,
                                                   const std::string& name, json& next,
                                                   const json& old) {
+  // Only API requests: the simulated controllers (garbage collector, disruption controller)
+  // write under the lock while iterating the store, which must not be released under them.
+  if (currentUser() == nullptr) return std::nullopt;
   json candidate = next;
   applyDefaults(r, candidate);
   if (isPod(r)) admitPod(candidate, false);
