@@ -32,6 +32,7 @@ const std::map<std::string, std::string>& mergeKeys() {
       {"topologySpreadConstraints", "topologyKey"},
       {"resourceClaims", "name"},
       {"schedulingGates", "name"},
+      {"webhooks", "name"},  // Mutating/ValidatingWebhookConfiguration
   };
   return keys;
 }

@@ -210,6 +210,14 @@ base::Result<json> decodeMessage(const std::string& type, std::string_view bytes
     }
     return json("0");
   }
+  if (type.size() > 11 && type.compare(type.size() - 11, 11, ".ExtraValue") == 0) {
+    // A Go []string that protobuf wraps in a message: JSON is the bare list.
+    json items = json::array();
+    for (const Raw& f : *fields) {
+      if (f.number == 1 && f.wire == 2) items.push_back(std::string(f.bytes));
+    }
+    return items;
+  }
   if (type == "k8s.io.apimachinery.pkg.util.intstr.IntOrString") {
     std::int64_t kind = 0;
     json int_value = 0;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "tests/kubesim/csr.h"
+#include "tests/kubesim/request_user.h"
 #include "tests/kubesim/server_impl.h"
 
 // ekco-kubesim: start and stop, connections, authentication, authorization and dispatch;
@@ -87,6 +89,7 @@ base::Status Server::Impl::start() {
         store_.namespaceControllerPass();
         store_.garbageCollectorPass();
         store_.disruptionControllerPass();
+        csr::signerPass(store_, pki_, clock_->wallNow());
       } catch (const std::exception& e) {
         // An object the pass cannot read must not end the server (std::terminate): say so and
         // carry on; the typed writes (types.h) keep such objects out of the store.
@@ -383,6 +386,21 @@ bool Server::Impl::handle(SslStream& stream, Request& req,
     }
   }
 
+  // The CertificateApproval admission plugin: /approval also needs `approve` on the signer.
+  if (attrs.resource == "certificatesigningrequests" && attrs.subresource == "approval" &&
+      (attrs.verb == "update" || attrs.verb == "patch") && !user->isMaster()) {
+    auto stored = store_.get("certificatesigningrequests.certificates.k8s.io", "", attrs.name);
+    if (stored) {
+      if (auto refused = csr::admitApproval(rbacPolicy(""), *user, *stored)) {
+        record(std::move(attrs), user->name, 403, false);
+        writeReply(stream, req, *refused, keep_alive);
+        return keep_alive;
+      }
+    }
+  }
+  // Admission and registry strategies see the caller (a CSR's spec.username, AdmissionReview).
+  ScopedCurrentUser scoped_user(user);
+
   bool is_kubesim = !segs.empty() && segs[0] == "kubesim";
   if (!is_kubesim) {
     if (auto answered = injectFaults(stream, req, attrs, user->name, keep_alive)) return *answered;
@@ -458,6 +476,7 @@ Store& Server::store() { return impl_->store_; }
 void Server::runKubelet() {
   impl_->store_.kubeletPass();
   impl_->store_.namespaceControllerPass();
+  csr::signerPass(impl_->store_, impl_->pki_, impl_->clock_->wallNow());
 }
 void Server::compactHistory() { impl_->store_.compact(); }
 void Server::forceGoneOnNextWatch() {

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "tests/kubesim/crd.h"
+#include "tests/kubesim/csr.h"
 #include "tests/kubesim/defaults.h"
 #include "tests/kubesim/managed_fields.h"
 #include "tests/kubesim/patch.h"
@@ -185,6 +186,10 @@ std::optional<Reply> Store::undecodable(const ResourceInfo& r, const json& objec
 
 Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, bool dry_run,
                     const managed::Writer* writer) {
+  // Decoded first, then the mutating webhooks (called without the lock), then the rest.
+  if (!object.is_object()) return statusReply(400, "BadRequest", "the body must be a JSON object");
+  if (auto bad = undecodable(r, object)) return std::move(*bad);
+  if (auto refused = mutateForCreate(r, ns, object, dry_run)) return std::move(*refused);
   std::lock_guard lock(mu_);
   FlagScope<bool> dry(dry_run_, dry_run);
   FlagScope<const managed::Writer*> who(writer_, writer);
@@ -285,8 +290,8 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
     return conflictModified(r, name);
   }
   json next;
-  if (subresource == "status") {
-    // Only status changes through the status subresource.
+  if (subresource == "status" || subresource == "approval") {
+    // Only status changes through the status subresource (a CSR's /approval: csr.h).
     next = old;
     if (object.contains("status")) {
       next["status"] = object["status"];
@@ -318,11 +323,17 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
         m.erase(kept);
       }
     }
-    // Admission, validation and the generation bump (store_admission.cc).
+    // Mutating webhooks (store_webhooks.cc), then admission, validation and the generation
+    // bump (store_admission.cc).
+    if (auto refused = mutateForUpdateLocked(r, ns, name, next, old)) return std::move(*refused);
     if (auto refused = admitUpdateLocked(r, next, old)) return std::move(*refused);
   }
   next["apiVersion"] = r.apiVersion();
   next["kind"] = r.kind;
+  if (csr::isCsr(r)) {
+    auto errors = csr::prepareUpdate(subresource, next, old, nowText());
+    if (!errors.empty()) return invalidReply(r.group, r.kind, name, errors);
+  }
   if (crd::isDefinitionResource(r)) {
     if (auto bad = crd::validateDefinition(next)) return std::move(*bad);
   }

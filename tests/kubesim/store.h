@@ -28,6 +28,10 @@ namespace ekco::kubesim {
 namespace managed {
 struct Writer;
 }
+namespace webhooks {
+struct Attributes;
+struct Target;
+}  // namespace webhooks
 
 struct ResourceInfo {
   std::string group{};  // "" for the core group
@@ -227,6 +231,18 @@ class Store {
   nlohmann::json pdbStatusLocked(const nlohmann::json& pdb) const;
   // nullopt: the pod may be evicted (its budget, if any, spent); else the answer (429, 500...).
   std::optional<Reply> spendBudgetLocked(const nlohmann::json& pod);
+  // --- store_webhooks.cc: mutating admission webhooks (admission_webhooks.h) ---
+  std::vector<webhooks::Target> webhookTargetsLocked(const webhooks::Attributes& attrs,
+                                                     const nlohmann::json& object,
+                                                     const nlohmann::json& old) const;
+  // Before the create's lock: defaults the object and lets the matching webhooks mutate it.
+  std::optional<Reply> mutateForCreate(const ResourceInfo& r, const std::string& ns,
+                                       nlohmann::json& object, bool dry_run);
+  // In an update of the main resource: releases the lock while the webhooks are called; 409 if
+  // the object changed meanwhile.
+  std::optional<Reply> mutateForUpdateLocked(const ResourceInfo& r, const std::string& ns,
+                                             const std::string& name, nlohmann::json& next,
+                                             const nlohmann::json& old);
   std::string nowText(std::chrono::seconds offset = std::chrono::seconds(0)) const;
   std::string newUid();
   std::string randomSuffix();

@@ -7,7 +7,10 @@
 #include <random>
 #include <set>
 
+#include "tests/kubesim/admission_webhooks.h"
+#include "tests/kubesim/csr.h"
 #include "tests/kubesim/defaults.h"
+#include "tests/kubesim/request_user.h"
 #include "tests/kubesim/store.h"
 #include "tests/kubesim/store_support.h"
 #include "tests/kubesim/validation.h"
@@ -120,9 +123,17 @@ std::optional<Reply> Store::admitNamespaceLocked(const ResourceInfo& r, const st
 
 std::optional<Reply> Store::admitCreateLocked(const ResourceInfo& r, json& object) {
   applyDefaults(r, object);
+  if (webhooks::isConfiguration(r)) webhooks::applyConfigurationDefaults(object);
   if (isCore(r, "pods")) admitPod(object, true);
   prepareForCreate(r, object);
+  if (csr::isCsr(r)) csr::prepareForCreate(object, currentUser());
   auto errors = validateCreate(r, object);
+  if (csr::isCsr(r)) {
+    for (FieldError& e : csr::validateCreate(object)) errors.push_back(std::move(e));
+  }
+  if (webhooks::isConfiguration(r)) {
+    for (FieldError& e : webhooks::validateConfiguration(object)) errors.push_back(std::move(e));
+  }
   if (!errors.empty()) {
     return invalidReply(r.group, r.kind, str(object, {"metadata", "name"}), errors);
   }
@@ -131,6 +142,7 @@ std::optional<Reply> Store::admitCreateLocked(const ResourceInfo& r, json& objec
 
 std::optional<Reply> Store::admitUpdateLocked(const ResourceInfo& r, json& next, const json& old) {
   applyDefaults(r, next);
+  if (webhooks::isConfiguration(r)) webhooks::applyConfigurationDefaults(next);
   if (isCore(r, "pods")) admitPod(next, false);
   if (isCore(r, "namespaces")) {
     // Spec finalizers change only through namespaces/finalize; status only through its
@@ -165,6 +177,9 @@ std::optional<Reply> Store::admitUpdateLocked(const ResourceInfo& r, json& next,
   applyDefaults(r, base);
   if (isCore(r, "pods")) admitPod(base, false);
   auto errors = validateUpdate(r, next, base);
+  if (webhooks::isConfiguration(r)) {
+    for (FieldError& e : webhooks::validateConfiguration(next)) errors.push_back(std::move(e));
+  }
   if (!errors.empty()) {
     return invalidReply(r.group, r.kind, str(old, {"metadata", "name"}), errors);
   }

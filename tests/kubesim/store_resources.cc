@@ -103,6 +103,10 @@ std::vector<ResourceInfo> builtins() {
         {}),
       r("rbac.authorization.k8s.io", "v1", "roles", "Role", true, {}, {}),
       r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, {}, {}),
+      r("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest",
+        false, {"csr"}, {"status", "approval"}),
+      r("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration", false, {}, {}),
       selfSubjectAccessReviews,
   };
 }

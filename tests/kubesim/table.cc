@@ -29,6 +29,14 @@ const char* const kAgeDoc =
     "https://git.k8s.io/community/contributors/devel/sig-architecture/"
     "api-conventions.md#metadata";
 
+const char* const kSignerNameDoc =
+    "signerName indicates the requested signer, and is a qualified name.";
+const char* const kExpirationDoc =
+    "expirationSeconds is the requested duration of validity of the issued certificate.";
+
+// extractCSRStatus: Denied before Approved before Pending, then ",Failed" and ",Issued".
+std::string csrCondition(const nlohmann::json& csr);
+
 json col(const char* name, const char* type, const char* description, int priority = 0,
          const char* format = "") {
   return {{"name", name},
@@ -448,6 +456,27 @@ std::string podStatus(const json& pod) {
   return reason;
 }
 
+namespace {
+
+std::string csrCondition(const json& csr) {
+  bool approved = false;
+  bool denied = false;
+  bool failed = false;
+  for (const json& c : field(csr, {"status", "conditions"})) {
+    if (!c.is_object()) continue;
+    const std::string type = c.value("type", "");
+    approved = approved || type == "Approved";
+    denied = denied || type == "Denied";
+    failed = failed || type == "Failed";
+  }
+  std::string out = denied ? "Denied" : approved ? "Approved" : "Pending";
+  if (failed) out += ",Failed";
+  if (!text(csr, {"status", "certificate"}).empty()) out += ",Issued";
+  return out;
+}
+
+}  // namespace
+
 json toTable(const ResourceInfo& r, const json& body, std::string_view include_object,
              Clock::time_point now, std::string_view version) {
   const bool is_list = body.contains("items") && body["items"].is_array();
@@ -547,6 +576,24 @@ json toTable(const ResourceInfo& r, const json& body, std::string_view include_o
     columns = {nameColumn(), col("Holder", "string", "The holder of the lease"), ageColumn()};
     cells = [&](const json& o) {
       return json::array({name(o), text(o, {"spec", "holderIdentity"}), age(o)});
+    };
+  } else if (key == "certificates.k8s.io/certificatesigningrequests") {
+    // printCertificateSigningRequest (pkg/printers/internalversion).
+    columns = {nameColumn(),
+               ageColumn(),
+               col("SignerName", "string", kSignerNameDoc),
+               col("Requestor", "string", "Name of the user who requested the CSR."),
+               col("RequestedDuration", "string", kExpirationDoc),
+               col("Condition", "string", "Status of the CSR.")};
+    cells = [&](const json& o) {
+      const json& seconds = field(o, {"spec", "expirationSeconds"});
+      std::string signer = text(o, {"spec", "signerName"});
+      return json::array({name(o), age(o), signer.empty() ? "<none>" : signer,
+                          text(o, {"spec", "username"}),
+                          seconds.is_number_integer()
+                              ? humanDuration(std::chrono::seconds(seconds.get<std::int64_t>()))
+                              : "<none>",
+                          csrCondition(o)});
     };
   } else if (key == "apiextensions.k8s.io/customresourcedefinitions") {
     // No printer: apiserver's defaultTableConvertor (registry/rest/table.go).

@@ -24,6 +24,7 @@ ROOTS = [
 ] + [
     "k8s.io.api.apps.v1." + k for k in ["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"]
 ] + [
+    "k8s.io.api.certificates.v1.CertificateSigningRequest",
     "k8s.io.api.coordination.v1.Lease",
     "k8s.io.api.events.v1.Event",
     "k8s.io.api.policy.v1.PodDisruptionBudget",
