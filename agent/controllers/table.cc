@@ -4,6 +4,7 @@
 #include "agent/controllers/host_checks.h"
 #include "agent/controllers/host_units.h"
 #include "agent/controllers/internal_lb.h"
+#include "agent/controllers/kubelet_csr_approval.h"
 #include "agent/controllers/purge_dead_nodes.h"
 #include "agent/controllers/resource_scaling.h"
 #include "agent/controllers/spec.h"
@@ -12,12 +13,13 @@ namespace ekco::agent {
 
 const std::vector<ControllerSpec>& controllerSpecs() {
   static const std::vector<ControllerSpec> table = {
-      hostChecksSpec(),       // every node: the node as the host and the API see it
-      hostUnitsSpec(),        // every node: ekco-reboot.service, ekco-upgrade.timer
-      internalLbSpec(),       // every node: HAProxy in front of the apiservers
-      clearNodesSpec(),       // leader: force-delete pods stuck on dead nodes
-      purgeDeadNodesSpec(),   // leader: purge dead nodes, after clear-nodes is done with them
-      resourceScalingSpec(),  // leader: Prometheus/Alertmanager replicas follow the node count
+      hostChecksSpec(),          // every node: the node as the host and the API see it
+      hostUnitsSpec(),           // every node: ekco-reboot.service, ekco-upgrade.timer
+      internalLbSpec(),          // every node: HAProxy in front of the apiservers
+      clearNodesSpec(),          // leader: force-delete pods stuck on dead nodes
+      purgeDeadNodesSpec(),      // leader: purge dead nodes, after clear-nodes is done with them
+      resourceScalingSpec(),     // leader: Prometheus/Alertmanager replicas follow the node count
+      kubeletCsrApprovalSpec(),  // leader: approve kubelet-serving CSRs that pass every rule
   };
   return table;
 }
