@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/strings.h"
+#include "kube/kubeconfig.h"
 #include "kube/timestamp.h"
 
 namespace ekco::kube {
@@ -253,6 +254,50 @@ Result<Lease> parseLease(const Json& json) {
     lease.renew_time = time(spec, "spec", "renewTime");
     lease.lease_transitions = integer(spec, "spec", "leaseTransitions").value_or(0);
     return lease;
+  });
+}
+
+Result<CertificateSigningRequest> parseCertificateSigningRequest(const Json& json) {
+  return guarded<CertificateSigningRequest>("CertificateSigningRequest", json, [&] {
+    CertificateSigningRequest csr;
+    const Json& meta = object(json, "", "metadata");
+    csr.name = str(meta, "metadata", "name");
+    csr.uid = str(meta, "metadata", "uid");
+    csr.resource_version = str(meta, "metadata", "resourceVersion");
+    const Json& spec = object(json, "", "spec");
+    csr.signer_name = str(spec, "spec", "signerName");
+    csr.username = str(spec, "spec", "username");
+    const auto strings = [&](const char* key) {
+      std::vector<std::string> out;
+      const Json& items = array(spec, "spec", key);
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (!items[i].is_string()) {
+          throw FieldError{at("spec", key, i), "expected string, got " + typeName(items[i])};
+        }
+        out.push_back(items[i].get<std::string>());
+      }
+      return out;
+    };
+    csr.groups = strings("groups");
+    csr.usages = strings("usages");
+    csr.expiration_seconds = integer(spec, "spec", "expirationSeconds");
+    const std::string encoded = str(spec, "spec", "request");
+    auto decoded = base64Decode(encoded);
+    if (!decoded) throw FieldError{"spec.request", "not base64"};
+    csr.request = std::move(*decoded);
+    const Json& status = object(json, "", "status");
+    const Json& conditions = array(status, "status", "conditions");
+    for (std::size_t i = 0; i < conditions.size(); ++i) {
+      const std::string p = at("status", "conditions", i);
+      const std::string type = str(conditions[i], p, "type");
+      const std::string value = str(conditions[i], p, "status");
+      if (!(value.empty() || value == "True")) continue;
+      if (type == "Approved") csr.approved = true;
+      if (type == "Denied") csr.denied = true;
+      if (type == "Failed") csr.failed = true;
+    }
+    csr.issued = !str(status, "status", "certificate").empty();
+    return csr;
   });
 }
 

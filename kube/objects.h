@@ -101,8 +101,33 @@ struct Lease {
   std::int64_t lease_transitions = 0;
 };
 
+// A certificates.k8s.io/v1 CertificateSigningRequest, as the kubelet-serving approval reads it.
+// Every field is kept, so the informer that caches these sees each change.
+struct CertificateSigningRequest {
+  std::string name{};
+  std::string uid{};
+  std::string resource_version{};
+  std::string signer_name{};
+  std::string username{};  // set by kube-apiserver from the authenticated creator
+  std::vector<std::string> groups{};
+  std::vector<std::string> usages{};
+  std::optional<std::int64_t> expiration_seconds = std::nullopt;
+  std::string request{};  // spec.request decoded from base64: the PEM text
+  // status.conditions with status "True" (an absent status counts as "True", as the API's
+  // helpers read it).
+  bool approved = false;
+  bool denied = false;
+  bool failed = false;
+  bool issued = false;  // status.certificate is set
+
+  bool operator==(const CertificateSigningRequest&) const = default;
+};
+
 base::Result<Node> parseNode(const nlohmann::json& object);
 base::Result<Pod> parsePod(const nlohmann::json& object);
 base::Result<Lease> parseLease(const nlohmann::json& object);
+// spec.request that is not base64 is a kParse error like a field of the wrong type.
+base::Result<CertificateSigningRequest> parseCertificateSigningRequest(
+    const nlohmann::json& object);
 
 }  // namespace ekco::kube

@@ -65,6 +65,11 @@ inline const Resource kPodDisruptionBudgets{.group = "policy",
                                             .version = "v1",
                                             .plural = "poddisruptionbudgets",
                                             .kind = "PodDisruptionBudget"};
+inline const Resource kCertificateSigningRequests{.group = "certificates.k8s.io",
+                                                  .version = "v1",
+                                                  .plural = "certificatesigningrequests",
+                                                  .namespaced = false,
+                                                  .kind = "CertificateSigningRequest"};
 inline const Resource kCephClusters{
     .group = "ceph.rook.io", .version = "v1", .plural = "cephclusters", .kind = "CephCluster"};
 inline const Resource kCephBlockPools{

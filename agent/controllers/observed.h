@@ -22,6 +22,12 @@ struct ObservedNodes {
   std::vector<kube::NodeRecord> nodes{};
 };
 
+// The CertificateSigningRequests for signer kubernetes.io/kubelet-serving (the leader's cache).
+struct ObservedCsrs {
+  bool synced = false;  // listed at least once, or the API serves no certificates.k8s.io/v1
+  std::vector<kube::CertificateSigningRequest> csrs{};
+};
+
 // One source of apiserver addresses for the internal load balancer.
 struct ApiserverSource {
   // Listed at least once, or known to be absent from this cluster (404 on the resource): its

@@ -6,6 +6,7 @@
 #include "agent/controllers/host_checks.h"
 #include "agent/controllers/host_units.h"
 #include "agent/controllers/internal_lb.h"
+#include "agent/controllers/kubelet_csr_approval.h"
 #include "agent/controllers/purge_dead_nodes.h"
 #include "agent/controllers/resource_scaling.h"
 #include "agent/controllers/spec.h"
@@ -14,14 +15,15 @@ namespace ekco::agent {
 
 const std::vector<ControllerSpec>& controllerSpecs() {
   static const std::vector<ControllerSpec> table = {
-      hostChecksSpec(),         // every node: the node as the host and the API see it
-      hostUnitsSpec(),          // every node: ekco-reboot.service, ekco-upgrade.timer
-      internalLbSpec(),         // every node: HAProxy in front of the apiservers
-      controlPlaneCertsSpec(),  // every node: the kubeadm certificates, renewed inside the TTL
-      clusterCertsSpec(),       // every node: the add-ons' TLS secrets (control-plane nodes act)
-      clearNodesSpec(),         // leader: force-delete pods stuck on dead nodes
-      purgeDeadNodesSpec(),     // leader: purge dead nodes, after clear-nodes is done with them
-      resourceScalingSpec(),    // leader: Prometheus/Alertmanager replicas follow the node count
+      hostChecksSpec(),          // every node: the node as the host and the API see it
+      hostUnitsSpec(),           // every node: ekco-reboot.service, ekco-upgrade.timer
+      internalLbSpec(),          // every node: HAProxy in front of the apiservers
+      controlPlaneCertsSpec(),   // every node: the kubeadm certificates, renewed inside the TTL
+      clusterCertsSpec(),        // every node: the add-ons' TLS secrets (control-plane nodes act)
+      clearNodesSpec(),          // leader: force-delete pods stuck on dead nodes
+      purgeDeadNodesSpec(),      // leader: purge dead nodes, after clear-nodes is done with them
+      resourceScalingSpec(),     // leader: Prometheus/Alertmanager replicas follow the node count
+      kubeletCsrApprovalSpec(),  // leader: approve kubelet-serving CSRs that pass every rule
   };
   return table;
 }

@@ -32,6 +32,8 @@ std::string_view cacheName(CacheName name) {
       return "cluster-nodes";
     case CacheName::kUnhealthyNodePods:
       return "unhealthy-node-pods";
+    case CacheName::kKubeletServingCsrs:
+      return "kubelet-serving-csrs";
   }
   return "?";
 }
@@ -108,6 +110,11 @@ void Caches::require(CacheName name, std::function<void()> on_change) {
       unhealthy_pods_wanted_ = true;
       return;
     }
+    case CacheName::kKubeletServingCsrs: {
+      std::lock_guard lock(leader_mu_);
+      csrs_wanted_ = true;
+      return;
+    }
     case CacheName::kApiservers:
       break;
   }
@@ -152,6 +159,7 @@ void Caches::stop() {
   {
     std::lock_guard lock(leader_mu_);
     cluster_nodes_.stop();
+    csrs_.stop();
     for (auto& [name, running] : unhealthy_pods_) running->stop();
     unhealthy_pods_.clear();
   }
@@ -176,6 +184,22 @@ void Caches::setLeading(bool leading) {
     cluster_nodes_.informer.reset();
     for (auto& [name, running] : unhealthy_pods_) running->stop();
     unhealthy_pods_.clear();
+  }
+  if (leading && csrs_wanted_ && !csrs_.informer) {
+    // Only the kubelet-serving signer's requests: the field selector kube-apiserver supports
+    // for CSRs, so a cluster's other CSRs cost nothing here. Watched, never re-listed per CSR.
+    csrs_absent_ = false;
+    csrs_.informer = std::make_unique<kube::Informer<kube::CertificateSigningRequest>>(
+        client_, clock_, kube::resources::kCertificateSigningRequests, "",
+        kube::InformerOptions{.field_selector = "spec.signerName=kubernetes.io/kubelet-serving",
+                              .max_backoff = kCacheMaxBackoff},
+        kube::parseCertificateSigningRequest,
+        handlers<kube::CertificateSigningRequest>(CacheName::kKubeletServingCsrs,
+                                                  "kubelet-serving CSR cache", &csrs_absent_));
+    csrs_.start();
+  } else if (!leading && csrs_.informer) {
+    csrs_.stop();
+    csrs_.informer.reset();
   }
 }
 
@@ -235,6 +259,15 @@ std::vector<kube::PodRecord> Caches::unhealthyNodePods() const {
   return pods;
 }
 
+ObservedCsrs Caches::kubeletServingCsrs() const {
+  ObservedCsrs observed;
+  std::lock_guard lock(leader_mu_);
+  if (!csrs_.informer) return observed;
+  observed.synced = csrs_absent_.load() || csrs_.informer->synced();
+  if (!csrs_absent_.load()) observed.csrs = csrs_.informer->list();
+  return observed;
+}
+
 bool Caches::unhealthyNodePodsListed(const std::string& node) const {
   std::lock_guard lock(leader_mu_);
   const auto it = unhealthy_pods_.find(node);
@@ -274,6 +307,7 @@ void Caches::forEachStats(const std::function<void(const std::string& label,
   }
   std::lock_guard lock(leader_mu_);
   if (cluster_nodes_.informer) f("cluster-nodes", cluster_nodes_.informer->stats());
+  if (csrs_.informer) f("kubelet-serving-csrs", csrs_.informer->stats());
   for (const auto& [name, running] : unhealthy_pods_) {
     f("pods on " + name, running->informer->stats());
   }

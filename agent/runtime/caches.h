@@ -4,9 +4,10 @@
 // cache wakes the controllers that asked for it.
 //
 // Node-scoped caches (this node, its pods, the apiserver endpoints) run from start() to stop().
-// Leader-scoped caches (every node; the pods of each unhealthy node, one narrow informer per
-// node) run only while this agent leads: setLeading(true) starts them, setLeading(false) stops
-// and drops them, and superviseUnhealthyNodePods() follows the set of unhealthy nodes.
+// Leader-scoped caches (every node; the kubelet-serving CSRs; the pods of each unhealthy node, one
+// narrow informer per node) run only while this agent leads: setLeading(true) starts them,
+// setLeading(false) stops and drops them, and superviseUnhealthyNodePods() follows the set of
+// unhealthy nodes.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -33,11 +34,12 @@
 namespace ekco::agent {
 
 enum class CacheName {
-  kOwnNode,            // this node (always: readiness needs it)
-  kOwnPods,            // the pods scheduled to this node (always)
-  kApiservers,         // the apiserver endpoints: EndpointSlices, Endpoints, control-plane nodes
-  kClusterNodes,       // every node; leader only
-  kUnhealthyNodePods,  // the pods of each not-Ready or tainted node; leader only
+  kOwnNode,             // this node (always: readiness needs it)
+  kOwnPods,             // the pods scheduled to this node (always)
+  kApiservers,          // the apiserver endpoints: EndpointSlices, Endpoints, control-plane nodes
+  kClusterNodes,        // every node; leader only
+  kUnhealthyNodePods,   // the pods of each not-Ready or tainted node; leader only
+  kKubeletServingCsrs,  // CertificateSigningRequests for kubernetes.io/kubelet-serving; leader
 };
 std::string_view cacheName(CacheName name);
 
@@ -74,6 +76,7 @@ class Caches {
   std::vector<kube::PodRecord> ownPods() const;
   ObservedNodes clusterNodes() const;  // synced false while not leading
   std::vector<kube::PodRecord> unhealthyNodePods() const;
+  ObservedCsrs kubeletServingCsrs() const;  // synced false while not leading
   // Whether the pods on `node` have been listed (its informer exists and is synced): until
   // then, unhealthyNodePods() says nothing about that node, not that it has no pods.
   bool unhealthyNodePodsListed(const std::string& node) const;
@@ -123,6 +126,9 @@ class Caches {
   bool unhealthy_pods_wanted_ = false;
   Running<kube::NodeRecord> cluster_nodes_;
   std::map<std::string, std::unique_ptr<Running<kube::PodRecord>>> unhealthy_pods_;
+  bool csrs_wanted_ = false;
+  Running<kube::CertificateSigningRequest> csrs_;
+  std::atomic<bool> csrs_absent_{false};  // the API has no certificates.k8s.io/v1
 };
 
 }  // namespace ekco::agent

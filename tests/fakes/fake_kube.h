@@ -8,8 +8,10 @@
 // remove checks the uid and resourceVersion preconditions (kConflict). A delete removes the
 // object at once whatever the grace period (there is no kubelet); an eviction deletes the pod.
 // Merge and strategic-merge patches are both applied as RFC 7386 merge patches; a JSON patch
-// whose "test" fails is kInvalidArgument (the API's 422). recordEvent stores a core/v1 Event and
-// keeps the EventSpec. Watches stream the store's changes after the requested resourceVersion
+// whose "test" fails is kInvalidArgument (the API's 422). Updates of subresource "status" keep
+// all but status, of "approval" (CertificateSigningRequests) all but status.conditions. recordEvent
+// stores a core/v1 Event and keeps the EventSpec. Watches stream the store's changes after the
+// requested resourceVersion
 // ("" or "0": the current objects first, as ADDED) until the handler returns false or the
 // CancelToken is cancelled (kCancelled); without a token the stream ends (ok) once it has caught
 // up. Lists return every matching object in one page; label and field selectors are not
@@ -314,7 +316,9 @@ class FakeKube final : public KubeClient {
     auto answer = [&]() -> base::Result<Json> {
       std::lock_guard lock(mu_);
       if (auto e = beginLocked(call)) return *e;
-      if (!subresource.empty() && subresource != "status") return unsupported(call);
+      if (!subresource.empty() && subresource != "status" && subresource != "approval") {
+        return unsupported(call);
+      }
       auto it = objects_.find(key(resource, ns, call.name));
       if (it == objects_.end()) return notFound(call);
       const std::string rv = versionOf(object);
@@ -323,6 +327,12 @@ class FakeKube final : public KubeClient {
       if (subresource == "status") {
         stored = it->second;
         stored["status"] = object.value("status", Json::object());
+      } else if (subresource == "approval") {
+        // A CertificateSigningRequest's approval: only status.conditions change, as
+        // kube-apiserver's approval strategy keeps the spec and the certificate.
+        stored = it->second;
+        stored["status"]["conditions"] =
+            object.value("status", Json::object()).value("conditions", Json::array());
       }
       stored = storeLocked(resource, ns, call.name, std::move(stored));
       if (lost_update_answers > 0) {

@@ -36,10 +36,11 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
   // clear-nodes before purge-dead-nodes: when both are due at the same threshold, the pods go
   // first (the purge also holds the node while pods are due: data, not only this order).
   EXPECT_THAT(names, ElementsAre("host-checks", "host-units", "internal-lb", "clear-nodes",
-                                 "purge-dead-nodes", "resource-scaling"));
+                                 "purge-dead-nodes", "resource-scaling", "kubelet-csr-approval"));
   // /status keys are a contract (ekco status, scripts).
   EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
-                                         "clear_nodes", "purge_dead_nodes", "resource_scaling"}));
+                                         "clear_nodes", "purge_dead_nodes", "resource_scaling",
+                                         "kubelet_csr_approval"}));
 }
 
 TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
@@ -55,6 +56,9 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   EXPECT_TRUE(spec("resource-scaling").enabled(c));  // on by default, as in EKCO
   c.auto_resource_scaling = false;
   EXPECT_FALSE(spec("resource-scaling").enabled(c));
+  EXPECT_TRUE(spec("kubelet-csr-approval").enabled(c));  // on by default, as kURL sets it
+  c.auto_approve_kubelet_csrs = false;
+  EXPECT_FALSE(spec("kubelet-csr-approval").enabled(c));
   c.enable_internal_load_balancer = true;
   c.purge_dead_nodes = true;
   EXPECT_TRUE(spec("internal-lb").enabled(c));
@@ -66,6 +70,9 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   EXPECT_EQ(spec("purge-dead-nodes").scope, Scope::kLeader);
   EXPECT_EQ(spec("resource-scaling").scope, Scope::kLeader);
   EXPECT_THAT(spec("resource-scaling").caches, ElementsAre(CacheName::kClusterNodes));
+  EXPECT_EQ(spec("kubelet-csr-approval").scope, Scope::kLeader);
+  EXPECT_THAT(spec("kubelet-csr-approval").caches,
+              ElementsAre(CacheName::kKubeletServingCsrs, CacheName::kClusterNodes));
   EXPECT_THAT(spec("internal-lb").caches, ElementsAre(CacheName::kApiservers));
   EXPECT_THAT(spec("clear-nodes").caches,
               ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));

@@ -191,7 +191,8 @@ TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigte
     EXPECT_EQ((*s)["lease"]["holder"], leaseHolder());
     EXPECT_EQ((*s)["lease"]["identity"], leaseHolder());
     EXPECT_TRUE((*s)["ready"].get<bool>());
-    EXPECT_EQ((*s)["caches"].size(), 3U);  // node, pods and (leader) cluster-nodes
+    // node, pods and (leader) cluster-nodes and kubelet-serving-csrs
+    EXPECT_EQ((*s)["caches"].size(), 4U);
     EXPECT_FALSE((*s)["controllers"].empty());
     EXPECT_FALSE((*s)["host_checks"].empty());
   }

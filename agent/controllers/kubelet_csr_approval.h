@@ -1,0 +1,94 @@
+// Kubelet-serving CSR approval (leader controller `kubelet-csr-approval`, config
+// `auto_approve_kubelet_csrs`, on by default as in kURL). Kubelets with serverTLSBootstrap ask
+// for their serving certificate with a CertificateSigningRequest for signer
+// kubernetes.io/kubelet-serving, which kube-controller-manager never approves
+// (kubernetes/kubernetes#73356). EKCO approved them all unseen (GHSA-x7j5-fww5-mqmv); ekco
+// approves one only when every rule of agent/controllers/kubelet_csr_rules.h holds.
+//
+// Reads two leader caches: the kubelet-serving CSRs (one informer with the field selector
+// spec.signerName=kubernetes.io/kubelet-serving: a storm of CSRs is watched, never re-listed per
+// CSR) and every Node. Woken when either changes, so a CSR that names a Node not yet seen is
+// approved once the Node appears.
+//
+// For each pending CSR the rules decide on the caches. Then:
+//   - refused: it stays pending, logged, with ONE Warning Event `KubeletCSRNotApproved` on it
+//     naming the failed rule (one per CSR while this agent leads, not one per pass; /status
+//     shows the current reason);
+//   - approved:
+//     (1) re-read the CSR and its Node from the API (not the caches) and decide again: a
+//         changed CSR or Node is decided on what the API has now;
+//     (2) under --dry-run: logged once and shown in /status, nothing written;
+//     (3) ask is_leader_fresh; no approval without a fresh Lease;
+//     (4) PUT certificatesigningrequests/NAME/approval with the re-read object (its
+//         resourceVersion: a concurrent change is the API's 409, looked at again in a second)
+//         plus an Approved condition, reason EkcoAutoApproved;
+//     (5) log, a Normal Event `KubeletCSRApproved`,
+//     ekco_actions_total{kind="kubelet_csr_approved"}.
+// At most kMaxApprovalsPerPass approvals per pass, then the next pass follows at once, so a storm
+// does not hold the leader's worker.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/controllers/kubelet_csr_rules.h"
+#include "agent/controllers/observed.h"
+#include "agent/controllers/spec.h"
+#include "agent/runtime/manager.h"
+#include "base/clock.h"
+#include "kube/client.h"
+
+namespace ekco::agent {
+
+struct KubeletCsrApprovalOptions {
+  bool dry_run = false;
+  std::chrono::milliseconds interval{std::chrono::minutes(1)};
+  std::function<bool()> is_leader_fresh{};
+  std::function<void(const kube::EventSpec& event)> record_event{};
+  std::function<void(std::string_view kind)> count_action{};  // "kubelet_csr_approved"
+};
+
+class KubeletCsrApprovalController : public Controller {
+ public:
+  static constexpr std::chrono::seconds kAfterConflict{1};
+  static constexpr int kMaxApprovalsPerPass = 50;
+  static constexpr std::string_view kApprovedReason = "EkcoAutoApproved";
+
+  KubeletCsrApprovalController(std::function<ObservedNodes()> observe_nodes,
+                               std::function<ObservedCsrs()> observe_csrs, kube::KubeClient& client,
+                               const base::Clock& clock, KubeletCsrApprovalOptions options);
+
+  std::string name() const override { return "kubelet-csr-approval"; }
+  base::Result<ReconcileResult> reconcile() override;
+  // For /status: the pending CSRs and why each is not approved, the last decisions.
+  nlohmann::json status() const override;
+  void leadershipChanged(bool leading) override;
+
+ private:
+  enum class Outcome { kApproved, kRefused, kSkipped, kConflict };
+  base::Result<Outcome> approve(const std::string& name, std::string& line);
+  void refused(const kube::CertificateSigningRequest& csr, const KubeletCsrVerdict& verdict);
+  void remember(const std::string& csr, const std::string& decision, const std::string& reason);
+
+  std::function<ObservedNodes()> observe_nodes_;
+  std::function<ObservedCsrs()> observe_csrs_;
+  kube::KubeClient& client_;
+  const base::Clock& clock_;
+  KubeletCsrApprovalOptions options_;
+  std::set<std::string> planned_;  // dry run: approvals already logged (by uid)
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> noted_;    // uid -> the rule its Event named
+  std::map<std::string, std::string> pending_;  // CSR name -> why it is not approved
+  std::vector<nlohmann::json> history_;
+};
+
+ControllerSpec kubeletCsrApprovalSpec();
+
+}  // namespace ekco::agent
