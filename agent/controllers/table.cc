@@ -7,6 +7,8 @@
 #include "agent/controllers/purge_dead_nodes.h"
 #include "agent/controllers/resource_scaling.h"
 #include "agent/controllers/spec.h"
+#include "agent/controllers/webhook_config.h"
+#include "agent/controllers/webhook_serving.h"
 
 namespace ekco::agent {
 
@@ -18,6 +20,8 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       clearNodesSpec(),       // leader: force-delete pods stuck on dead nodes
       purgeDeadNodesSpec(),   // leader: purge dead nodes, after clear-nodes is done with them
       resourceScalingSpec(),  // leader: Prometheus/Alertmanager replicas follow the node count
+      webhookServingSpec(),   // every node: the pod image overrides webhook's HTTPS server
+      webhookConfigSpec(),    // leader: its CA Secret, Service and MutatingWebhookConfiguration
   };
   return table;
 }

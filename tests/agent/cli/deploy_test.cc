@@ -286,6 +286,17 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
         "monitoring"},
        "no"},
       {{"get", "secrets", "-n", "kurl"}, "no"},
+      {{"get", "secrets/ekco-webhook-ca", "-n", "kurl"}, "yes"},
+      {{"update", "secrets/ekco-webhook-ca", "-n", "kurl"}, "no"},
+      {{"get", "secrets/other", "-n", "kurl"}, "no"},
+      {{"create", "secrets", "-n", "kurl"}, "yes"},
+      {{"create", "secrets", "-n", "default"}, "no"},
+      {{"patch", "services/ekco", "-n", "kurl"}, "yes"},
+      {{"delete", "services/ekco", "-n", "kurl"}, "no"},
+      {{"get", "mutatingwebhookconfigurations/pod-image-overrides.kurl.sh"}, "yes"},
+      {{"delete", "mutatingwebhookconfigurations/pod-image-overrides.kurl.sh"}, "yes"},
+      {{"delete", "mutatingwebhookconfigurations/other"}, "no"},
+      {{"update", "validatingwebhookconfigurations/pod-image-overrides.kurl.sh"}, "no"},
       {{"list", "secrets", "--all-namespaces"}, "no"},
   };
   for (const auto& c : cases) {
