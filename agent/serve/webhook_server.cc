@@ -312,6 +312,13 @@ void WebhookServer::Impl::serve(int fd, const std::shared_ptr<Conn>& conn,
     parser.header_limit(16 * 1024);
     parser.body_limit(options_.body_limit);
     http::read_header(stream, buffer, parser, ec);
+    if (ec == http::error::body_limit) {
+      // Beast checks Content-Length against the limit as the header completes: refused on the
+      // header alone, the body unread.
+      refuse(stream, http::status::payload_too_large, parser.get().version(),
+             fmt::format("request body over the limit of {} bytes\n", options_.body_limit), false);
+      break;
+    }
     if (ec) {
       if (isParseError(ec)) refuse(stream, http::status::bad_request, 11, "bad request\n", false);
       break;

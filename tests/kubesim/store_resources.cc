@@ -96,6 +96,10 @@ std::vector<ResourceInfo> builtins() {
       r("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, {"pdb"}, {"status"}),
       r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, {}, {}),
       r("storage.k8s.io", "v1", "storageclasses", "StorageClass", false, {"sc"}, {}),
+      // Stored and served (ekco's pod image overrides webhook keeps one); kubesim does not call
+      // the webhooks it lists.
+      r("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration", false, {}, {}),
       r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
         false, {"crd", "crds"}, {"status"}),
       r("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, {}, {}),

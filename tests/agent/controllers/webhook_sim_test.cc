@@ -1,10 +1,10 @@
 // The pod image overrides webhook's cluster objects against ekco-kubesim, as the ekco
 // ServiceAccount with deploy/'s RBAC enforced (deploy/11-rbac-webhook.yaml): the leader's pass
-// creates the CA Secret, the Service and the MutatingWebhookConfiguration (which the API server
-// validates and defaults), a node's pass serves with a certificate from that CA, and a TLS
-// client that trusts only the configuration's caBundle verifies it — as kube-apiserver does when
-// it calls the webhook. Drift is repaired, the configuration goes when the overrides do, and,
-// least privilege both ways, no request is forbidden and every rule of the file is used.
+// creates the CA Secret, the Service and the MutatingWebhookConfiguration, a node's pass serves
+// with a certificate from that CA, and a TLS client that trusts only the configuration's caBundle
+// verifies it — as kube-apiserver does when it calls the webhook. Drift is repaired, the
+// configuration goes when the overrides do, and, least privilege both ways, no request is forbidden
+// and every rule of the file is used.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -115,7 +115,7 @@ TEST_F(WebhookSimTest, TheLeaderConfiguresAnAgentServesAndTheCaBundleVerifiesIt)
   ASSERT_TRUE(r) << r.error().message();
   auto configuration = server_->get(kConfigurations, "", "pod-image-overrides.kurl.sh");
   ASSERT_TRUE(configuration);
-  // As stored by the API server: ours, with its defaults beside.
+  // As stored by the API server.
   const json& hook = (*configuration)["webhooks"][0];
   EXPECT_EQ(hook["failurePolicy"], "Ignore");
   EXPECT_EQ(hook["clientConfig"]["service"]["path"], "/pod-image-overrides");

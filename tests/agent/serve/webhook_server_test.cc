@@ -138,6 +138,7 @@ TEST(WebhookServer, ABodyOverTheLimitIsRefusedWithoutReadingIt) {
   EXPECT_EQ(answer.status, 413);
   EXPECT_EQ(answer.connection, "close");
   EXPECT_THAT(answer.body, HasSubstr("over the limit of 3145728 bytes"));
+  EXPECT_EQ((*server)->stats().reviews, 0u);
 }
 
 TEST(WebhookServer, AChunkedBodyOverTheLimitIsRefusedAtTheLimit) {
