@@ -86,6 +86,9 @@ struct Config {
 
   // --- Admission, CSRs, MinIO, kotsadm, storage migration ---
   std::vector<std::string> pod_image_overrides;  // "original=overridden"
+  // Where each agent serves the webhook (HTTPS, every address); the Service kurl/ekco maps port
+  // 443 to it (agent/serve/webhook_server.h).
+  int64_t pod_image_overrides_port = 6445;
   bool auto_approve_kubelet_csrs = true;
   bool enable_ha_minio = false;
   std::string minio_namespace = "minio";

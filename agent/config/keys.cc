@@ -68,6 +68,8 @@ const std::vector<KeyDef>& keyDefs() {
                "HAProxy listen address IP:PORT (loopback by default; plus [::1] when IPv6 is up)"),
       EKCO_KEY(pod_image_overrides, kStringList,
                "Pod image overrides, each \"original=overridden\""),
+      EKCO_KEY(pod_image_overrides_port, kInt,
+               "Port the agents serve the pod image overrides webhook on (HTTPS)"),
       EKCO_KEY(auto_approve_kubelet_csrs, kBool, "Approve kubelet serving certificate CSRs"),
       EKCO_KEY(enable_ha_minio, kBool, "Manage the HA MinIO StatefulSet"),
       EKCO_KEY(minio_namespace, kString, "Namespace of MinIO"),

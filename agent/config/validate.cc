@@ -68,6 +68,10 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
   for (const std::string& entry : c.pod_image_overrides) {
     if (auto r = parseImageOverride(entry); !r) problem("pod_image_overrides", r.error().message());
   }
+  if (c.pod_image_overrides_port < 1 || c.pod_image_overrides_port > 65535) {
+    problem("pod_image_overrides_port",
+            fmt::format("must be a port from 1 to 65535 (got {})", c.pod_image_overrides_port));
+  }
   if (!c.auto_upgrade_schedule.empty()) {
     if (auto r = units::parseCalendar(c.auto_upgrade_schedule); !r) {
       // The message reads "invalid calendar event "X": <reason>" (units/calendar.h).

@@ -10,6 +10,8 @@
 #include "agent/controllers/purge_dead_nodes.h"
 #include "agent/controllers/resource_scaling.h"
 #include "agent/controllers/spec.h"
+#include "agent/controllers/webhook_config.h"
+#include "agent/controllers/webhook_serving.h"
 
 namespace ekco::agent {
 
@@ -20,10 +22,12 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       internalLbSpec(),          // every node: HAProxy in front of the apiservers
       controlPlaneCertsSpec(),   // every node: the kubeadm certificates, renewed inside the TTL
       clusterCertsSpec(),        // every node: the add-ons' TLS secrets (control-plane nodes act)
+      webhookServingSpec(),      // every node: the pod image overrides webhook's HTTPS server
       clearNodesSpec(),          // leader: force-delete pods stuck on dead nodes
       purgeDeadNodesSpec(),      // leader: purge dead nodes, after clear-nodes is done with them
       resourceScalingSpec(),     // leader: Prometheus/Alertmanager replicas follow the node count
       kubeletCsrApprovalSpec(),  // leader: approve kubelet-serving CSRs that pass every rule
+      webhookConfigSpec(),       // leader: its CA Secret, Service and MutatingWebhookConfiguration
   };
   return table;
 }

@@ -175,6 +175,12 @@ TEST(Config, WrongTypesAreErrors) {
               ElementsAre("config.yaml:1: pod_image_overrides: want a list of strings"));
   EXPECT_THAT(problemsOf("pod_image_overrides:\n  - [a=b]\n"),
               ElementsAre("config.yaml:2: pod_image_overrides: want a list of strings"));
+  EXPECT_THAT(problemsOf("pod_image_overrides_port: 0\n"),
+              ElementsAre(HasSubstr("pod_image_overrides_port: must be a port from 1 to 65535 "
+                                    "(got 0)")));
+  EXPECT_THAT(problemsOf("pod_image_overrides_port: 70000\n"),
+              ElementsAre(HasSubstr("(got 70000)")));
+  EXPECT_TRUE(problemsOf("pod_image_overrides_port: 8443\n").empty());
   EXPECT_THAT(problemsOf("clear_dead_nodes:\n"),
               ElementsAre("config.yaml:1: clear_dead_nodes: missing value"));
   EXPECT_THAT(problemsOf("reconcile_interval: {a: 1}\n"),

@@ -35,12 +35,16 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
   }
   // clear-nodes before purge-dead-nodes: when both are due at the same threshold, the pods go
   // first (the purge also holds the node while pods are due: data, not only this order).
-  EXPECT_THAT(names, ElementsAre("host-checks", "host-units", "internal-lb", "clear-nodes",
-                                 "purge-dead-nodes", "resource-scaling", "kubelet-csr-approval"));
+  EXPECT_THAT(
+      names,
+      ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
+                  "cluster-certificates", "webhook-server", "clear-nodes", "purge-dead-nodes",
+                  "resource-scaling", "kubelet-csr-approval", "pod-image-overrides"));
   // /status keys are a contract (ekco status, scripts).
   EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
+                                         "certificates", "cluster_certificates", "webhook_server",
                                          "clear_nodes", "purge_dead_nodes", "resource_scaling",
-                                         "kubelet_csr_approval"}));
+                                         "kubelet_csr_approval", "pod_image_overrides"}));
 }
 
 TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
@@ -63,6 +67,14 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   c.purge_dead_nodes = true;
   EXPECT_TRUE(spec("internal-lb").enabled(c));
   EXPECT_TRUE(spec("purge-dead-nodes").enabled(c));
+  // The webhook's server runs only with overrides; its leader controller always (it removes the
+  // configuration when they are gone).
+  EXPECT_FALSE(spec("webhook-server").enabled(c));
+  EXPECT_TRUE(spec("pod-image-overrides").enabled(c));
+  c.pod_image_overrides = {"a=b"};
+  EXPECT_TRUE(spec("webhook-server").enabled(c));
+  EXPECT_EQ(spec("webhook-server").scope, Scope::kNode);
+  EXPECT_EQ(spec("pod-image-overrides").scope, Scope::kLeader);
 
   EXPECT_EQ(spec("host-checks").scope, Scope::kNode);
   EXPECT_EQ(spec("internal-lb").scope, Scope::kNode);
