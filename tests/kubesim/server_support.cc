@@ -137,6 +137,11 @@ json resourceList(const std::vector<ResourceInfo>& all, const std::string& group
       } else if (sub == "exec") {
         s["kind"] = "PodExecOptions";
         s["verbs"] = {"create", "get"};
+      } else {
+        // "approval" (CertificateSigningRequests) and the like: the object's own kind, as the
+        // real discovery lists them (clients such as Python's dynamic client need a kind).
+        s["kind"] = r.kind;
+        s["verbs"] = {"get", "patch", "update"};
       }
       resources.push_back(s);
     }

@@ -318,6 +318,17 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"get", "secret/kotsadm-tls", "-n", "default"}, "yes"},
       {{"update", "secret/kubelet-client-cert", "-n", "default"}, "yes"},
       {{"get", "secret/other", "-n", "default"}, "no"},
+      {{"get", "certificatesigningrequests.certificates.k8s.io"}, "yes"},
+      {{"list", "certificatesigningrequests.certificates.k8s.io"}, "yes"},
+      {{"watch", "certificatesigningrequests.certificates.k8s.io"}, "yes"},
+      {{"update", "certificatesigningrequests.certificates.k8s.io", "--subresource=approval"},
+       "yes"},
+      {{"update", "certificatesigningrequests.certificates.k8s.io"}, "no"},
+      {{"create", "certificatesigningrequests.certificates.k8s.io"}, "no"},
+      {{"delete", "certificatesigningrequests.certificates.k8s.io"}, "no"},
+      // `approve` on signers/kubernetes.io/kubelet-serving: kubectl auth can-i cannot name a
+      // signer (its name holds a '/'); KubeletCsrApprovalSimTest approves as this
+      // ServiceAccount through kubesim's signer check instead.
       {{"update", "secret/contourcert", "-n", "projectcontour"}, "yes"},
       {{"get", "secret/envoycert", "-n", "projectcontour"}, "yes"},
       {{"get", "secret/other", "-n", "projectcontour"}, "no"},

@@ -19,6 +19,7 @@
 #include "agent/controllers/webhook_objects.h"
 #include "agent/controllers/webhook_serving.h"
 #include "base/clock.h"
+#include "base/process.h"
 #include "hostfs/local_host_fs.h"
 #include "kube/curl_transport.h"
 #include "kube/kubeconfig.h"
@@ -185,6 +186,53 @@ TEST_F(WebhookSimTest, TheLeaderConfiguresAnAgentServesAndTheCaBundleVerifiesIt)
       }
     }
   }
+}
+
+// End to end through the real kubectl: kubesim calls the webhook the leader configured, as
+// kube-apiserver does (TLS verified against caBundle, AdmissionReview v1, the JSON patch
+// applied), reaching the agent's server through the Service's Endpoints (kubesim accepts a
+// loopback address there; tests/kubesim/README.md).
+TEST_F(WebhookSimTest, KubectlRunIsMutatedThroughTheApiServersWebhookCallButNotInKubeSystem) {
+  auto l = leader(true);
+  ASSERT_TRUE(l.reconcile());
+  serving_ = std::make_unique<WebhookServingController>(
+      *client_, clock_,
+      WebhookServingOptions{.ns = "kurl",
+                            .overrides = admission::parseImageOverrides(
+                                {"nginx:1.25=registry.local/nginx:1.25-fips"}),
+                            .address = "127.0.0.1",
+                            .port = 0});
+  ASSERT_TRUE(serving_->reconcile());
+  ASSERT_TRUE(server_->put({{"apiVersion", "v1"},
+                            {"kind", "Endpoints"},
+                            {"metadata", {{"name", "ekco"}, {"namespace", "kurl"}}},
+                            {"subsets",
+                             {{{"addresses", {{{"ip", "127.0.0.1"}}}},
+                               {"ports", {{{"name", "https"}, {"port", serving_->port()}}}}}}}}));
+  base::BoostProcessRunner runner(clock_);
+  auto kubectl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"kubectl", "--kubeconfig", server_->kubeconfigPath()});
+    auto r = runner.run({.argv = args, .timeout = std::chrono::seconds(60)});
+    EXPECT_TRUE(r) << r.error().message();
+    return r ? *r : base::ProcessResult{};
+  };
+  auto run = kubectl({"run", "web", "--image=nginx:1.25", "--restart=Never"});
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_data;
+  auto image = kubectl({"get", "pod", "web", "-o", "jsonpath={.spec.containers[0].image}"});
+  ASSERT_EQ(image.exit_code, 0) << image.stderr_data;
+  EXPECT_EQ(image.stdout_data, "registry.local/nginx:1.25-fips");
+  // Another image is left alone; kube-system is never sent to the webhook.
+  ASSERT_EQ(kubectl({"run", "other", "--image=nginx:1.26", "--restart=Never"}).exit_code, 0);
+  EXPECT_EQ(
+      kubectl({"get", "pod", "other", "-o", "jsonpath={.spec.containers[0].image}"}).stdout_data,
+      "nginx:1.26");
+  ASSERT_EQ(kubectl({"run", "sys", "-n", "kube-system", "--image=nginx:1.25", "--restart=Never"})
+                .exit_code,
+            0);
+  EXPECT_EQ(kubectl({"get", "pod", "sys", "-n", "kube-system", "-o",
+                     "jsonpath={.spec.containers[0].image}"})
+                .stdout_data,
+            "nginx:1.25");
 }
 
 }  // namespace
