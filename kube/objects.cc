@@ -150,6 +150,20 @@ bool Pod::allContainersReady() const {
                      [](const ContainerStatus& c) { return c.ready; });
 }
 
+const ContainerStatus* Pod::containerStatus(std::string_view container) const {
+  for (const ContainerStatus& c : container_statuses) {
+    if (c.name == container) return &c;
+  }
+  return nullptr;
+}
+
+const PodCondition* Pod::condition(std::string_view type) const {
+  for (const PodCondition& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
 Result<Node> parseNode(const Json& json) {
   return guarded<Node>("Node", json, [&] {
     Node node;
@@ -233,8 +247,21 @@ Result<Pod> parsePod(const Json& json) {
     const Json& statuses = array(status, "status", "containerStatuses");
     for (std::size_t i = 0; i < statuses.size(); ++i) {
       const std::string p = at("status", "containerStatuses", i);
+      const Json& state = object(statuses[i], p, "state");
+      const Json& running = object(state, p + ".state", "running");
       pod.container_statuses.push_back(
-          {.name = str(statuses[i], p, "name"), .ready = boolean(statuses[i], p, "ready")});
+          {.name = str(statuses[i], p, "name"),
+           .ready = boolean(statuses[i], p, "ready"),
+           .running_since = time(running, p + ".state.running", "startedAt")});
+    }
+    const Json& conditions = array(status, "status", "conditions");
+    for (std::size_t i = 0; i < conditions.size(); ++i) {
+      const std::string p = at("status", "conditions", i);
+      pod.conditions.push_back(
+          {.type = str(conditions[i], p, "type"),
+           .status = str(conditions[i], p, "status"),
+           .reason = str(conditions[i], p, "reason"),
+           .last_transition_time = time(conditions[i], p, "lastTransitionTime")});
     }
     return pod;
   });

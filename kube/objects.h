@@ -59,11 +59,26 @@ struct OwnerReference {
   std::string name{};
   std::string uid{};
   bool controller = false;
+
+  bool operator==(const OwnerReference&) const = default;
 };
 
 struct ContainerStatus {
   std::string name{};
   bool ready = false;
+  // state.running.startedAt: set while the container runs.
+  std::optional<base::WallTime> running_since = std::nullopt;
+
+  bool operator==(const ContainerStatus&) const = default;
+};
+
+struct PodCondition {
+  std::string type{};    // PodScheduled, Initialized, ContainersReady, Ready
+  std::string status{};  // True, False, Unknown
+  std::string reason{};  // ContainersNotReady, ...
+  std::optional<base::WallTime> last_transition_time = std::nullopt;
+
+  bool operator==(const PodCondition&) const = default;
 };
 
 struct Pod {
@@ -83,11 +98,17 @@ struct Pod {
   // "configMap", "rbd", "cephfs", "csi", ... (the key other than "name").
   std::vector<std::string> volume_kinds{};
   std::vector<ContainerStatus> container_statuses{};
+  std::vector<PodCondition> conditions{};
 
   // The owner reference with controller: true, or null.
   const OwnerReference* controllerRef() const;
   // Every container status is ready (false when there are none).
   bool allContainersReady() const;
+  // The container status / condition of that name / type, or null.
+  const ContainerStatus* containerStatus(std::string_view container) const;
+  const PodCondition* condition(std::string_view type) const;
+
+  bool operator==(const Pod&) const = default;
 };
 
 struct Lease {

@@ -191,6 +191,32 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
       line += " (next attempt " + timeField(renewal, "next_attempt", now) + ")";
     out += fmt::format("certificate renewal: {}\n", line);
   }
+  // The cluster-certificates controller's view (control-plane nodes: those with the CA key).
+  if (const json& secrets = member(status, "cluster_certificates");
+      secrets.is_object() && member(secrets, "control_plane") == true) {
+    out += "\n";
+    out += renderSection(
+        secrets, "secrets", "cluster certificates",
+        {"SECRET", "NAME", "EXPIRES", "DAYS LEFT", "RENEW", "NOTE"}, [](const json& c) {
+          const bool present = member(c, "present") == true;
+          std::string note = field(c, "problem");
+          if (note == kNone) note = field(c, "note");
+          return std::vector<std::string>{field(c, "secret"),
+                                          field(c, "name"),
+                                          present ? field(c, "expires") : std::string("absent"),
+                                          field(c, "days_left"),
+                                          member(c, "due") == true ? "yes" : "no",
+                                          note};
+        });
+    if (const json& errors = member(member(secrets, "last"), "errors");
+        errors.is_array() && !errors.empty()) {
+      std::string text;
+      for (const json& e : errors)
+        text += (text.empty() ? "" : "; ") + cell(e.is_string() ? e.get<std::string>() : e.dump());
+      out += fmt::format("cluster certificate renewal failed ({}): {}\n",
+                         timeField(member(secrets, "last"), "at", now), text);
+    }
+  }
   // Only when enable_internal_load_balancer is on (the agent sends null otherwise).
   if (const json& lb = member(status, "internal_load_balancer"); lb.is_object()) {
     std::string backends;

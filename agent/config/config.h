@@ -113,6 +113,9 @@ struct Config {
   Duration leader_election_renew_deadline = std::chrono::seconds(10);
   Duration leader_election_retry_period = std::chrono::seconds(2);
   std::string health_socket = "/run/ekco/ekco.sock";
+  // GET /metrics over plain HTTP on this TCP address ("IPv4:PORT" or "[IPv6]:PORT"), for
+  // Prometheus; "" = the health socket only.
+  std::string metrics_address;
   std::string log_level = "info";
 };
 

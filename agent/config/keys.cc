@@ -98,6 +98,8 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(leader_election_retry_period, kDuration,
                "How often agents try to acquire or renew the Lease"),
       EKCO_KEY(health_socket, kString, "Path of the agent's health socket"),
+      EKCO_KEY(metrics_address, kString,
+               "Also serve GET /metrics over HTTP on this IP:PORT for Prometheus (empty: off)"),
       EKCO_KEY(log_level, kString, "debug, info, warn or error"),
       // Accepted for compatibility, no effect: ekco does this work on the host itself.
       KeyDef{{"rotate_certs_image", ValueKind::kString,

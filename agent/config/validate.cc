@@ -87,6 +87,11 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
               fmt::format("{} (got {})", why, base::quoteForMessage(c.auto_upgrade_url)));
     }
   }
+  if (!c.metrics_address.empty()) {
+    if (auto r = haproxy::parseBindAddress(c.metrics_address); !r) {
+      problem("metrics_address", r.error().message());
+    }
+  }
   if (auto lvl = base::parseLogLevel(c.log_level); !lvl) {
     problem("log_level", lvl.error().message());
   }

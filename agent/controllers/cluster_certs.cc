@@ -1,6 +1,7 @@
 #include "agent/controllers/cluster_certs.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/log.h"
 #include "kube/resource.h"
@@ -26,9 +27,7 @@ nlohmann::json stateJson(const ClusterSecretState& s) {
 }
 
 std::string joined(const std::vector<std::string>& v, std::string_view sep = ", ") {
-  std::string out;
-  for (const std::string& x : v) out += (out.empty() ? "" : std::string(sep)) + x;
-  return out;
+  return fmt::format("{}", fmt::join(v, sep));
 }
 
 }  // namespace
@@ -51,6 +50,7 @@ base::Result<ReconcileResult> ClusterCerts::reconcile() {
     return result;
   }
   const auto states = inspectClusterSecrets(kube_, fs_, options);
+  exportExpiry(states);
   nlohmann::json secrets = nlohmann::json::array();
   std::vector<std::string> due;
   std::vector<std::string> problems;
@@ -82,6 +82,7 @@ base::Result<ReconcileResult> ClusterCerts::reconcile() {
     last = {{"at", kube::formatRfc3339(options.now)},
             {"lines", report.lines},
             {"errors", report.errors}};
+    setFailing(!report.errors.empty());
     if (!report.errors.empty()) {
       {
         std::lock_guard lock(mu_);
@@ -96,8 +97,10 @@ base::Result<ReconcileResult> ClusterCerts::reconcile() {
         options.dry_run ? "dry run: would renew " + joined(due) : "renewed " + joined(due);
     if (!options.dry_run) result.requeue_after = milliseconds(0);  // show the new ones
   } else if (!due.empty()) {
+    setFailing(false);
     result.summary = "inside rotate_certs_ttl (rotate_certs is off): " + joined(due);
   } else {
+    setFailing(false);
     result.summary = problems.empty() ? "no cluster certificate inside rotate_certs_ttl"
                                       : "unreadable: " + joined(problems, "; ");
   }
@@ -107,6 +110,26 @@ base::Result<ReconcileResult> ClusterCerts::reconcile() {
              {"secrets", secrets},
              {"last", last}};
   return result;
+}
+
+void ClusterCerts::exportExpiry(const std::vector<ClusterSecretState>& states) {
+  if (o_.expiry == nullptr) return;
+  std::set<std::pair<std::string, std::string>> now_exported;
+  for (const ClusterSecretState& s : states) {
+    if (!s.cert) continue;
+    const auto at =
+        std::chrono::duration_cast<std::chrono::seconds>(s.cert->not_after.time_since_epoch());
+    o_.expiry->set({s.name, s.secret}, static_cast<double>(at.count()));
+    now_exported.emplace(s.name, s.secret);
+  }
+  for (const auto& [name, secret] : exported_) {
+    if (!now_exported.contains({name, secret})) o_.expiry->remove({name, secret});
+  }
+  exported_ = std::move(now_exported);
+}
+
+void ClusterCerts::setFailing(bool failing) {
+  if (o_.failing != nullptr) o_.failing->set({o_.node_name}, failing ? 1 : 0);
 }
 
 nlohmann::json ClusterCerts::status() const {
@@ -127,6 +150,20 @@ ControllerSpec clusterCertsSpec() {
             o.renew = d.config.rotate_certs;
             o.check_interval = duration_cast<milliseconds>(d.config.rotate_certs_check_interval);
             o.report = d.report;
+            o.node_name = d.node_name;
+            auto expiry = d.metrics.gauge(
+                "ekco_cluster_certificate_expiry_timestamp_seconds",
+                "When each add-on TLS secret ekco watches expires, in Unix seconds (every "
+                "control-plane agent reports the same value)",
+                {"name", "secret"});
+            if (!expiry) return std::move(expiry).error();
+            auto failing = d.metrics.gauge(
+                "ekco_cluster_certificate_renewal_failing",
+                "1 while the last renewal of the add-ons' TLS secrets from this node failed",
+                {"node"});
+            if (!failing) return std::move(failing).error();
+            o.expiry = *expiry;
+            o.failing = *failing;
             return std::make_shared<ClusterCerts>(d.client, d.host_fs, d.clock, std::move(o));
           }};
 }

@@ -14,10 +14,13 @@
 #include <nlohmann/json.hpp>
 
 #include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "agent/controllers/spec.h"
 #include "agent/runtime/manager.h"
+#include "agent/serve/metrics.h"
 #include "agent/tasks/cluster_certs.h"
 #include "base/clock.h"
 #include "hostfs/host_fs.h"
@@ -30,6 +33,11 @@ struct ClusterCertsControllerOptions {
   bool renew = true;              // rotate_certs
   std::chrono::milliseconds check_interval{std::chrono::hours(24)};
   std::function<void(std::string_view what, const std::string& message)> report{};
+  // ekco_cluster_certificate_expiry_timestamp_seconds{name,secret} and
+  // ekco_cluster_certificate_renewal_failing{node}; either may be null (tests).
+  const Gauge* expiry = nullptr;
+  const Gauge* failing = nullptr;
+  std::string node_name{};
 };
 
 class ClusterCerts final : public Controller {
@@ -43,12 +51,16 @@ class ClusterCerts final : public Controller {
   nlohmann::json status() const override;
 
  private:
+  void exportExpiry(const std::vector<ClusterSecretState>& states);
+  void setFailing(bool failing);
+
   kube::KubeClient& kube_;
   const hostfs::HostFs& fs_;
   const base::Clock& clock_;
   ClusterCertsControllerOptions o_;
   mutable std::mutex mu_;
   nlohmann::json status_ = nullptr;
+  std::set<std::pair<std::string, std::string>> exported_;  // {name, secret} series shown
 };
 
 ControllerSpec clusterCertsSpec();

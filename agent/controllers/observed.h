@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "haproxy/render.h"
+#include "kube/objects.h"
 #include "kube/records.h"
 
 namespace ekco::agent {
@@ -26,6 +27,12 @@ struct ObservedNodes {
 struct ObservedCsrs {
   bool synced = false;  // listed at least once, or the API serves no certificates.k8s.io/v1
   std::vector<kube::CertificateSigningRequest> csrs{};
+};
+
+// Full pods of one selection (the leader's Envoy pods: container states, conditions).
+struct ObservedPods {
+  bool synced = false;
+  std::vector<kube::Pod> pods{};
 };
 
 // One source of apiserver addresses for the internal load balancer.

@@ -3,6 +3,7 @@
 #include "agent/controllers/clear_nodes.h"
 #include "agent/controllers/cluster_certs.h"
 #include "agent/controllers/control_plane_certs.h"
+#include "agent/controllers/envoy_restarts.h"
 #include "agent/controllers/host_checks.h"
 #include "agent/controllers/host_units.h"
 #include "agent/controllers/internal_lb.h"
@@ -26,6 +27,7 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       clearNodesSpec(),          // leader: force-delete pods stuck on dead nodes
       purgeDeadNodesSpec(),      // leader: purge dead nodes, after clear-nodes is done with them
       resourceScalingSpec(),     // leader: Prometheus/Alertmanager replicas follow the node count
+      envoyRestartsSpec(),       // leader: force-delete Envoy pods stuck not ready (contour#3192)
       kubeletCsrApprovalSpec(),  // leader: approve kubelet-serving CSRs that pass every rule
       webhookConfigSpec(),       // leader: its CA Secret, Service and MutatingWebhookConfiguration
   };

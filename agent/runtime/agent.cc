@@ -316,6 +316,7 @@ void Agent::Impl::initCaches() {
   caches_ = std::make_unique<Caches>(
       *platform_.client, clock_,
       CachesOptions{.node_name = options_.node_name,
+                    .envoy_namespace = c.contour_namespace,
                     .on_error = [this](CacheName cache, std::string_view what, const Error& e) {
                       onCacheError(cache, what, e);
                     }});
@@ -564,10 +565,15 @@ int Agent::Impl::run() {
                                      .handlers = {.healthz = [this] { return healthz(); },
                                                   .readyz = [this] { return readyz(); },
                                                   .status = [this] { return status(); },
-                                                  .metrics = [this] { return metricsText(); }}});
+                                                  .metrics = [this] { return metricsText(); }},
+                                     .metrics_address = options_.config.metrics_address});
   if (!server) {
     base::logError("cannot open the health socket", {{"error", server.error().message()}});
     return 1;
+  }
+  if (!options_.config.metrics_address.empty()) {
+    base::logInfo("serving /metrics over HTTP", {{"address", options_.config.metrics_address},
+                                                 {"port", (*server)->metricsPort()}});
   }
   base::logInfo("agent started", {{"node", options_.node_name},
                                   {"version", EKCO_VERSION},

@@ -34,6 +34,8 @@ std::string_view cacheName(CacheName name) {
       return "unhealthy-node-pods";
     case CacheName::kKubeletServingCsrs:
       return "kubelet-serving-csrs";
+    case CacheName::kEnvoyPods:
+      return "envoy-pods";
   }
   return "?";
 }
@@ -115,6 +117,11 @@ void Caches::require(CacheName name, std::function<void()> on_change) {
       csrs_wanted_ = true;
       return;
     }
+    case CacheName::kEnvoyPods: {
+      std::lock_guard lock(leader_mu_);
+      envoy_pods_wanted_ = !options_.envoy_namespace.empty();
+      return;
+    }
     case CacheName::kApiservers:
       break;
   }
@@ -160,6 +167,7 @@ void Caches::stop() {
     std::lock_guard lock(leader_mu_);
     cluster_nodes_.stop();
     csrs_.stop();
+    envoy_pods_.stop();
     for (auto& [name, running] : unhealthy_pods_) running->stop();
     unhealthy_pods_.clear();
   }
@@ -200,6 +208,17 @@ void Caches::setLeading(bool leading) {
   } else if (!leading && csrs_.informer) {
     csrs_.stop();
     csrs_.informer.reset();
+  }
+  if (leading && envoy_pods_wanted_ && !envoy_pods_.informer) {
+    // Full pods (container states and conditions), but only Envoy's: a few per cluster.
+    envoy_pods_.informer = std::make_unique<kube::Informer<kube::Pod>>(
+        client_, clock_, kube::resources::kPods, options_.envoy_namespace,
+        kube::InformerOptions{.label_selector = "app=envoy", .max_backoff = kCacheMaxBackoff},
+        kube::parsePod, handlers<kube::Pod>(CacheName::kEnvoyPods, "envoy pod cache"));
+    envoy_pods_.start();
+  } else if (!leading && envoy_pods_.informer) {
+    envoy_pods_.stop();
+    envoy_pods_.informer.reset();
   }
 }
 
@@ -268,6 +287,15 @@ ObservedCsrs Caches::kubeletServingCsrs() const {
   return observed;
 }
 
+ObservedPods Caches::envoyPods() const {
+  ObservedPods observed;
+  std::lock_guard lock(leader_mu_);
+  if (!envoy_pods_.informer) return observed;
+  observed.synced = envoy_pods_.informer->synced();
+  observed.pods = envoy_pods_.informer->list();
+  return observed;
+}
+
 bool Caches::unhealthyNodePodsListed(const std::string& node) const {
   std::lock_guard lock(leader_mu_);
   const auto it = unhealthy_pods_.find(node);
@@ -308,6 +336,7 @@ void Caches::forEachStats(const std::function<void(const std::string& label,
   std::lock_guard lock(leader_mu_);
   if (cluster_nodes_.informer) f("cluster-nodes", cluster_nodes_.informer->stats());
   if (csrs_.informer) f("kubelet-serving-csrs", csrs_.informer->stats());
+  if (envoy_pods_.informer) f("envoy-pods", envoy_pods_.informer->stats());
   for (const auto& [name, running] : unhealthy_pods_) {
     f("pods on " + name, running->informer->stats());
   }

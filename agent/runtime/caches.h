@@ -40,6 +40,7 @@ enum class CacheName {
   kClusterNodes,        // every node; leader only
   kUnhealthyNodePods,   // the pods of each not-Ready or tainted node; leader only
   kKubeletServingCsrs,  // CertificateSigningRequests for kubernetes.io/kubelet-serving; leader
+  kEnvoyPods,           // pods app=envoy in CachesOptions::envoy_namespace; leader only
 };
 std::string_view cacheName(CacheName name);
 
@@ -52,6 +53,7 @@ inline constexpr std::chrono::milliseconds kCacheMaxBackoff{3000};
 
 struct CachesOptions {
   std::string node_name{};
+  std::string envoy_namespace{};  // contour_namespace, for kEnvoyPods
   // Informer failures: which cache, its label for the agent's rate-limited log ("node cache"),
   // the error.
   std::function<void(CacheName cache, std::string_view what, const base::Error& error)> on_error{};
@@ -77,6 +79,7 @@ class Caches {
   ObservedNodes clusterNodes() const;  // synced false while not leading
   std::vector<kube::PodRecord> unhealthyNodePods() const;
   ObservedCsrs kubeletServingCsrs() const;  // synced false while not leading
+  ObservedPods envoyPods() const;           // synced false while not leading
   // Whether the pods on `node` have been listed (its informer exists and is synced): until
   // then, unhealthyNodePods() says nothing about that node, not that it has no pods.
   bool unhealthyNodePodsListed(const std::string& node) const;
@@ -129,6 +132,8 @@ class Caches {
   bool csrs_wanted_ = false;
   Running<kube::CertificateSigningRequest> csrs_;
   std::atomic<bool> csrs_absent_{false};  // the API has no certificates.k8s.io/v1
+  bool envoy_pods_wanted_ = false;
+  Running<kube::Pod> envoy_pods_;
 };
 
 }  // namespace ekco::agent

@@ -19,6 +19,9 @@
 
 #include <fmt/format.h>
 #include <boost/asio.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -32,6 +35,7 @@ namespace ekco::agent {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
+using Socket = net::generic::stream_protocol::socket;
 using UnixSocket = net::local::stream_protocol::socket;
 using base::Error;
 using base::ErrorCode;
@@ -160,6 +164,50 @@ bool isParseError(const boost::system::error_code& ec) {
          ec != http::error::end_of_stream && ec != http::error::partial_message;
 }
 
+// A listening TCP socket on "IPv4:PORT" or "[IPv6]:PORT" (port 0: any free port).
+Result<base::UniqueFd> listenTcp(const std::string& address) {
+  const auto bad = [&address] {
+    return Error(fmt::format("metrics address \"{}\": want IPv4:PORT or [IPv6]:PORT", address),
+                 ErrorCode::kInvalidArgument);
+  };
+  const std::size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) return bad();
+  std::string host = address.substr(0, colon);
+  const std::string port_text = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return bad();  // IPv6 without brackets
+  }
+  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) {
+    return bad();
+  }
+  const int port = std::stoi(port_text);
+  boost::system::error_code ec;
+  const net::ip::address ip = net::ip::make_address(host, ec);
+  if (ec || port > 65535) return bad();
+  const net::ip::tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
+  base::UniqueFd fd(::socket(ip.is_v6() ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return base::errnoError("socket", errno);
+  const int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd.get(), endpoint.data(), static_cast<socklen_t>(endpoint.size())) != 0) {
+    return base::errnoError("metrics_address: bind " + address, errno);
+  }
+  if (::listen(fd.get(), SOMAXCONN) != 0)
+    return base::errnoError("metrics_address: listen " + address, errno);
+  return fd;
+}
+
+int localPort(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  return 0;
+}
+
 }  // namespace
 
 class HealthServer::Impl {
@@ -171,10 +219,13 @@ class HealthServer::Impl {
   void stop();
 
   HealthServerOptions options_;
+  int metrics_port_ = 0;
 
  private:
   struct Conn {
-    int fd = -1;                // -1 once the serving thread is about to close it
+    int fd = -1;           // -1 once the serving thread is about to close it
+    int family = AF_UNIX;  // AF_INET/AF_INET6: from the metrics listener
+
     base::MonoTime deadline{};  // of the current request; guarded by conns_mu_
     bool expired = false;
     std::atomic<bool> done{false};
@@ -183,11 +234,13 @@ class HealthServer::Impl {
 
   void acceptLoop();
   void serve(int fd, const std::shared_ptr<Conn>& conn);
-  http::response<http::string_body> answer(const http::request<http::string_body>& req) const;
+  http::response<http::string_body> answer(const http::request<http::string_body>& req,
+                                           bool metrics_only) const;
 
   base::SystemClock clock_;
   net::io_context ioc_;  // never run: the sockets only do blocking I/O
   base::UniqueFd listen_fd_;
+  base::UniqueFd metrics_fd_;  // the TCP listener, when metrics_address is set
   base::UniqueFd wake_read_;
   base::UniqueFd wake_write_;
   SocketDir dir_;     // the socket's directory (set by start())
@@ -210,6 +263,13 @@ base::Status HealthServer::Impl::start() {
   }
   auto addr = unixAddress(path);  // what clients connect to must fit in sun_path
   EKCO_TRY(addr);
+  if (!options_.metrics_address.empty()) {
+    // First: a bad or taken address then leaves no socket file behind.
+    auto tcp = listenTcp(options_.metrics_address);
+    if (!tcp) return std::move(tcp).error();
+    metrics_fd_ = std::move(*tcp);
+    metrics_port_ = localPort(metrics_fd_.get());
+  }
   auto dir = openSocketDir(options_.host_root.empty() ? "/" : options_.host_root, path, clock_);
   EKCO_TRY(dir);  // (1)
   dir_ = std::move(*dir);
@@ -285,8 +345,10 @@ void HealthServer::Impl::acceptLoop() {
       }
     }
     const bool room = open < options_.max_connections;
-    pollfd fds[2] = {{room ? listen_fd_.get() : -1, POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    const int n = ::poll(fds, 2, timeout_ms);
+    pollfd fds[3] = {{room ? listen_fd_.get() : -1, POLLIN, 0},
+                     {wake_read_.get(), POLLIN, 0},
+                     {room && metrics_fd_.valid() ? metrics_fd_.get() : -1, POLLIN, 0}};
+    const int n = ::poll(fds, 3, timeout_ms);
     if (stopping_) break;
     if (n < 0 && errno != EINTR) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -316,11 +378,16 @@ void HealthServer::Impl::acceptLoop() {
           ::shutdown(c->fd, SHUT_RDWR);
         }
       }
-      if (n > 0 && (fds[0].revents & POLLIN) != 0) {
-        const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      for (const auto& [index, family] : {std::pair{0, AF_UNIX}, std::pair{2, AF_INET}}) {
+        if (n <= 0 || (fds[index].revents & POLLIN) == 0) continue;
+        sockaddr_storage peer{};
+        socklen_t peer_len = sizeof(peer);
+        const int fd =
+            ::accept4(fds[index].fd, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
         if (fd >= 0) {
           auto conn = std::make_shared<Conn>();
           conn->fd = fd;
+          conn->family = family == AF_UNIX ? AF_UNIX : peer.ss_family;
           conn->deadline = now + options_.request_timeout;
           conn->thread = std::thread([this, fd, conn] { serve(fd, conn); });
           conns_.push_back(std::move(conn));
@@ -332,7 +399,7 @@ void HealthServer::Impl::acceptLoop() {
 }
 
 http::response<http::string_body> HealthServer::Impl::answer(
-    const http::request<http::string_body>& req) const {
+    const http::request<http::string_body>& req, bool metrics_only) const {
   http::response<http::string_body> res{http::status::ok, req.version()};
   res.set(http::field::server, "ekco");
   auto text = [&res](http::status code, std::string body) {
@@ -344,7 +411,8 @@ http::response<http::string_body> HealthServer::Impl::answer(
   const std::string_view path = pathOf(target);
   const HealthHandlers& h = options_.handlers;
   const bool known =
-      path == "/healthz" || path == "/readyz" || path == "/status" || path == "/metrics";
+      path == "/metrics" ||
+      (!metrics_only && (path == "/healthz" || path == "/readyz" || path == "/status"));
   const bool served = (path == "/healthz" && h.healthz) || (path == "/readyz" && h.readyz) ||
                       (path == "/status" && h.status) || (path == "/metrics" && h.metrics);
   if (!known || !served) {
@@ -382,8 +450,9 @@ http::response<http::string_body> HealthServer::Impl::answer(
 
 void HealthServer::Impl::serve(int fd, const std::shared_ptr<Conn>& conn) {
   boost::system::error_code ec;
-  UnixSocket socket(ioc_);
-  socket.assign(net::local::stream_protocol(), fd, ec);
+  const bool tcp = conn->family != AF_UNIX;
+  Socket socket(ioc_);
+  socket.assign(net::generic::stream_protocol(conn->family, tcp ? IPPROTO_TCP : 0), fd, ec);
   if (ec) ::close(fd);
   beast::flat_buffer buffer;
   while (!ec && !stopping_) {
@@ -405,7 +474,7 @@ void HealthServer::Impl::serve(int fd, const std::shared_ptr<Conn>& conn) {
       break;
     }
     const http::request<http::string_body>& req = parser.get();
-    http::response<http::string_body> res = answer(req);
+    http::response<http::string_body> res = answer(req, tcp);
     res.keep_alive(req.keep_alive());
     res.prepare_payload();
     http::write(socket, res, ec);
@@ -413,7 +482,7 @@ void HealthServer::Impl::serve(int fd, const std::shared_ptr<Conn>& conn) {
     std::lock_guard lock(conns_mu_);
     conn->deadline = clock_.monoNow() + options_.request_timeout;
   }
-  if (socket.is_open()) socket.shutdown(UnixSocket::shutdown_both, ec);
+  if (socket.is_open()) socket.shutdown(Socket::shutdown_both, ec);
   {
     // Before the socket closes (at the end of this scope), so stop() and the accept loop never
     // shut down an fd number that has been reused.
@@ -442,6 +511,7 @@ void HealthServer::Impl::stop() {
     ::unlinkat(dir_.fd.get(), name_.c_str(), 0);
   }
   listen_fd_.reset();
+  metrics_fd_.reset();
   std::list<std::shared_ptr<Conn>> conns;
   {
     std::lock_guard lock(conns_mu_);
@@ -473,6 +543,8 @@ Result<std::unique_ptr<HealthServer>> HealthServer::start(HealthServerOptions op
 void HealthServer::stop() { impl_->stop(); }
 
 const std::string& HealthServer::socketPath() const { return impl_->options_.socket_path; }
+
+int HealthServer::metricsPort() const { return impl_->metrics_port_; }
 
 Result<HealthReply> queryHealthSocket(const std::string& socket_path, std::string_view target,
                                       std::chrono::milliseconds timeout, std::string_view method) {

@@ -11,6 +11,10 @@
 // The answers come from callbacks the agent supplies; they run on the connection's thread,
 // concurrently with each other, so they must be thread-safe.
 //
+// The optional TCP listener (metrics_address) answers GET /metrics only: the metrics hold no
+// secret (certificate expiry dates, node names, counters), as a node exporter's; /status and the
+// probes stay on the socket.
+//
 // Access control is the file system's: the socket is 0660 (root's, since the agent runs as root)
 // in a directory that start() creates 0750. Only root and the socket's group can connect.
 //
@@ -60,6 +64,11 @@ struct HealthServerOptions {
   // further request on a kept-alive connection).
   std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};
   std::size_t max_connections = 32;
+  // Also serve GET /metrics (and nothing else: every other path is 404) over plain HTTP on this
+  // TCP address, for Prometheus to scrape (config `metrics_address`): "IPv4:PORT" or
+  // "[IPv6]:PORT"; port 0 takes any free port (see metricsPort()). "" = the unix socket only.
+  // The same connection limit and timeouts apply to both listeners together.
+  std::string metrics_address{};
 };
 
 class HealthServer {
@@ -90,6 +99,8 @@ class HealthServer {
   void stop();
 
   const std::string& socketPath() const;
+  // The TCP port /metrics is served on; 0 when metrics_address is "".
+  int metricsPort() const;
 
   class Impl;
 

@@ -190,6 +190,8 @@ std::vector<json> preloadedDefinitions() {
       // No printer columns and no subresources, as prometheus-operator ships it.
       definition("monitoring.coreos.com", "PrometheusRule", "prometheusrules", {"promrule"},
                  json::array(), json::object()),
+      definition("monitoring.coreos.com", "PodMonitor", "podmonitors", {"pmon"}, json::array(),
+                 json::object()),
   };
 }
 

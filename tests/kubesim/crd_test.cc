@@ -239,11 +239,12 @@ TEST_F(CrdTest, ThePreloadedDefinitionsAreObjectsAndCanBeDeleted) {
   auto list = client_->get(kCrds).json();
   std::set<std::string> names;
   for (const json& c : list["items"]) names.insert(c["metadata"]["name"]);
-  EXPECT_EQ(names, (std::set<std::string>{
-                       "alertmanagers.monitoring.coreos.com", "cephblockpools.ceph.rook.io",
-                       "cephclusters.ceph.rook.io", "cephfilesystems.ceph.rook.io",
-                       "cephobjectstores.ceph.rook.io", "prometheuses.monitoring.coreos.com",
-                       "prometheusrules.monitoring.coreos.com"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{
+                "alertmanagers.monitoring.coreos.com", "cephblockpools.ceph.rook.io",
+                "cephclusters.ceph.rook.io", "cephfilesystems.ceph.rook.io",
+                "cephobjectstores.ceph.rook.io", "podmonitors.monitoring.coreos.com",
+                "prometheuses.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"}));
   ASSERT_TRUE(server_->put({{"apiVersion", "monitoring.coreos.com/v1"},
                             {"kind", "Prometheus"},
                             {"metadata", {{"name", "k8s"}, {"namespace", "monitoring"}}},

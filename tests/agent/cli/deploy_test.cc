@@ -231,6 +231,7 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
               HasSubstr("role.rbac.authorization.k8s.io/ekco-resource-scaling created"));
   EXPECT_THAT(monitoring.stdout_data,
               HasSubstr("prometheusrule.monitoring.coreos.com/ekco created"));
+  EXPECT_THAT(monitoring.stdout_data, HasSubstr("podmonitor.monitoring.coreos.com/ekco created"));
 
   // kURL's Contour add-on is installed: its namespace exists, deploy-contour/ applies.
   const std::string contour_ns = dir_.path() + "/contour-namespace.yaml";
@@ -246,6 +247,21 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
   ASSERT_EQ(ds.exit_code, 0) << ds.stderr_data;
   const json daemonset = json::parse(ds.stdout_data);
   EXPECT_EQ(daemonset["spec"]["template"]["spec"]["serviceAccountName"], "ekco");
+  // The PodMonitor scrapes the `metrics` port, which is where the agent's metrics_address
+  // (EKCO_METRICS_ADDRESS in the pod) listens.
+  const json& container = daemonset["spec"]["template"]["spec"]["containers"][0];
+  json metrics_port;
+  for (const json& p : container["ports"]) {
+    if (p["name"] == "metrics") metrics_port = p;
+  }
+  ASSERT_TRUE(metrics_port.is_object()) << daemonset.dump();
+  json metrics_env;
+  for (const json& e : container["env"]) {
+    if (e["name"] == "EKCO_METRICS_ADDRESS") metrics_env = e;
+  }
+  ASSERT_TRUE(metrics_env.is_object()) << daemonset.dump();
+  EXPECT_EQ(metrics_env["value"],
+            fmt::format("0.0.0.0:{}", metrics_port["containerPort"].get<int>()));
 
   // README's Permissions table, row by row, and what it leaves out.
   struct Case {
@@ -334,6 +350,8 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"get", "secret/other", "-n", "projectcontour"}, "no"},
       {{"patch", "daemonset.apps/envoy", "-n", "projectcontour"}, "yes"},
       {{"patch", "daemonset.apps/contour", "-n", "projectcontour"}, "no"},
+      {{"get", "pods/envoy-x", "-n", "projectcontour"}, "yes"},
+      {{"update", "pods/envoy-x", "-n", "projectcontour"}, "no"},
   };
   for (const auto& c : cases) {
     std::string what;

@@ -127,6 +127,37 @@ TEST(StatusTable, ShowsDaysLeftPerCertificateOnAControlPlaneNode) {
                            "10m)\n"));
 }
 
+TEST(StatusTable, ShowsTheAddOnsTlsSecretsOnAControlPlaneNode) {
+  json doc = sampleStatus();
+  doc["cluster_certificates"] = json::parse(R"json({"control_plane": false})json");
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              Not(HasSubstr("cluster certificates")));
+  doc["cluster_certificates"] = json::parse(R"json({"control_plane": true,
+    "secrets": [
+      {"name": "registry", "secret": "kurl/registry-pki", "present": true,
+       "expires": "2026-12-02T10:00:00Z", "days_left": 10, "due": true},
+      {"name": "kurl-proxy", "secret": "default/kotsadm-tls", "present": true,
+       "expires": "2027-06-01T00:00:00Z", "days_left": 190, "due": false,
+       "note": "a custom certificate: reported, never replaced"},
+      {"name": "contour", "secret": "projectcontour/contourcert", "present": false, "due": false,
+       "note": "absent (the add-on is not installed)"}],
+    "last": {"at": "2026-11-22T10:00:00Z", "lines": [],
+             "errors": ["registry: update kurl/registry-pki: forbidden"]}})json");
+  const std::string t =
+      renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  EXPECT_THAT(t,
+              HasSubstr("SECRET                      NAME        EXPIRES               DAYS LEFT  "
+                        "RENEW  NOTE\n"
+                        "kurl/registry-pki           registry    2026-12-02T10:00:00Z  10         "
+                        "yes    -\n"
+                        "default/kotsadm-tls         kurl-proxy  2027-06-01T00:00:00Z  190        "
+                        "no     a custom certificate: reported, never replaced\n"
+                        "projectcontour/contourcert  contour     absent                -          "
+                        "no     absent (the add-on is not installed)\n"));
+  EXPECT_THAT(t, HasSubstr("cluster certificate renewal failed (3s ago): registry: update "
+                           "kurl/registry-pki: forbidden\n"));
+}
+
 TEST(StatusTable, ShowsTheReadinessReason) {
   const std::string table =
       renderStatusTable(sampleStatus(), Readiness{.ready = false, .reason = "caches not synced"},

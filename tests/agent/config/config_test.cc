@@ -288,6 +288,14 @@ TEST(Config, MinimumsAndSocketPathsTheAgentNeedsAreChecked) {
   EXPECT_THAT(problemsOf("health_socket: " + longest + "x\n"),
               ElementsAre(HasSubstr("health_socket: a unix socket path has at most 107 bytes "
                                     "(got 108:")));
+  EXPECT_THAT(problemsOf("metrics_address: 0.0.0.0:9847\n"), ElementsAre());
+  EXPECT_THAT(problemsOf("metrics_address: \"[::]:9847\"\n"), ElementsAre());
+  EXPECT_THAT(problemsOf("metrics_address: \"\"\n"), ElementsAre());
+  EXPECT_THAT(problemsOf("metrics_address: prometheus.local:9847\n"),
+              ElementsAre(HasSubstr("config.yaml:1: metrics_address: invalid bind address "
+                                    "\"prometheus.local:9847\"")));
+  EXPECT_THAT(problemsOf("metrics_address: 0.0.0.0\n"),
+              ElementsAre(HasSubstr("metrics_address: invalid bind address \"0.0.0.0\"")));
 }
 
 TEST(Config, OtherValueRulesAreChecked) {

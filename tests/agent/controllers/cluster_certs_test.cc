@@ -328,6 +328,47 @@ TEST_F(ClusterCertsTest, CustomCertificatesAFresherPeerAndAbsentAddOnsAreLeftAlo
   EXPECT_EQ(notes["contour"], "absent (the add-on is not installed)");
 }
 
+TEST_F(ClusterCertsTest, ExportsEachSecretsExpiryAndWhetherTheLastRenewalFailed) {
+  // The registry's certificate is corrupt: reported, the others renewed, the run a failure.
+  std::vector<json> objects = everything();
+  for (json& o : objects) {
+    if (o["kind"] == "Secret" && o["metadata"]["name"] == "registry-pki") {
+      o["data"]["registry.crt"] = pki::base64Encode("not a certificate");
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(start(objects));
+  MetricsRegistry metrics;
+  ClusterCertsControllerOptions o;
+  o.node_name = "cp-1";
+  o.expiry =
+      *metrics.gauge("ekco_cluster_certificate_expiry_timestamp_seconds", "h", {"name", "secret"});
+  o.failing = *metrics.gauge("ekco_cluster_certificate_renewal_failing", "h", {"node"});
+  ClusterCerts c(*client_, *host_fs_, clock_, o);
+  auto r = c.reconcile();
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message(), HasSubstr("kurl/registry-pki"));
+  EXPECT_EQ(o.failing->value({"cp-1"}), 1);
+  // What was inspected before the renewal: each readable secret's own expiry, 10 days ahead.
+  const double in_ten_days =
+      std::chrono::duration_cast<seconds>((now_ + 10 * 24h).time_since_epoch()).count();
+  EXPECT_NEAR(o.expiry->value({"envoy", "projectcontour/envoycert"}), in_ten_days, 3600);
+  EXPECT_EQ(o.expiry->value({"registry", "kurl/registry-pki"}), 0);  // unreadable: no series
+  EXPECT_THAT(metrics.render(), ::testing::Not(HasSubstr("registry-pki")));
+
+  // The registry's secret repaired (valid for 200 days), the next check succeeds and shows
+  // the renewed ones a year ahead.
+  const auto fresh = clusterLeaf("docker-registry", 200, {"registry.kurl.svc"}, {});
+  json repaired = *server_->get("secrets", "kurl", "registry-pki");
+  repaired["data"]["registry.crt"] = pki::base64Encode(fresh.cert_pem);
+  repaired["data"]["registry.key"] = pki::base64Encode(fresh.key_pem);
+  ASSERT_TRUE(server_->put(repaired));
+  auto again = c.reconcile();
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_EQ(o.failing->value({"cp-1"}), 0);
+  EXPECT_GT(o.expiry->value({"envoy", "projectcontour/envoycert"}), in_ten_days + 300 * 86400);
+  EXPECT_NEAR(o.expiry->value({"registry", "kurl/registry-pki"}), in_ten_days + 190 * 86400, 3600);
+}
+
 TEST_F(ClusterCertsTest, ADryRunChangesNothing) {
   ASSERT_NO_FATAL_FAILURE(start(everything()));
   const std::string before = data("kurl", "registry-pki", "registry.crt");

@@ -35,16 +35,17 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
   }
   // clear-nodes before purge-dead-nodes: when both are due at the same threshold, the pods go
   // first (the purge also holds the node while pods are due: data, not only this order).
-  EXPECT_THAT(
-      names,
-      ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
-                  "cluster-certificates", "webhook-server", "clear-nodes", "purge-dead-nodes",
-                  "resource-scaling", "kubelet-csr-approval", "pod-image-overrides"));
+  EXPECT_THAT(names,
+              ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
+                          "cluster-certificates", "webhook-server", "clear-nodes",
+                          "purge-dead-nodes", "resource-scaling", "envoy-restarts",
+                          "kubelet-csr-approval", "pod-image-overrides"));
   // /status keys are a contract (ekco status, scripts).
   EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
                                          "certificates", "cluster_certificates", "webhook_server",
                                          "clear_nodes", "purge_dead_nodes", "resource_scaling",
-                                         "kubelet_csr_approval", "pod_image_overrides"}));
+                                         "envoy_restarts", "kubelet_csr_approval",
+                                         "pod_image_overrides"}));
 }
 
 TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
@@ -60,6 +61,14 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   EXPECT_TRUE(spec("resource-scaling").enabled(c));  // on by default, as in EKCO
   c.auto_resource_scaling = false;
   EXPECT_FALSE(spec("resource-scaling").enabled(c));
+  EXPECT_TRUE(spec("envoy-restarts").enabled(c));  // on by default, as in EKCO
+  c.restart_failed_envoy_pods = false;
+  EXPECT_FALSE(spec("envoy-restarts").enabled(c));
+  c.restart_failed_envoy_pods = true;
+  c.contour_namespace = "";  // no Contour: nothing to watch
+  EXPECT_FALSE(spec("envoy-restarts").enabled(c));
+  EXPECT_EQ(spec("envoy-restarts").scope, Scope::kLeader);
+  EXPECT_THAT(spec("envoy-restarts").caches, ElementsAre(CacheName::kEnvoyPods));
   EXPECT_TRUE(spec("kubelet-csr-approval").enabled(c));  // on by default, as kURL sets it
   c.auto_approve_kubelet_csrs = false;
   EXPECT_FALSE(spec("kubelet-csr-approval").enabled(c));

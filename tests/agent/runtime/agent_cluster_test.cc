@@ -1,15 +1,18 @@
 // Three real `ekco agent` processes against ekco-kubesim (in-process, HTTPS): they elect
 // exactly one leader, agree on it in every /status, hand over after `kill -9` within the lease
 // duration plus a retry period, and after SIGTERM (the Lease is released) within ~3 s.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <iostream>
 
 #include <filesystem>
@@ -18,6 +21,8 @@
 #include <thread>
 
 #include "agent/serve/health_server.h"
+#include "base/clock.h"
+#include "base/process.h"
 #include "tests/agent/process_support.h"
 #include "tests/kubesim/server.h"
 
@@ -405,6 +410,74 @@ TEST_F(AgentClusterTest, UnderSystemdItSignalsReadyStatusWatchdogAndStopping) {
   drain();
   EXPECT_THAT(received, ::testing::HasSubstr("STOPPING=1"));
   ::close(fd);
+}
+
+// A port nobody listens on now (bound and let go).
+int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// metrics_address: a real Prometheus (Debian's) scrapes the agent's GET /metrics over TCP, the
+// way deploy-monitoring/podmonitor.yaml has it scraped in a cluster, and sees the leader gauge
+// (ekco_leader 1).
+TEST_F(AgentClusterTest, PrometheusScrapesTheAgentsMetricsOverTcp) {
+  const int metrics_port = freePort();
+  const int prometheus_port = freePort();
+  std::ofstream(dir_ / "config.yaml", std::ios::app)
+      << "metrics_address: 127.0.0.1:" << metrics_port << "\n";
+  startAgent("node-a");
+  std::ofstream(dir_ / "prometheus.yml")
+      << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+         "scrape_configs:\n  - job_name: ekco\n    static_configs:\n"
+         "      - targets: ['127.0.0.1:"
+      << metrics_port << "']\n";
+  const pid_t prometheus = testing::spawnLogged(
+      {"/usr/bin/prometheus", "--config.file=" + (dir_ / "prometheus.yml").string(),
+       "--storage.tsdb.path=" + (dir_ / "tsdb").string(),
+       "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port)},
+      (dir_ / "prometheus.log").string());
+  ASSERT_GT(prometheus, 0);
+  pids_["prometheus"] = prometheus;
+
+  base::SystemClock clock;
+  base::BoostProcessRunner runner(clock);
+  const std::string query =
+      "http://127.0.0.1:" + std::to_string(prometheus_port) + "/api/v1/query?query=ekco_leader";
+  json answer;
+  const bool scraped = testing::eventually(
+      [&] {
+        auto r = runner.run({.argv = {"curl", "-sS", "--max-time", "2", query},
+                             .timeout = std::chrono::seconds(5)});
+        if (!r || r->exit_code != 0) return false;
+        answer = json::parse(r->stdout_data, nullptr, false);
+        if (answer.is_discarded() || answer["data"]["result"].empty()) return false;
+        return answer["data"]["result"][0]["value"][1] == "1";
+      },
+      seconds(60));
+  if (!scraped) {
+    auto targets = runner.run(
+        {.argv = {"curl", "-sS", "--max-time", "2",
+                  "http://127.0.0.1:" + std::to_string(prometheus_port) + "/api/v1/targets"},
+         .timeout = std::chrono::seconds(5)});
+    ADD_FAILURE() << "not scraped: " << answer.dump()
+                  << "\ntargets: " << (targets ? targets->stdout_data : targets.error().message())
+                  << "\n"
+                  << logOf("prometheus") << logOf("node-a");
+  }
+  if (scraped) {
+    EXPECT_EQ(answer["data"]["result"][0]["metric"]["job"], "ekco");
+    EXPECT_EQ(answer["data"]["result"][0]["metric"]["instance"],
+              "127.0.0.1:" + std::to_string(metrics_port));
+  }
+  EXPECT_THAT(logOf("node-a"), ::testing::HasSubstr("msg=\"serving /metrics over HTTP\""));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "agent/serve/health_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
+#include "base/process.h"
 #include "base/unique_fd.h"
 #include "tests/agent/cli_support.h"
 
@@ -153,6 +156,68 @@ TEST(HealthServer, ServesEachEndpoint) {
   EXPECT_EQ(get(path, "/healthz", "POST").status, 405);
   EXPECT_EQ(get(path, "/metrics", "HEAD").status, 405);
   EXPECT_EQ(get(path, "/status", "DELETE").status, 405);
+}
+
+// GET http://ADDRESS/TARGET with curl, a real HTTP client: "<status> <body>".
+std::string curlGet(const std::string& url) {
+  base::SystemClock clock;
+  base::BoostProcessRunner runner(clock);
+  auto r =
+      runner.run({.argv = {"curl", "-sS", "--max-time", "5", "-o", "-", "-w", " %{http_code}", url},
+                  .timeout = 10s});
+  EXPECT_TRUE(r) << r.error().message();
+  if (!r) return {};
+  EXPECT_EQ(r->exit_code, 0) << r->stderr_data;
+  return r->stdout_data;
+}
+
+TEST(HealthServer, ServesOnlyMetricsOverTcpWhenAnAddressIsGiven) {
+  TempDir dir;
+  const std::string path = dir.path() + "/ekco.sock";
+  auto server = HealthServer::start(HealthServerOptions{
+      .socket_path = path, .handlers = cannedHandlers(), .metrics_address = "127.0.0.1:0"});
+  ASSERT_TRUE(server) << server.error().message();
+  const int port = (*server)->metricsPort();
+  ASSERT_GT(port, 0);
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  EXPECT_EQ(curlGet(base + "/metrics"), "# TYPE ekco_is_leader gauge\nekco_is_leader 0\n 200");
+  // The probes and the status document stay on the socket.
+  for (const char* other : {"/status", "/healthz", "/readyz", "/"}) {
+    EXPECT_EQ(curlGet(base + other), "not found\n 404") << other;
+  }
+  EXPECT_EQ(get(path, "/status").status, 200);
+  EXPECT_EQ(get(path, "/metrics").status, 200);
+
+  // Stopping closes the TCP listener too: nothing accepts any more.
+  (*server)->stop();
+  base::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_NE(::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+}
+
+TEST(HealthServer, ABadOrTakenMetricsAddressFailsBeforeTheSocketIsMade) {
+  TempDir dir;
+  const std::string path = dir.path() + "/ekco.sock";
+  for (const char* bad : {"localhost:9847", "127.0.0.1", "::1:9847", "127.0.0.1:99999"}) {
+    auto server = HealthServer::start(HealthServerOptions{
+        .socket_path = path, .handlers = cannedHandlers(), .metrics_address = bad});
+    ASSERT_FALSE(server) << bad;
+    EXPECT_THAT(server.error().message(), HasSubstr("want IPv4:PORT or [IPv6]:PORT")) << bad;
+    EXPECT_FALSE(std::filesystem::exists(path)) << bad;
+  }
+  auto first = HealthServer::start(HealthServerOptions{
+      .socket_path = path, .handlers = cannedHandlers(), .metrics_address = "127.0.0.1:0"});
+  ASSERT_TRUE(first) << first.error().message();
+  const std::string taken = "127.0.0.1:" + std::to_string((*first)->metricsPort());
+  auto second = HealthServer::start(HealthServerOptions{.socket_path = dir.path() + "/other.sock",
+                                                        .handlers = cannedHandlers(),
+                                                        .metrics_address = taken});
+  ASSERT_FALSE(second);
+  EXPECT_THAT(second.error().message(), HasSubstr("bind " + taken));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/other.sock"));
 }
 
 TEST(HealthServer, ReadyzAndHealthzReasonsAndDefaults) {

@@ -1,0 +1,82 @@
+// ekco-kubesim with the manifests a user applies (deploy/, deploy-monitoring/, ...) and a
+// RestClient authenticated as the ekco ServiceAccount, so the manifests' RBAC is enforced: a call
+// they do not grant fails the test (expectEveryRequestAllowed).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/clock.h"
+#include "hostfs/local_host_fs.h"
+#include "kube/curl_transport.h"
+#include "kube/kubeconfig.h"
+#include "kube/rest_client.h"
+#include "tests/kubesim/server.h"
+
+namespace ekco::agent::testing {
+
+inline constexpr const char* kEkcoServiceAccount = "system:serviceaccount:kurl:ekco";
+
+class ServiceAccountCluster {
+ public:
+  // `dir` holds kubesim's files; `manifest_dirs` are relative to the source tree ("/deploy").
+  // Fatal failures on error (call under ASSERT_NO_FATAL_FAILURE).
+  void start(const std::string& dir, std::vector<nlohmann::json> objects,
+             const std::vector<std::string>& manifest_dirs, const base::Clock& clock) {
+    for (const std::string& m : manifest_dirs) {
+      auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + m);
+      ASSERT_TRUE(loaded) << loaded.error().message();
+      objects.insert(objects.end(), loaded->begin(), loaded->end());
+    }
+    const std::string token = "ekco-sa-token";
+    auto server = kubesim::Server::start(
+        {.out_dir = dir + "/sim",
+         .objects = std::move(objects),
+         .tokens = {{.token = token, .user = kEkcoServiceAccount, .groups = {}}}});
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+    const std::string kubeconfig = dir + "/sa.kubeconfig";
+    ASSERT_TRUE(server_->writeTokenKubeconfig(kubeconfig, token));
+    auto process_fs = hostfs::LocalHostFs::open("/", clock);
+    ASSERT_TRUE(process_fs) << process_fs.error().message();
+    process_fs_ = std::move(*process_fs);
+    auto conn = kube::loadKubeconfig(*process_fs_, kubeconfig);
+    ASSERT_TRUE(conn) << conn.error().message();
+    auto transport = kube::CurlTransport::create(*conn, process_fs_.get(), clock,
+                                                 {.connect_timeout = std::chrono::seconds(5)});
+    ASSERT_TRUE(transport) << transport.error().message();
+    transport_ = std::move(*transport);
+    client_ = std::make_unique<kube::RestClient>(
+        *transport_, clock,
+        kube::RestClientOptions{.request_timeout = std::chrono::seconds(10),
+                                .retry = {.max_attempts = 1},
+                                .sleep = [](std::chrono::milliseconds) {},
+                                .random = [] { return 0.0; },
+                                .reporting_instance = "node-a"});
+  }
+
+  void expectEveryRequestAllowed() const {
+    if (!server_) return;
+    for (const auto& r : server_->requestLog()) {
+      EXPECT_TRUE(r.allowed) << r.user << " " << r.verb << " " << r.resource << " " << r.ns << "/"
+                             << r.name << ": " << r.code;
+    }
+  }
+
+  kubesim::Server& server() { return *server_; }
+  kube::RestClient& client() { return *client_; }
+
+ private:
+  std::unique_ptr<kubesim::Server> server_;
+  std::unique_ptr<hostfs::LocalHostFs> process_fs_;
+  std::unique_ptr<kube::CurlTransport> transport_;
+  std::unique_ptr<kube::RestClient> client_;
+};
+
+}  // namespace ekco::agent::testing
