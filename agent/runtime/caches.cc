@@ -34,6 +34,8 @@ std::string_view cacheName(CacheName name) {
       return "unhealthy-node-pods";
     case CacheName::kKubeletServingCsrs:
       return "kubelet-serving-csrs";
+    case CacheName::kHostJobs:
+      return "hostjobs";
   }
   return "?";
 }
@@ -115,6 +117,14 @@ void Caches::require(CacheName name, std::function<void()> on_change) {
       csrs_wanted_ = true;
       return;
     }
+    case CacheName::kHostJobs:
+      if (!host_jobs_.informer) {
+        host_jobs_.informer = std::make_unique<kube::Informer<HostJobRecord>>(
+            client_, clock_, kHostJobResource, "",
+            kube::InformerOptions{.max_backoff = kCacheMaxBackoff}, projectHostJob,
+            handlers<HostJobRecord>(CacheName::kHostJobs, "hostjob cache", &host_jobs_absent_));
+      }
+      return;
     case CacheName::kApiservers:
       break;
   }
@@ -153,6 +163,7 @@ void Caches::start() {
   lb_endpoints_.start();
   lb_control_plane_nodes_.start();
   lb_master_nodes_.start();
+  host_jobs_.start();
 }
 
 void Caches::stop() {
@@ -169,6 +180,7 @@ void Caches::stop() {
   lb_endpoints_.stop();
   lb_control_plane_nodes_.stop();
   lb_master_nodes_.stop();
+  host_jobs_.stop();
 }
 
 void Caches::setLeading(bool leading) {
@@ -295,6 +307,15 @@ ObservedApiservers Caches::apiservers() const {
   return observed;
 }
 
+ObservedHostJobs Caches::hostJobs() const {
+  ObservedHostJobs observed;
+  if (!host_jobs_.informer) return observed;
+  observed.synced = host_jobs_absent_.load() || host_jobs_.informer->synced();
+  // A CRD installed later is listed by the informer's next attempt: its store is the truth.
+  observed.jobs = host_jobs_.informer->list();
+  return observed;
+}
+
 void Caches::forEachStats(const std::function<void(const std::string& label,
                                                    const kube::InformerStats& stats)>& f) const {
   f("node", own_node_.informer->stats());
@@ -305,6 +326,7 @@ void Caches::forEachStats(const std::function<void(const std::string& label,
     f("control-plane-nodes", lb_control_plane_nodes_.informer->stats());
     f("master-nodes", lb_master_nodes_.informer->stats());
   }
+  if (host_jobs_.informer) f("hostjobs", host_jobs_.informer->stats());
   std::lock_guard lock(leader_mu_);
   if (cluster_nodes_.informer) f("cluster-nodes", cluster_nodes_.informer->stats());
   if (csrs_.informer) f("kubelet-serving-csrs", csrs_.informer->stats());
