@@ -58,10 +58,6 @@ int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, con
     }
     duration = std::chrono::duration_cast<std::chrono::seconds>(*d);
   }
-  if (args.action != "on" && (!args.reason.empty() || duration)) {
-    *env.err << "error: --reason and --for go with `ekco maintenance on`\n";
-    return kExitUsage;
-  }
   base::SystemClock clock;
   CommandClient c;
   if (auto built = buildCommandClient(

@@ -23,7 +23,8 @@ struct MaintenanceArgs {
   std::string host_root = "/";
 };
 
-// Exit codes: 0 done (status: printed, whether on or off); 1 the API failed; 2 a bad flag.
+// Exit codes: 0 done (status: printed, whether on or off); 1 the API failed; 2 a bad flag (--for
+// not a duration of at least 1s; --reason or --for on `off`/`status` is CLI11's usage error).
 int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, const CliEnv& env);
 
 // What the flags parse into (CLI11 keeps pointers into it).

@@ -112,6 +112,7 @@ class HostJobsE2eTest : public ::testing::Test {
     return json::parse(reply->body, nullptr, false);
   }
   static bool cacheSynced(const json& s, const std::string& name) {
+    if (!s.is_object() || !s.contains("caches") || !s["caches"].is_array()) return false;
     for (const json& c : s["caches"]) {
       if (c["name"] == name) return c.value("synced", false);
     }
@@ -128,8 +129,11 @@ class HostJobsE2eTest : public ::testing::Test {
     return result ? *result : base::ProcessResult{};
   }
   std::pair<int, std::string> ekco(std::vector<std::string> args) {
-    args.insert(args.begin(), "ekco");
-    args.insert(args.begin() + 3, {"--kubeconfig", server_->kubeconfigPath()});
+    // `ekco job <run|status> --kubeconfig K <the rest>` (flags before a `--`).
+    std::vector<std::string> full = {"ekco", args.at(0), args.at(1), "--kubeconfig",
+                                     server_->kubeconfigPath()};
+    full.insert(full.end(), args.begin() + 2, args.end());
+    args = std::move(full);
     std::ostringstream out;
     std::ostringstream err;
     const int code = runCli(args, {.environment = {},
@@ -158,6 +162,12 @@ class HostJobsE2eTest : public ::testing::Test {
     return out;
   }
   bool completed(const std::string& name) { return jobStatus(name).value("completed", false); }
+  // status.nodes.<node>.phase, "" when absent.
+  std::string phase(const std::string& name, const std::string& node) {
+    const json s = jobStatus(name);
+    if (!s.contains("nodes") || !s["nodes"].is_object() || !s["nodes"].contains(node)) return "";
+    return s["nodes"][node].value("phase", "");
+  }
 
   fs::path dir_;
   std::unique_ptr<kubesim::Server> server_;
@@ -290,11 +300,12 @@ TEST_F(HostJobsE2eTest, BadInputIsRejectedWithAStatusMessageAndNothingRuns) {
     EXPECT_THAT(s.value("message", ""), HasSubstr(c.message)) << c.name;
     EXPECT_THAT(s["nodes"]["node-a"].value("message", ""), HasSubstr(c.message)) << c.name;
     EXPECT_FALSE(s.value("completed", false)) << c.name;
-    EXPECT_GE(eventReasons(c.name)["JobRejected"], 3) << c.name;
+    EXPECT_TRUE(
+        testing::eventually([&] { return eventReasons(c.name)["JobRejected"] >= 3; }, seconds(5)))
+        << c.name;
   }
-  ASSERT_TRUE(testing::eventually(
-      [&] { return jobStatus("symlink-out")["nodes"]["node-a"].value("phase", "") == "Rejected"; },
-      seconds(20)));
+  ASSERT_TRUE(testing::eventually([&] { return phase("symlink-out", "node-a") == "Rejected"; },
+                                  seconds(20)));
   EXPECT_THAT(jobStatus("symlink-out")["nodes"]["node-a"].value("message", ""),
               HasSubstr("leaves the host root"));
   EXPECT_FALSE(fs::exists("/tmp/bad-symlink"));

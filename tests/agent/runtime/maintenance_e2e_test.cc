@@ -174,7 +174,7 @@ TEST_F(MaintenanceE2eTest, StuckPodsStayWhileOnAndAreClearedWithinASecondOfOff) 
   EXPECT_EQ(s["maintenance"]["on"], true);
   EXPECT_EQ(s["maintenance"]["reason"], "storage migration");
   EXPECT_EQ(controller(s, "clear-nodes")["paused"], "maintenance (storage migration)");
-  EXPECT_EQ(controller(s, "purge-dead-nodes")["pauses_in_maintenance"], true);
+  EXPECT_EQ(controller(s, "kubelet-csr-approval")["pauses_in_maintenance"], true);
   EXPECT_TRUE(controller(s, "host-checks")["paused"].is_null());  // node reporting runs on
   EXPECT_EQ(controller(s, "host-checks")["pauses_in_maintenance"], false);
   EXPECT_THAT(metrics(), HasSubstr("ekco_maintenance_mode 1"));
@@ -237,7 +237,7 @@ TEST_F(MaintenanceE2eTest, BadFlagsAreOneLineErrors) {
   EXPECT_EQ(out, "error: --for \"soon\": want a duration of at least 1s, such as 30m or 2h\n");
   auto [code2, out2] = ekco({"maintenance", "off", "--reason", "x"});
   EXPECT_EQ(code2, 2);
-  EXPECT_THAT(out2, HasSubstr("--reason and --for go with `ekco maintenance on`"));
+  EXPECT_THAT(out2, HasSubstr("were not expected"));  // --reason belongs to `on` only
 }
 
 }  // namespace
