@@ -71,6 +71,12 @@ struct ProcessRequest {
   // may ignore it.
   std::chrono::milliseconds heartbeat_interval{0};
   std::function<void(std::chrono::milliseconds elapsed)> on_heartbeat{};
+
+  // Optional: asked about every 100 ms while the child runs; once it answers true the child's
+  // process group is stopped as on a timeout (SIGTERM, SIGKILL after kill_grace) and the result
+  // has cancelled set (a job whose resource was deleted). Called on run()'s thread; it must not
+  // throw. Runners that do not supervise a real child may ignore it.
+  std::function<bool()> cancelled{};
 };
 
 inline constexpr std::size_t kMaxOutputLine = std::size_t{64} << 10;
@@ -84,10 +90,11 @@ struct ProcessResult {
   std::string stderr_data{};
   bool timed_out = false;
   bool output_truncated = false;  // stdout or stderr exceeded max_output_bytes
+  bool cancelled = false;         // stopped because request.cancelled answered true
   std::chrono::nanoseconds duration{0};
 
   // Exited with status 0 within the timeout.
-  bool success() const { return exit_code == 0 && term_signal == 0 && !timed_out; }
+  bool success() const { return exit_code == 0 && term_signal == 0 && !timed_out && !cancelled; }
 };
 
 class ProcessRunner {

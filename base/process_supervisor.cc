@@ -182,6 +182,16 @@ class Supervisor {
       return false;
     }
     heartbeat();
+    if (phase_ == Phase::kRunning && !exited_ && request_.cancelled && request_.cancelled()) {
+      result_.cancelled = true;
+      if (request_.kill_grace > milliseconds::zero()) {
+        killGroup(pid_, SIGTERM);
+        enter(Phase::kTerminating, request_.kill_grace);
+      } else {
+        kill(SIGKILL);
+      }
+      return true;
+    }
     if (clock_.monoNow() >= deadline_) {
       switch (phase_) {
         case Phase::kRunning:
@@ -256,6 +266,10 @@ class Supervisor {
     std::optional<std::chrono::nanoseconds> wait;
     const MonoTime wake = std::min(deadline_, next_heartbeat_);
     if (wake != MonoTime::max()) wait = wake - clock_.monoNow();
+    if (request_.cancelled && phase_ == Phase::kRunning) {  // ask it every 100 ms
+      const std::chrono::nanoseconds poll = std::chrono::milliseconds(100);
+      wait = wait ? std::min<std::chrono::nanoseconds>(*wait, poll) : poll;
+    }
     if (exit_polled) {
       wait = wait ? std::min<std::chrono::nanoseconds>(*wait, exit_poll_) : exit_poll_;
       exit_poll_ = std::min<std::chrono::nanoseconds>(exit_poll_ * 2, kExitPollMax);

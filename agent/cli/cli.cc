@@ -15,6 +15,8 @@
 #include "agent/cli/agent_cmd.h"
 #include "agent/cli/certs_cmd.h"
 #include "agent/cli/cluster_config.h"
+#include "agent/cli/job_cmd.h"
+#include "agent/cli/maintenance_cmd.h"
 #include "agent/cli/purge_cmd.h"
 #include "agent/cli/shutdown_cmd.h"
 #include "agent/cli/status_cmd.h"
@@ -327,6 +329,8 @@ struct Commands {
   FlagValues purge_flags{};
   PurgeNodeArgs purge_args{};
   CertsCli certs{};
+  MaintenanceCli maintenance{};
+  JobCli job{};
   CLI::App* render_haproxy = nullptr;
   CLI::App* render_manifest = nullptr;
   CLI::App* render_units = nullptr;
@@ -632,6 +636,21 @@ int dispatch(Commands& c, const CliEnv& env) {
     if (!cfg) return kExitUsage;
     return runPurgeNodeCommand(*cfg, c.purge_args, env);
   }
+  if (c.maintenance.parsed() != nullptr) {
+    const ClusterConfig cluster =
+        clusterConfigFor(c.maintenance.args.kubeconfig, c.maintenance.args.host_root, env);
+    auto cfg =
+        commandConfig(c.maintenance.config, nullptr, nullptr, c.log_level_flag, env, &cluster);
+    if (!cfg) return kExitUsage;
+    return runMaintenanceCommand(*cfg, c.maintenance.args, env);
+  }
+  if (c.job.parsed() != nullptr) {
+    const ClusterConfig cluster =
+        clusterConfigFor(c.job.args.kubeconfig, c.job.args.host_root, env);
+    auto cfg = commandConfig(c.job.config, nullptr, nullptr, c.log_level_flag, env, &cluster);
+    if (!cfg) return kExitUsage;
+    return runJobCommand(*cfg, c.job.args, env);
+  }
   if (c.agent->parsed()) {
     return agentCommand(c.agent_config, c.agent, c.agent_flags, c.log_level_flag, c.agent_args,
                         env);
@@ -668,6 +687,8 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
   addUpgradeCommand(app, c);
   addPurgeCommand(app, c);
   addCertsCommands(app, c.certs);
+  addMaintenanceCommands(app, c.maintenance);
+  addJobCommands(app, c.job);
   addRenderCommands(app, c);
 
   if (auto exit_code = parseArgs(app, args, env)) return *exit_code;

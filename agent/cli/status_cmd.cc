@@ -138,6 +138,15 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
       {"lease renewed", renewed},
       {"lease transitions", field(lease, "transitions")},
   };
+  // Maintenance mode (agent/runtime/maintenance.h), from agents that report it.
+  if (const json& m = member(status, "maintenance"); m.is_object()) {
+    std::string line = member(m, "on") == true ? "on (" + field(m, "reason") + ")" : "off";
+    if (member(m, "on") == true && member(m, "until").is_string()) {
+      line += ", until " + timeField(m, "until", now);
+    }
+    if (member(m, "synced") == false) line = "not read yet";
+    head.emplace_back("maintenance", line);
+  }
   std::size_t width = 0;
   for (const auto& [name, value] : head) width = std::max(width, name.size());
   for (const auto& [name, value] : head) {
@@ -158,7 +167,9 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
                          return std::vector<std::string>{field(c, "name"),
                                                          field(c, "scope"),
                                                          timeField(c, "last_run", now),
-                                                         field(c, "last_result"),
+                                                         member(c, "paused").is_string()
+                                                             ? "paused: " + field(c, "paused")
+                                                             : field(c, "last_result"),
                                                          timeField(c, "next_run", now),
                                                          field(c, "runs"),
                                                          field(c, "errors"),

@@ -18,6 +18,7 @@ int runUpgradeCommand(const Config& config, const UpgradeArgs& args, const CliEn
   options.state_dir = args.state_dir;
   options.dry_run = args.dry_run;
   options.progress_interval = args.progress_interval;
+  options.maintenance_namespace = config.leader_election_namespace;
   const bool allow_http = args.allow_http || config.auto_upgrade_allow_http;
   if (!options.url.empty()) {
     const bool from_flag = !args.url.empty();

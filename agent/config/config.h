@@ -98,6 +98,9 @@ struct Config {
 
   // --- Host-side keys (new in ekco; kURL's host options) ---
   bool disable_reboot_service = false;
+  // HostJobs (hostjobs.ekco.kurl.sh): run commands as root on selected nodes
+  // (agent/controllers/host_jobs.h). Off: the agent does not even watch them.
+  bool enable_host_jobs = false;
   // `ekco shutdown` / `ekco startup` (ekco-reboot.service).
   std::vector<std::string> shutdown_excluded_namespaces = {"kube-system", "rook-ceph", "openebs",
                                                            "longhorn-system"};

@@ -78,6 +78,8 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(storage_migration_auth_token, kString, "Token guarding the storage migration API"),
       EKCO_KEY(disable_reboot_service, kBool,
                "Do not install ekco-reboot.service (kURL shouldDisableRebootServices)"),
+      EKCO_KEY(enable_host_jobs, kBool,
+               "Run HostJobs (hostjobs.ekco.kurl.sh): commands as root on the selected nodes"),
       EKCO_KEY(shutdown_excluded_namespaces, kStringList,
                "Namespaces whose pods ekco shutdown does not delete"),
       EKCO_KEY(shutdown_unmount_timeout, kDuration,

@@ -430,6 +430,7 @@ ControllerSpec clearNodesSpec() {
       .status_key = "clear_nodes",
       .enabled = [](const Config& c) { return c.clear_dead_nodes; },
       .caches = {CacheName::kClusterNodes, CacheName::kUnhealthyNodePods},
+      .pauses_in_maintenance = true,  // force-deletes pods
       .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
         const Config& c = d.config;
         auto storm = d.metrics.gauge("ekco_storm_guard",

@@ -143,10 +143,14 @@ ControllerSpec clusterCertsSpec() {
           .status_key = "cluster_certificates",
           .enabled = [](const Config&) { return true; },
           .caches = {},
+          // Its secret writes: an operator's pause includes the add-ons' TLS (kURL replaces
+          // them during upgrades and migrations).
+          .pauses_in_maintenance = true,
           .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
             ClusterCertsControllerOptions o;
             o.secrets = clusterCertsOptions(d.config);
             o.secrets.dry_run = d.dry_run;
+            o.secrets.may_write = d.may_act;
             o.renew = d.config.rotate_certs;
             o.check_interval = duration_cast<milliseconds>(d.config.rotate_certs_check_interval);
             o.report = d.report;

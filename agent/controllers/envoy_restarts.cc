@@ -211,6 +211,7 @@ ControllerSpec envoyRestartsSpec() {
             return c.restart_failed_envoy_pods && !c.contour_namespace.empty();
           },
       .caches = {CacheName::kEnvoyPods},
+      .pauses_in_maintenance = true,  // force-deletes pods
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
         return std::make_shared<EnvoyRestarts>(
             [&caches = d.caches] { return caches.envoyPods(); }, d.client, d.clock,

@@ -261,6 +261,8 @@ ControllerSpec kubeletCsrApprovalSpec() {
       .status_key = "kubelet_csr_approval",
       .enabled = [](const Config& c) { return c.auto_approve_kubelet_csrs; },
       .caches = {CacheName::kKubeletServingCsrs, CacheName::kClusterNodes},
+      // Approvals are irreversible; a kubelet keeps its current certificate and asks again.
+      .pauses_in_maintenance = true,
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
         return std::make_shared<KubeletCsrApprovalController>(
             [&caches = d.caches] { return caches.clusterNodes(); },

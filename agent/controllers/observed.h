@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "agent/controllers/host_job_spec.h"
 #include "haproxy/render.h"
 #include "kube/objects.h"
 #include "kube/records.h"
@@ -15,6 +16,12 @@ namespace ekco::agent {
 struct ObservedNode {
   bool synced = false;
   std::optional<kube::NodeRecord> node = std::nullopt;
+};
+
+// The HostJobs (every agent's cache, with enable_host_jobs).
+struct ObservedHostJobs {
+  bool synced = false;  // listed at least once, or the API does not serve hostjobs (no CRD)
+  std::vector<HostJobRecord> jobs{};
 };
 
 // Every node of the cluster (the leader's cache).

@@ -206,6 +206,7 @@ ControllerSpec purgeDeadNodesSpec() {
       .status_key = "purge_dead_nodes",
       .enabled = [](const Config& c) { return c.purge_dead_nodes; },
       .caches = {CacheName::kClusterNodes, CacheName::kUnhealthyNodePods},
+      .pauses_in_maintenance = true,  // removes Nodes, etcd members, OSDs
       .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
         const Config& c = d.config;
         auto purge = [d](const std::string& node,

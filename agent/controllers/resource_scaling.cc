@@ -196,6 +196,7 @@ ControllerSpec resourceScalingSpec() {
       .status_key = "resource_scaling",
       .enabled = [](const Config& c) { return c.auto_resource_scaling; },
       .caches = {CacheName::kClusterNodes},
+      .pauses_in_maintenance = true,  // patches Prometheus/Alertmanager replicas
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
         return std::make_shared<ResourceScalingController>(
             [&caches = d.caches] { return caches.clusterNodes(); }, d.client,

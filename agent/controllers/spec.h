@@ -43,8 +43,14 @@ struct ControllerDeps {
   Caches& caches;
   MetricsRegistry& metrics;  // for a controller's own gauges
   // Fencing: this agent holds the Lease and renewed it within renew_deadline. Leader
-  // controllers ask it right before every irreversible call.
+  // controllers ask it right before every irreversible call. For a spec that pauses in
+  // maintenance it also answers false while maintenance mode is on (or not yet read), so that
+  // guard is the maintenance check too.
   std::function<bool()> is_leader_fresh{};
+  // Maintenance mode (agent/runtime/maintenance.h): false while it is on or not yet read, for a
+  // spec that pauses in maintenance (always true for the others). A node-scope controller that
+  // pauses asks it right before each irreversible call.
+  std::function<bool()> may_act{};
   // ekco_actions_total{kind}.
   std::function<void(std::string_view kind)> count_action{};
   // A failed API call off the reconcile path (an Event not recorded): logged once per minute.
@@ -59,6 +65,10 @@ struct ControllerSpec {
   std::string_view status_key{};
   std::function<bool(const Config&)> enabled{};
   std::vector<CacheName> caches{};
+  // Changes the cluster on its own initiative and stops while maintenance mode is on: the
+  // runtime does not call its reconcile (its /status says "paused: maintenance (reason)") and
+  // its is_leader_fresh / may_act answer false (agent/runtime/maintenance.h).
+  bool pauses_in_maintenance = false;
   std::function<base::Result<std::shared_ptr<Controller>>(const ControllerDeps&)> build{};
 };
 

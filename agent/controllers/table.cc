@@ -5,6 +5,7 @@
 #include "agent/controllers/control_plane_certs.h"
 #include "agent/controllers/envoy_restarts.h"
 #include "agent/controllers/host_checks.h"
+#include "agent/controllers/host_jobs.h"
 #include "agent/controllers/host_units.h"
 #include "agent/controllers/internal_lb.h"
 #include "agent/controllers/kubelet_csr_approval.h"
@@ -24,6 +25,7 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       controlPlaneCertsSpec(),   // every node: the kubeadm certificates, renewed inside the TTL
       clusterCertsSpec(),        // every node: the add-ons' TLS secrets (control-plane nodes act)
       webhookServingSpec(),      // every node: the pod image overrides webhook's HTTPS server
+      hostJobsSpec(),            // every node: HostJobs selecting it (enable_host_jobs)
       clearNodesSpec(),          // leader: force-delete pods stuck on dead nodes
       purgeDeadNodesSpec(),      // leader: purge dead nodes, after clear-nodes is done with them
       resourceScalingSpec(),     // leader: Prometheus/Alertmanager replicas follow the node count

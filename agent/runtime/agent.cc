@@ -12,6 +12,7 @@
 #include "agent/runtime/caches.h"
 #include "agent/runtime/command_env.h"
 #include "agent/runtime/leader_election.h"
+#include "agent/runtime/maintenance_watch.h"
 #include "agent/runtime/manager.h"
 #include "agent/serve/health_server.h"
 #include "agent/serve/metrics.h"
@@ -134,6 +135,7 @@ class Agent::Impl {
   base::Status initControllers();
   void onCacheError(CacheName cache, std::string_view what, const Error& e);
   void onLeaderChange(bool leading);
+  void onMaintenanceChange(const MaintenanceChange& change);
   void superviseLeaderCaches();
   Health healthz() const;
   Health readyz() const;
@@ -158,12 +160,14 @@ class Agent::Impl {
   // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
   std::unique_ptr<kube::Informer<std::string>> lease_holder_;
   std::thread lease_holder_thread_;
+  std::unique_ptr<MaintenanceWatch> maintenance_;         // ekco-maintenance, on every agent
   std::vector<Built> controllers_;                        // the table's order
   mutable std::set<std::string> exported_leader_caches_;  // cache labels last sent to /metrics
 
   MetricsRegistry metrics_;
   const Gauge* leader_gauge_ = nullptr;
   const Gauge* api_gauge_ = nullptr;
+  const Gauge* maintenance_gauge_ = nullptr;
   const Gauge* cache_objects_ = nullptr;
   const Gauge* cache_synced_ = nullptr;
   const Counter* reconciles_ = nullptr;
@@ -193,6 +197,10 @@ base::Status Agent::Impl::registerMetrics() {
   auto seconds_h = metrics_.histogram("ekco_reconcile_duration_seconds", "Time each reconcile took",
                                       {"controller"}, kReconcileDurationBuckets);
   auto actions = metrics_.counter("ekco_actions_total", "Changes ekco made, by kind", {"kind"});
+  auto maintenance =
+      metrics_.gauge("ekco_maintenance_mode", "1 while maintenance mode is on (ekco-maintenance)");
+  if (!maintenance) return std::move(maintenance).error();
+  maintenance_gauge_ = *maintenance;
   for (const Error* e :
        {leader ? nullptr : &leader.error(), api ? nullptr : &api.error(),
         objects ? nullptr : &objects.error(), synced ? nullptr : &synced.error(),
@@ -345,6 +353,13 @@ void Agent::Impl::initCaches() {
               },
           .on_delete = [nudge](const std::string&) { nudge(); },
           .on_error = [this](const Error& e) { errors_.report("lease watch", e.message()); }});
+
+  // Maintenance mode: the pausable controllers wait until the ConfigMap has been read.
+  maintenance_ = std::make_unique<MaintenanceWatch>(
+      *platform_.client, clock_, c.leader_election_namespace,
+      [this](const MaintenanceChange& change) { onMaintenanceChange(change); },
+      [this](const Error& e) { errors_.report("maintenance watch", e.message()); });
+  manager_->setPaused(maintenance_->pauseReason());
 }
 
 base::Status Agent::Impl::initControllers() {
@@ -362,19 +377,24 @@ base::Status Agent::Impl::initControllers() {
       .caches = *caches_,
       .metrics = metrics_,
       .is_leader_fresh = [this] { return elector_->isLeaderFresh(); },
+      .may_act = [] { return true; },
       .count_action = [this](std::string_view kind) { actions_->inc({std::string(kind)}); },
       .report = [this](std::string_view what,
                        const std::string& message) { errors_.report(what, message); }};
+  // The specs that pause in maintenance get guards that answer false while it is on.
+  ControllerDeps pausing = deps;
+  pausing.is_leader_fresh = [this] { return elector_->isLeaderFresh() && maintenance_->mayAct(); };
+  pausing.may_act = [this] { return maintenance_->mayAct(); };
   for (const ControllerSpec& spec : controllerSpecs()) {
     Built built{.spec = &spec};
     if (spec.enabled && spec.enabled(options_.config)) {
-      auto controller = spec.build(deps);
+      auto controller = spec.build(spec.pauses_in_maintenance ? pausing : deps);
       if (!controller) return std::move(controller).error().wrap(std::string(spec.name));
       built.controller = std::move(*controller);
       for (CacheName cache : spec.caches) {
         caches_->require(cache, [this, name = std::string(spec.name)] { manager_->wake(name); });
       }
-      EKCO_TRY(manager_->add(spec.scope, built.controller));
+      EKCO_TRY(manager_->add(spec.scope, built.controller, spec.pauses_in_maintenance));
     }
     controllers_.push_back(std::move(built));
   }
@@ -398,6 +418,27 @@ void Agent::Impl::onLeaderChange(bool leading) {
   leading_ = leading;
   leader_changed_ = true;
   cv_.notify_all();
+}
+
+void Agent::Impl::onMaintenanceChange(const MaintenanceChange& change) {
+  // (the maintenance watch's check(), one call at a time)
+  manager_->setPaused(change.active ? "maintenance (" + change.state.reasonText() + ")" : "");
+  maintenance_gauge_->set(change.active ? 1 : 0);
+  const auto now = clock_.wallNow();
+  if (change.initial && !change.active) return;  // the usual start: nothing to say
+  base::logInfo(change.active    ? "maintenance mode on"
+                : change.expired ? "maintenance mode expired"
+                                 : "maintenance mode off",
+                {{"maintenance", describeMaintenance(change.state, now)},
+                 {"paused_controllers", change.active}});
+  // An expiry is nobody's command, so nobody else records it: the leader does, once.
+  if (change.expired && elector_->isLeader()) {
+    auto recorded = recordMaintenanceEvent(
+        *platform_.client, options_.config.leader_election_namespace, "MaintenanceExpired",
+        "maintenance mode expired at " + kube::formatRfc3339(*change.state.until) + " (" +
+            change.state.reasonText() + "); the paused controllers resume");
+    if (!recorded) errors_.report("event", recorded.error().message());
+  }
 }
 
 void Agent::Impl::superviseLeaderCaches() {
@@ -508,9 +549,13 @@ json Agent::Impl::status() const {
                            {"next_run", kube::rfc3339OrNull(s.next_run)},
                            {"last_plan", s.last_plan},
                            {"runs", s.runs},
-                           {"errors", s.errors}});
+                           {"errors", s.errors},
+                           {"pauses_in_maintenance", s.pausable},
+                           {"paused", s.paused.empty() ? json(nullptr) : json(s.paused)}});
   }
   out["controllers"] = controllers;
+  out["maintenance"] = maintenanceJson(maintenance_->state(), clock_.wallNow());
+  out["maintenance"]["synced"] = maintenance_->synced();
   // Each controller's own object, under its spec's key (null while disabled).
   for (const Built& b : controllers_) {
     if (b.spec->status_key.empty()) continue;
@@ -586,6 +631,7 @@ int Agent::Impl::run() {
 
   caches_->start();
   lease_holder_thread_ = std::thread([this] { lease_holder_->run(); });
+  maintenance_->start();
   std::thread manager_thread([this] { manager_->run(); });
   std::thread elector_thread([this] { elector_->run(); });
 
@@ -603,6 +649,7 @@ int Agent::Impl::run() {
       if (stop_requested_) break;
     }
     superviseLeaderCaches();
+    maintenance_->check();  // an expiry, and the first state after the list
     caches_->superviseUnhealthyNodePods();
     const Health ready = readyz();
     bool recovered = false;
@@ -638,6 +685,7 @@ int Agent::Impl::run() {
   caches_->stop();
   lease_holder_->stop();
   if (lease_holder_thread_.joinable()) lease_holder_thread_.join();
+  maintenance_->stop();
   (*server)->stop();
   base::logInfo("agent stopped", {{"node", options_.node_name}});
   return 0;

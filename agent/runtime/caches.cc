@@ -36,6 +36,8 @@ std::string_view cacheName(CacheName name) {
       return "kubelet-serving-csrs";
     case CacheName::kEnvoyPods:
       return "envoy-pods";
+    case CacheName::kHostJobs:
+      return "hostjobs";
   }
   return "?";
 }
@@ -122,6 +124,14 @@ void Caches::require(CacheName name, std::function<void()> on_change) {
       envoy_pods_wanted_ = !options_.envoy_namespace.empty();
       return;
     }
+    case CacheName::kHostJobs:
+      if (!host_jobs_.informer) {
+        host_jobs_.informer = std::make_unique<kube::Informer<HostJobRecord>>(
+            client_, clock_, kHostJobResource, "",
+            kube::InformerOptions{.max_backoff = kCacheMaxBackoff}, projectHostJob,
+            handlers<HostJobRecord>(CacheName::kHostJobs, "hostjob cache", &host_jobs_absent_));
+      }
+      return;
     case CacheName::kApiservers:
       break;
   }
@@ -160,6 +170,7 @@ void Caches::start() {
   lb_endpoints_.start();
   lb_control_plane_nodes_.start();
   lb_master_nodes_.start();
+  host_jobs_.start();
 }
 
 void Caches::stop() {
@@ -177,6 +188,7 @@ void Caches::stop() {
   lb_endpoints_.stop();
   lb_control_plane_nodes_.stop();
   lb_master_nodes_.stop();
+  host_jobs_.stop();
 }
 
 void Caches::setLeading(bool leading) {
@@ -323,6 +335,15 @@ ObservedApiservers Caches::apiservers() const {
   return observed;
 }
 
+ObservedHostJobs Caches::hostJobs() const {
+  ObservedHostJobs observed;
+  if (!host_jobs_.informer) return observed;
+  observed.synced = host_jobs_absent_.load() || host_jobs_.informer->synced();
+  // A CRD installed later is listed by the informer's next attempt: its store is the truth.
+  observed.jobs = host_jobs_.informer->list();
+  return observed;
+}
+
 void Caches::forEachStats(const std::function<void(const std::string& label,
                                                    const kube::InformerStats& stats)>& f) const {
   f("node", own_node_.informer->stats());
@@ -333,6 +354,7 @@ void Caches::forEachStats(const std::function<void(const std::string& label,
     f("control-plane-nodes", lb_control_plane_nodes_.informer->stats());
     f("master-nodes", lb_master_nodes_.informer->stats());
   }
+  if (host_jobs_.informer) f("hostjobs", host_jobs_.informer->stats());
   std::lock_guard lock(leader_mu_);
   if (cluster_nodes_.informer) f("cluster-nodes", cluster_nodes_.informer->stats());
   if (csrs_.informer) f("kubelet-serving-csrs", csrs_.informer->stats());

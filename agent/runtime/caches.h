@@ -41,6 +41,7 @@ enum class CacheName {
   kUnhealthyNodePods,   // the pods of each not-Ready or tainted node; leader only
   kKubeletServingCsrs,  // CertificateSigningRequests for kubernetes.io/kubelet-serving; leader
   kEnvoyPods,           // pods app=envoy in CachesOptions::envoy_namespace; leader only
+  kHostJobs,            // HostJobs (hostjobs.ekco.kurl.sh); every node
 };
 std::string_view cacheName(CacheName name);
 
@@ -84,6 +85,7 @@ class Caches {
   // then, unhealthyNodePods() says nothing about that node, not that it has no pods.
   bool unhealthyNodePodsListed(const std::string& node) const;
   ObservedApiservers apiservers() const;
+  ObservedHostJobs hostJobs() const;
 
   // Each running cache's label ("node", "pods", "cluster-nodes", "pods on node-b", ...) and
   // statistics, for /status, /metrics and /readyz.
@@ -134,6 +136,9 @@ class Caches {
   std::atomic<bool> csrs_absent_{false};  // the API has no certificates.k8s.io/v1
   bool envoy_pods_wanted_ = false;
   Running<kube::Pod> envoy_pods_;
+  std::atomic<bool> csrs_absent_{false};       // the API has no certificates.k8s.io/v1
+  Running<HostJobRecord> host_jobs_;           // node-scoped; built when required
+  std::atomic<bool> host_jobs_absent_{false};  // the API serves no hostjobs (CRD not installed)
 };
 
 }  // namespace ekco::agent

@@ -23,7 +23,8 @@ Manager::Manager(const base::Clock& clock, ManagerOptions options)
 
 Manager::~Manager() { stop(); }
 
-base::Status Manager::add(Scope scope, std::shared_ptr<Controller> controller) {
+base::Status Manager::add(Scope scope, std::shared_ptr<Controller> controller,
+                          bool pauses_in_maintenance) {
   if (!controller) return Error("manager: null controller", ErrorCode::kInvalidArgument);
   std::string name = controller->name();
   if (name.empty()) return Error("manager: controller without a name", ErrorCode::kInvalidArgument);
@@ -42,6 +43,7 @@ base::Status Manager::add(Scope scope, std::shared_ptr<Controller> controller) {
   entry->controller = std::move(controller);
   entry->status.name = std::move(name);
   entry->status.scope = scope;
+  entry->status.pausable = pauses_in_maintenance;
   entries_.push_back(std::move(entry));
   return base::ok();
 }
@@ -77,6 +79,23 @@ void Manager::setLeader(bool leader) {
   cv_.notify_all();
 }
 
+void Manager::setPaused(std::string reason) {
+  std::lock_guard lock(mu_);
+  if (!reason.empty() == !paused_.empty()) {
+    paused_ = std::move(reason);
+    return;
+  }
+  if (reason.empty()) {
+    // Resumed: each pausable controller looks again now (what it was woken for, or what became
+    // due, was held back).
+    for (auto& e : entries_) {
+      if (e->status.pausable) e->woken = true;
+    }
+  }
+  paused_ = std::move(reason);
+  cv_.notify_all();
+}
+
 bool Manager::leader() const {
   std::lock_guard lock(mu_);
   return leader_;
@@ -84,6 +103,7 @@ bool Manager::leader() const {
 
 bool Manager::dueLocked(const Entry& e, base::MonoTime now) const {
   if (e.scope == Scope::kLeader && !leader_) return false;
+  if (e.status.pausable && !paused_.empty()) return false;
   if (e.status.running) return false;
   if (e.backoff_until && now < *e.backoff_until) return false;
   if (e.woken) return true;
@@ -122,6 +142,10 @@ std::optional<base::MonoTime> Manager::runDue(Scope scope) {
     {
       std::lock_guard lock(mu_);
       if (stopping_ || (scope == Scope::kLeader && !leader_)) break;
+      if (e->status.pausable && !paused_.empty()) {
+        e->woken = true;  // held back, not forgotten: it runs when resumed
+        continue;
+      }
       e->status.running = true;
       e->status.last_run = clock_.wallNow();
       worker(scope).busy_since = clock_.monoNow();
@@ -164,6 +188,7 @@ std::optional<base::MonoTime> Manager::runDue(Scope scope) {
   const auto now = clock_.monoNow();
   for (const auto& e : entries_) {
     if (e->scope != scope || (scope == Scope::kLeader && !leader_)) continue;
+    if (e->status.pausable && !paused_.empty()) continue;  // setPaused("") wakes the worker
     std::optional<base::MonoTime> when;
     if (e->woken) when = std::max(now, e->backoff_until.value_or(now));
     if (e->next_due) when = when ? std::min(*when, *e->next_due) : *e->next_due;
@@ -227,8 +252,9 @@ std::vector<ControllerStatus> Manager::status() const {
   for (const auto& e : entries_) {
     ControllerStatus s = e->status;
     s.active = e->scope == Scope::kNode || leader_;
+    if (s.pausable) s.paused = paused_;
     std::optional<base::MonoTime> when;
-    if (s.active) {
+    if (s.active && s.paused.empty()) {
       if (e->woken) when = std::max(mono, e->backoff_until.value_or(mono));
       if (e->next_due) when = when ? std::min(*when, *e->next_due) : *e->next_due;
     }

@@ -27,6 +27,10 @@
 //     its call (it must ask the elector before every irreversible step: fencing).
 //     setLeader(true) makes every leader controller due at once.
 //   - A controller is never run concurrently with itself.
+//   - Maintenance mode (agent/runtime/maintenance.h): setPaused("maintenance (reason)") stops
+//     the controllers registered as pausable from starting (a running one finishes its call:
+//     its fencing check answers false too); their status says why. setPaused("") makes each of
+//     them due at once.
 //
 // runDue() is the deterministic step the tests drive with a ManualClock; run() loops it on
 // real time.
@@ -79,7 +83,9 @@ class Controller {
 struct ControllerStatus {
   std::string name{};
   Scope scope = Scope::kNode;
-  bool active = true;  // false: a leader controller on an agent that is not the leader
+  bool active = true;     // false: a leader controller on an agent that is not the leader
+  bool pausable = false;  // registered as pausing in maintenance mode
+  std::string paused{};   // why it does not run now ("maintenance (reason)"); "" when it may
   bool running = false;
   std::optional<base::WallTime> last_run = std::nullopt;  // start of the last reconcile
   std::string last_result{};                              // the last success's summary
@@ -113,13 +119,16 @@ class Manager {
   Manager& operator=(const Manager&) = delete;
 
   // Registers a controller (before run()). A duplicate or empty name is kInvalidArgument.
-  base::Status add(Scope scope, std::shared_ptr<Controller> controller);
+  base::Status add(Scope scope, std::shared_ptr<Controller> controller,
+                   bool pauses_in_maintenance = false);
 
   // Thread-safe; an unknown name is ignored (returns false).
   bool wake(std::string_view name);
   void wakeAll(Scope scope);
   void setLeader(bool leader);
   bool leader() const;
+  // Why pausable controllers must not start now ("" = they may); see the scheduling rules.
+  void setPaused(std::string reason);
 
   // Runs every due controller of the scope once, now, on the calling thread. Returns the
   // earliest time (monotonic) one of them is due next, or nullopt when none is scheduled.
@@ -152,6 +161,7 @@ class Manager {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Entry>> entries_;
   bool leader_ = false;
+  std::string paused_{};
   bool stopping_ = false;
   bool started_ = false;
   Worker node_worker_{};

@@ -222,6 +222,10 @@ class Renewer {
 
   base::Status write(const Json& secret, const std::string& ns, const std::string& name,
                      const std::string& what) {
+    if (o_.may_write && !o_.may_write()) {
+      return Error("maintenance mode is on: secret " + secretName(ns, name) + " not renewed",
+                   ErrorCode::kUnavailable);
+    }
     auto updated = kube_.update(kube::resources::kSecrets, ns, secret);
     if (!updated) {
       if (updated.error().code() == ErrorCode::kConflict) {

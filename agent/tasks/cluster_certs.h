@@ -53,6 +53,9 @@ struct ClusterCertsOptions {
   std::string envoy_secret = "envoycert";
   bool dry_run = false;
   bool force = false;  // renew every present, replaceable one whatever its expiry
+  // Asked right before each secret write (maintenance mode, agent/runtime/maintenance.h): false
+  // stops that write with a kUnavailable error. Unset: always allowed.
+  std::function<bool()> may_write{};
 };
 
 // The keys of the config that name the secrets, with `now` and `ttl` left to the caller.

@@ -1,5 +1,7 @@
 #include "agent/tasks/upgrade.h"
 
+#include "agent/tasks/upgrade_report.h"
+
 #include <algorithm>
 #include <deque>
 #include <utility>
@@ -169,13 +171,18 @@ base::Status recordHash(hostfs::HostFs& fs, const std::string& record_path, cons
   return base::ok();
 }
 
-Result<int> countNodes(kube::KubeClient& kube) {
+// The names of the cluster's nodes.
+Result<std::vector<std::string>> listNodeNames(kube::KubeClient& kube) {
   auto nodes = kube.listAll(kube::resources::kNodes, "");
   if (!nodes) return std::move(nodes).error().wrap("count the cluster's nodes");
+  std::vector<std::string> names;
   auto items = nodes->find("items");
-  if (items == nodes->end() || items->is_null()) return 0;
+  if (items == nodes->end() || items->is_null()) return names;
   if (!items->is_array()) return Error("count the cluster's nodes: items is not a list");
-  return static_cast<int>(items->size());
+  for (const auto& item : *items) {
+    names.push_back(item.contains("metadata") ? item["metadata"].value("name", "") : "");
+  }
+  return names;
 }
 
 // Runs the installer; an Error when it did not succeed, quoting its last output lines.
@@ -347,9 +354,9 @@ Result<UpgradeOutcome> runUpgrade(const UpgradeOptions& options, const UpgradeDe
     return out;
   }
 
-  auto nodes = countNodes(deps.kube);
+  auto nodes = listNodeNames(deps.kube);
   if (!nodes) return std::move(nodes).error();
-  out.nodes = *nodes;
+  out.nodes = static_cast<int>(nodes->size());
   if (out.nodes > 1) {
     out.decision = UpgradeDecision::kMultiNode;
     out.message = fmt::format(
@@ -369,22 +376,73 @@ Result<UpgradeOutcome> runUpgrade(const UpgradeOptions& options, const UpgradeDe
 
   base::logInfo("upgrade due",
                 {{"from", out.recorded_hash}, {"to", out.hash}, {"url", options.url}});
+  // (7) Maintenance mode and the Events, on the one node.
+  std::optional<UpgradeReporter> report;
+  if (!options.maintenance_namespace.empty()) {
+    report.emplace(deps.kube, deps.clock, options.maintenance_namespace,
+                   nodes->empty() ? std::string() : nodes->front());
+    auto foreign = report->foreignMaintenance();
+    if (!foreign) return std::move(foreign).error().wrap("read maintenance mode");
+    if (*foreign) {
+      out.decision = UpgradeDecision::kMaintenance;
+      out.message = fmt::format(
+          "maintenance mode is on ({}): not upgrading to installer hash {} now; the next run "
+          "tries again",
+          (*foreign)->reasonText(), out.hash);
+      return out;
+    }
+    report->event("UpgradeCheck", fmt::format("the installer hash changed: {} -> {} ({})",
+                                              out.recorded_hash, out.hash, options.url));
+    const auto expiry = std::chrono::duration_cast<std::chrono::seconds>(
+        options.installer_timeout + options.installer_kill_grace + kUpgradeMaintenanceMargin);
+    if (auto entered =
+            report->enter(fmt::format("ekco upgrade to installer hash {}", out.hash), expiry);
+        !entered) {
+      report->event(
+          "UpgradeFailed",
+          fmt::format("not upgraded to installer hash {}: {}", out.hash, entered.error().message()),
+          "Warning");
+      return std::move(entered).error().wrap("enter maintenance mode for the upgrade");
+    }
+    report->event("UpgradeStarted", fmt::format("maintenance mode on; running the installer "
+                                                "for hash {}",
+                                                out.hash));
+  }
+  // (8) Every failure from here is reported and leaves maintenance mode.
+  auto failed = [&](Error e) -> Error {
+    if (report) {
+      report->event("UpgradeFailed", fmt::format("installer hash {}: {}", out.hash, e.message()),
+                    "Warning");
+      report->leave();
+    }
+    return e;
+  };
   auto body = deps.http.get(options.url);
-  if (!body) return std::move(body).error().wrap("GET " + options.url);
+  if (!body) return failed(std::move(body).error().wrap("GET " + options.url));
   if (trimSpace(*body).empty()) {
-    return Error(fmt::format("GET {}: the installer is empty", options.url),
-                 ErrorCode::kInvalidArgument);
+    return failed(Error(fmt::format("GET {}: the installer is empty", options.url),
+                        ErrorCode::kInvalidArgument));
   }
   RemoveOnExit remove_script(deps.fs, script_path);
   auto written = deps.fs.write(script_path, *body, {.mode = 0700});
-  if (!written) return std::move(written).error();
-  EKCO_TRY(runInstaller(options, deps, script_path, out.hash));
+  if (!written) return failed(std::move(written).error());
+  if (auto ran = runInstaller(options, deps, script_path, out.hash); !ran) {
+    return failed(std::move(ran).error());
+  }
 
   auto recorded_now = recordHash(deps.fs, record_path, out.hash, deps.clock);
   if (!recorded_now) {
-    return std::move(recorded_now)
-        .error()
-        .wrap(fmt::format("the installer succeeded but hash {} could not be recorded", out.hash));
+    return failed(std::move(recorded_now)
+                      .error()
+                      .wrap(fmt::format("the installer succeeded but hash {} could not be recorded",
+                                        out.hash)));
+  }
+  if (report) {
+    report->event("UpgradeComplete",
+                  fmt::format("the installer exited with status 0; installer hash {} -> {} "
+                              "recorded",
+                              out.recorded_hash, out.hash));
+    report->leave();
   }
   out.decision = UpgradeDecision::kUpgraded;
   out.message = fmt::format("upgraded: installer hash {} -> {}, recorded in {}", out.recorded_hash,

@@ -20,7 +20,11 @@
 //   5. The same hash: up to date, exit 0.
 //   6. The cluster has more than one Node: refuse (exit 0). Checked only here, so a run with
 //      nothing to do needs no API server.
-//   7. Download the installer to <state-dir>/upgrade-installer.sh (mode 0700; removed after the
+//   7. Maintenance mode (with maintenance_namespace; agent/tasks/upgrade_report.h): one an
+//      operator turned on skips the run (exit 0, the timer tries again); otherwise an
+//      UpgradeCheck Event, maintenance mode on with an expiry, UpgradeStarted, and after step 8
+//      UpgradeComplete or UpgradeFailed and maintenance mode off.
+//   8. Download the installer to <state-dir>/upgrade-installer.sh (mode 0700; removed after the
 //      run, and at the start of the next one if ekco was killed), run it with its output
 //      streamed to the log line by line (and a "waiting for the installer" line every
 //      progress_interval it stays silent), and on exit status 0 append "<UTC RFC 3339> <hash>" to
@@ -97,6 +101,9 @@ struct UpgradeOptions {
   // While the installer prints nothing for this long, a "waiting for the installer" line says
   // how long it has run and been silent (never minutes of silence in the log).
   std::chrono::milliseconds progress_interval{std::chrono::seconds(10)};
+  // Maintenance mode and phase Events (agent/tasks/upgrade_report.h): the namespace of the
+  // ConfigMap ekco-maintenance (the leader-election namespace); "" for neither.
+  std::string maintenance_namespace{};
 };
 
 struct UpgradeDeps {
@@ -113,6 +120,7 @@ enum class UpgradeDecision {
   kSeeded,         // no record yet: the current hash was recorded (dry run: would be)
   kUpToDate,       // the recorded hash is current
   kMultiNode,      // an upgrade is due but the cluster has more than one node
+  kMaintenance,    // an upgrade is due but an operator's maintenance mode is on
   kUpgraded,       // the installer ran and succeeded; the new hash is recorded
   kWouldUpgrade,   // dry run: an upgrade is due
 };

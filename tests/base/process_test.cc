@@ -496,6 +496,36 @@ TEST(BoostProcessRunner, SigkillFollowsTheGraceWhenSigtermIsIgnored) {
   EXPECT_EQ(r->term_signal, SIGKILL);
 }
 
+// A HostJob deleted while its command runs (agent/controllers/host_jobs.h).
+TEST(BoostProcessRunner, CancellationStopsTheGroupSigtermFirstAndSaysSo) {
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(500ms);  // time for the shell to install its trap
+    cancel = true;
+  });
+  Result<ProcessResult> r = Error("not run");
+  auto elapsed = timed([&] {
+    r = run(ProcessRequest{
+        .argv = {"/bin/sh", "-c", "trap 'echo got TERM; exit 3' TERM; sleep 100 & wait"},
+        .kill_grace = 5s,
+        .cancelled = [&] { return cancel.load(); }});
+  });
+  canceller.join();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_LT(elapsed, 3s);
+  EXPECT_TRUE(r->cancelled);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->stdout_data, "got TERM\n");
+  EXPECT_FALSE(r->success());
+
+  // Never cancelled: runs to its end.
+  auto done = run(ProcessRequest{.argv = {"/bin/true"}, .cancelled = [] { return false; }});
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(done->success());
+  EXPECT_FALSE(done->cancelled);
+}
+
 TEST(BoostProcessRunner, HugeTimeoutMeansNone) {
   auto r = run(ProcessRequest{.argv = {"/bin/true"},
                               .timeout = std::chrono::milliseconds::max(),

@@ -106,6 +106,26 @@ TEST(StatusTable, ShowsTheInternalLoadBalancerWhenEnabled) {
   EXPECT_THAT(t, HasSubstr("  problem:      no apiserver known\n"));
 }
 
+// Maintenance mode (issue 19): a head line, and the paused controllers say why.
+TEST(StatusTable, ShowsMaintenanceModeAndWhichControllersItPauses) {
+  json doc = sampleStatus();
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              Not(HasSubstr("maintenance")));  // an agent from before maintenance mode
+  doc["maintenance"] = {{"on", false}, {"synced", true}};
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              HasSubstr("maintenance:        off\n"));
+  doc["maintenance"] = {{"on", true},
+                        {"synced", true},
+                        {"reason", "storage migration"},
+                        {"until", "2026-11-22T11:00:03Z"}};
+  doc["controllers"][1]["paused"] = "maintenance (storage migration)";
+  const std::string t =
+      renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  EXPECT_THAT(t, HasSubstr("maintenance:        on (storage migration), until in 1h\n"));
+  EXPECT_THAT(t, HasSubstr("paused: maintenance (storage migration)"));
+  EXPECT_THAT(t, HasSubstr("config unchanged"));  // the load balancer is not paused
+}
+
 TEST(StatusTable, ShowsDaysLeftPerCertificateOnAControlPlaneNode) {
   json doc = sampleStatus();
   doc["certificates"] = json::parse(R"json({"control_plane": false, "certificates": []})json");

@@ -24,8 +24,10 @@
 #include <thread>
 #include <vector>
 
+#include "agent/runtime/maintenance.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/process.h"
 #include "hostfs/local_host_fs.h"
 #include "tests/agent/cli_support.h"
 #include "tests/kubesim/server.h"
@@ -217,6 +219,7 @@ class UpgradeTest : public ::testing::Test {
 
   void startApi(std::vector<json> nodes) {
     api_.reset();
+    nodes.push_back(kubesim::namespaceObject("kurl"));  // ekco-maintenance's namespace
     auto server = kubesim::Server::start({.out_dir = dir_.path() + "/sim", .objects = nodes});
     ASSERT_TRUE(server) << server.error().message();
     api_ = std::move(*server);
@@ -754,6 +757,169 @@ TEST_F(UpgradeTest, PlainHttpIsRefusedWithoutTheOptIn) {
                     api_->kubeconfigPath()});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(http_.heads(), 1);
+}
+
+}  // namespace
+}  // namespace ekco::agent
+
+// --- issue 19: maintenance mode and phase Events ---------------------------------------------
+
+namespace ekco::agent {
+namespace {
+
+class UpgradeEventsTest : public UpgradeTest {
+ protected:
+  // `kubectl get events --field-selector source=ekco` in default (the Node's Events): one
+  // "REASON TYPE" line each, in the API's order (by name: the Node's name, then the time).
+  std::string kubectlEvents() {
+    base::BoostProcessRunner runner(clock_);
+    base::ProcessRequest request;
+    request.argv = {"/usr/bin/kubectl",
+                    "--kubeconfig",
+                    api_->kubeconfigPath(),
+                    "--cache-dir",
+                    dir_.path() + "/kubectl-cache",
+                    "get",
+                    "events",
+                    "-n",
+                    "default",
+                    "--field-selector",
+                    "source=ekco",
+                    "--no-headers",
+                    "-o",
+                    "custom-columns=REASON:.reason,TYPE:.type,OBJECT:.involvedObject.name"};
+    request.timeout = std::chrono::seconds(30);
+    auto result = runner.run(request);
+    EXPECT_TRUE(result && result->success())
+        << (result ? result->stderr_data : result.error().message());
+    return result ? result->stdout_data : "";
+  }
+  std::vector<json> eventsAbout(const std::string& ns, const std::string& name) {
+    auto list = api_->store().list(*api_->store().findQualified("events"), ns, {});
+    std::vector<json> out;
+    for (const json& e : list.body["items"]) {
+      if (e["involvedObject"].value("name", "") == name) out.push_back(e);
+    }
+    return out;
+  }
+  // The ConfigMap as `ekco maintenance on` (or a run that crashed) leaves it, without expiry.
+  bool putMaintenance(const std::string& reason, const std::string& by) {
+    return static_cast<bool>(
+        api_->put({{"apiVersion", "v1"},
+                   {"kind", "ConfigMap"},
+                   {"metadata", {{"name", "ekco-maintenance"}, {"namespace", "kurl"}}},
+                   {"data", {{"reason", reason}, {"by", by}}}}));
+  }
+  std::optional<json> maintenanceConfigMap() {
+    return api_->get("configmaps", "kurl", "ekco-maintenance");
+  }
+
+  base::SystemClock clock_;
+};
+
+TEST_F(UpgradeEventsTest, AnUpgradeRunsInMaintenanceModeAndLeavesPhaseEventsInOrder) {
+  writeRecord("2024-01-01T00:00:00Z h1\n");
+  http_.setHash("h2");
+  http_.setBody("#!/bin/bash\nsleep 1.5\necho done\n");
+  std::optional<json> during;
+  std::atomic<bool> finished{false};
+  std::thread watcher([&] {
+    while (!finished && !during) {
+      if (auto cm = maintenanceConfigMap()) during = cm;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  auto r = direct();
+  finished = true;
+  watcher.join();
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("upgraded: installer hash h1 -> h2"));
+
+  // While the installer ran: on, by ekco upgrade, ending by itself after the installer's
+  // timeout + kill grace + 10 min (a crashed run's pause).
+  ASSERT_TRUE(during.has_value()) << "maintenance mode was never on during the upgrade";
+  const MaintenanceState state = parseMaintenance(*during);
+  EXPECT_EQ(state.by, "ekco upgrade");
+  EXPECT_EQ(state.reason, "ekco upgrade to installer hash h2");
+  ASSERT_TRUE(state.since && state.until);
+  EXPECT_EQ(*state.until - *state.since,
+            std::chrono::hours(3) + std::chrono::seconds(60) + std::chrono::minutes(10));
+  EXPECT_FALSE(maintenanceConfigMap().has_value());  // off again
+
+  EXPECT_EQ(kubectlEvents(),
+            "UpgradeCheck      Normal   node-a\n"
+            "UpgradeStarted    Normal   node-a\n"
+            "UpgradeComplete   Normal   node-a\n");
+  auto node_events = eventsAbout("default", "node-a");
+  ASSERT_EQ(node_events.size(), 3u);
+  EXPECT_THAT(node_events[0].value("message", ""), HasSubstr("h1 -> h2"));
+  EXPECT_EQ(node_events[2]["source"].value("component", ""), "ekco");
+  EXPECT_EQ(node_events[2].value("reportingComponent", ""), "ekco");
+  EXPECT_THAT(node_events[2].value("message", ""), HasSubstr("exited with status 0"));
+  std::vector<std::string> maintenance;
+  for (const json& e : eventsAbout("kurl", "ekco-maintenance")) {
+    maintenance.push_back(e.value("reason", ""));
+  }
+  EXPECT_THAT(maintenance, ::testing::ElementsAre("MaintenanceOn", "MaintenanceOff"));
+
+  // Up to date next time: no Events, the API not needed for them.
+  auto again = direct();
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(eventsAbout("default", "node-a").size(), 3u);
+}
+
+TEST_F(UpgradeEventsTest, AFailedInstallerIsAWarningWithItsExitStatusAndHashAndMaintenanceIsOff) {
+  writeRecord("2024-01-01T00:00:00Z h1\n");
+  http_.setHash("h2");
+  http_.setBody(script(3));
+  auto r = direct();
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(kubectlEvents(),
+            "UpgradeCheck     Normal    node-a\n"
+            "UpgradeStarted   Normal    node-a\n"
+            "UpgradeFailed    Warning   node-a\n");
+  auto node_events = eventsAbout("default", "node-a");
+  ASSERT_EQ(node_events.size(), 3u);
+  EXPECT_THAT(node_events[2].value("message", ""), HasSubstr("installer hash h2"));
+  EXPECT_THAT(node_events[2].value("message", ""), HasSubstr("exited with status 3"));
+  EXPECT_FALSE(maintenanceConfigMap().has_value());
+  EXPECT_EQ(record(), "2024-01-01T00:00:00Z h1\n");
+}
+
+TEST_F(UpgradeEventsTest, AFailedDownloadIsReportedAndLeavesMaintenanceMode) {
+  writeRecord("2024-01-01T00:00:00Z h1\n");
+  http_.setHash("h2");
+  http_.set({.get_status = 500, .hash = "h2", .body = script(0)});
+  auto r = direct();
+  EXPECT_EQ(r.code, 1);
+  auto node_events = eventsAbout("default", "node-a");
+  ASSERT_EQ(node_events.size(), 3u);
+  EXPECT_EQ(node_events[2].value("reason", ""), "UpgradeFailed");
+  EXPECT_THAT(node_events[2].value("message", ""), HasSubstr("HTTP 500"));
+  EXPECT_FALSE(maintenanceConfigMap().has_value());
+  EXPECT_EQ(installerRuns(), 0);
+}
+
+TEST_F(UpgradeEventsTest, AnOperatorsMaintenanceModeHoldsTheUpgradeBackAndIsKept) {
+  writeRecord("2024-01-01T00:00:00Z h1\n");
+  http_.setHash("h2");
+  ASSERT_TRUE(putMaintenance("storage migration", "op"));
+  auto r = direct();
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("maintenance mode is on (storage migration): not upgrading"));
+  EXPECT_EQ(installerRuns(), 0);
+  EXPECT_TRUE(maintenanceConfigMap().has_value());
+  EXPECT_TRUE(eventsAbout("default", "node-a").empty());
+}
+
+TEST_F(UpgradeEventsTest, ThePauseOfACrashedUpgradeDoesNotHoldTheNextOneBack) {
+  writeRecord("2024-01-01T00:00:00Z h1\n");
+  http_.setHash("h2");
+  ASSERT_TRUE(putMaintenance("ekco upgrade to installer hash h2", "ekco upgrade"));
+  auto r = direct();
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(installerRuns(), 1);
+  EXPECT_FALSE(maintenanceConfigMap().has_value());
 }
 
 }  // namespace

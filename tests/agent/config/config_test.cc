@@ -67,6 +67,7 @@ TEST(Config, DefaultsAreTheDocumentedProductDefaults) {
   EXPECT_EQ(c.kotsadm_kubelet_cert_secret, "kubelet-client-cert");
   EXPECT_TRUE(c.auto_approve_kubelet_csrs);  // kURL hard-codes true
   EXPECT_FALSE(c.disable_reboot_service);
+  EXPECT_FALSE(c.enable_host_jobs);  // root on every node: an explicit opt-in
   EXPECT_EQ(c.auto_upgrade_schedule, "");
   EXPECT_EQ(c.leader_election_namespace, "kurl");
   EXPECT_EQ(c.leader_election_lease_duration, std::chrono::seconds(15));
@@ -181,6 +182,9 @@ TEST(Config, WrongTypesAreErrors) {
   EXPECT_THAT(problemsOf("pod_image_overrides_port: 70000\n"),
               ElementsAre(HasSubstr("(got 70000)")));
   EXPECT_TRUE(problemsOf("pod_image_overrides_port: 8443\n").empty());
+  EXPECT_THAT(problemsOf("enable_host_jobs: yes please\n"),
+              ElementsAre("config.yaml:1: enable_host_jobs: want true or false, got \"yes please\""));
+  EXPECT_TRUE(problemsOf("enable_host_jobs: true\n").empty());
   EXPECT_THAT(problemsOf("clear_dead_nodes:\n"),
               ElementsAre("config.yaml:1: clear_dead_nodes: missing value"));
   EXPECT_THAT(problemsOf("reconcile_interval: {a: 1}\n"),

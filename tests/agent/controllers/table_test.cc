@@ -37,14 +37,14 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
   // first (the purge also holds the node while pods are due: data, not only this order).
   EXPECT_THAT(names,
               ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
-                          "cluster-certificates", "webhook-server", "clear-nodes",
+                          "cluster-certificates", "webhook-server", "host-jobs", "clear-nodes",
                           "purge-dead-nodes", "resource-scaling", "envoy-restarts",
                           "kubelet-csr-approval", "pod-image-overrides"));
   // /status keys are a contract (ekco status, scripts).
   EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
                                          "certificates", "cluster_certificates", "webhook_server",
-                                         "clear_nodes", "purge_dead_nodes", "resource_scaling",
-                                         "envoy_restarts", "kubelet_csr_approval",
+                                         "host_jobs", "clear_nodes", "purge_dead_nodes",
+                                         "resource_scaling", "envoy_restarts", "kubelet_csr_approval",
                                          "pod_image_overrides"}));
 }
 
@@ -99,6 +99,33 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
               ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
   EXPECT_THAT(spec("purge-dead-nodes").caches,
               ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
+}
+
+}  // namespace
+}  // namespace ekco::agent
+
+namespace ekco::agent {
+namespace {
+
+// Maintenance mode (issue 19): exactly the controllers that change the cluster on their own
+// initiative pause; node-keeping and reporting ones, and an administrator's HostJobs, do not.
+TEST(ControllerTable, ExactlyTheClusterChangingControllersPauseInMaintenance) {
+  std::set<std::string> pausing;
+  for (const auto& s : controllerSpecs()) {
+    if (s.pauses_in_maintenance) pausing.insert(std::string(s.name));
+  }
+  EXPECT_EQ(pausing, (std::set<std::string>{"clear-nodes", "purge-dead-nodes", "resource-scaling",
+                                            "envoy-restarts", "cluster-certificates",
+                                            "kubelet-csr-approval"}));
+}
+
+TEST(ControllerTable, HostJobsRunOnEveryNodeOnlyWhenEnabled) {
+  Config c;
+  EXPECT_FALSE(spec("host-jobs").enabled(c));
+  c.enable_host_jobs = true;
+  EXPECT_TRUE(spec("host-jobs").enabled(c));
+  EXPECT_EQ(spec("host-jobs").scope, Scope::kNode);
+  EXPECT_THAT(spec("host-jobs").caches, ElementsAre(CacheName::kHostJobs));
 }
 
 }  // namespace

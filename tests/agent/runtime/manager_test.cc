@@ -268,3 +268,75 @@ TEST(ManagerRunTest, RequeueAndBackoffFireOnRealTime) {
 
 }  // namespace
 }  // namespace ekco::agent
+
+namespace ekco::agent {
+namespace {
+
+// Maintenance mode (agent/runtime/maintenance.h): pausable controllers do not start while
+// paused and say why; the others run; resuming runs each pausable one at once, including a
+// periodic one whose time came during the pause.
+TEST_F(ManagerTest, PausedControllersDoNotRunSayWhyAndRunAtOnceWhenResumed) {
+  auto lb = add(Scope::kNode, "internal-lb");
+  auto clear = std::make_shared<FakeController>("clear-nodes");
+  ASSERT_TRUE(manager_.add(Scope::kLeader, clear, /*pauses_in_maintenance=*/true));
+  auto certs = std::make_shared<FakeController>("cluster-certificates");
+  certs->script.push_back(ReconcileResult{.summary = "checked", .requeue_after = seconds(10)});
+  ASSERT_TRUE(manager_.add(Scope::kNode, certs, /*pauses_in_maintenance=*/true));
+  manager_.setLeader(true);
+  manager_.runDue(Scope::kNode);
+  manager_.runDue(Scope::kLeader);
+  EXPECT_EQ(certs->runs, 1);
+  EXPECT_EQ(clear->runs, 1);
+
+  manager_.setPaused("maintenance (storage migration)");
+  clock_.advance(seconds(11));  // certs' requeue passes during the pause
+  manager_.wake("clear-nodes");
+  manager_.wake("internal-lb");
+  const auto next_node = manager_.runDue(Scope::kNode);
+  EXPECT_EQ(manager_.runDue(Scope::kLeader), std::nullopt);  // nothing to wait for: paused
+  EXPECT_EQ(next_node, std::nullopt);
+  EXPECT_EQ(lb->runs, 2);  // not pausable: runs on
+  EXPECT_EQ(certs->runs, 1);
+  EXPECT_EQ(clear->runs, 1);
+  EXPECT_EQ(status("clear-nodes").paused, "maintenance (storage migration)");
+  EXPECT_TRUE(status("clear-nodes").pausable);
+  EXPECT_EQ(status("clear-nodes").next_run, std::nullopt);
+  EXPECT_EQ(status("internal-lb").paused, "");
+
+  // A new reason while paused only changes the text.
+  manager_.setPaused("maintenance (upgrade)");
+  EXPECT_EQ(status("cluster-certificates").paused, "maintenance (upgrade)");
+  manager_.runDue(Scope::kLeader);
+  EXPECT_EQ(clear->runs, 1);
+
+  manager_.setPaused("");
+  EXPECT_EQ(status("clear-nodes").paused, "");
+  manager_.runDue(Scope::kNode);
+  manager_.runDue(Scope::kLeader);
+  EXPECT_EQ(certs->runs, 2);
+  EXPECT_EQ(clear->runs, 2);
+}
+
+TEST_F(ManagerTest, AResumeWakesTheRunningLoopWithinMilliseconds) {
+  base::SystemClock real;
+  Manager manager(real, {.heartbeat = seconds(30)});
+  auto c = std::make_shared<FakeController>("purge-dead-nodes");
+  ASSERT_TRUE(manager.add(Scope::kLeader, c, true));
+  manager.setPaused("maintenance (x)");
+  manager.setLeader(true);
+  std::thread t([&] { manager.run(); });
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_EQ(c->runs, 0);
+  const auto resumed = std::chrono::steady_clock::now();
+  manager.setPaused("");
+  while (c->runs == 0 && std::chrono::steady_clock::now() - resumed < seconds(5)) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_EQ(c->runs, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - resumed, milliseconds(500));
+  manager.stop();
+  t.join();
+}
+
+}  // namespace
+}  // namespace ekco::agent
