@@ -3,7 +3,10 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "base/clock.h"
 
 #include "haproxy/render.h"
 #include "kube/records.h"
@@ -26,6 +29,19 @@ struct ObservedNodes {
 struct ObservedCsrs {
   bool synced = false;  // listed at least once, or the API serves no certificates.k8s.io/v1
   std::vector<kube::CertificateSigningRequest> csrs{};
+};
+
+// A kubelet's heartbeat Lease (kube-node-lease/<node>): its node and when it was last renewed.
+struct NodeLease {
+  std::string name{};
+  std::optional<base::WallTime> renew_time = std::nullopt;
+  bool operator==(const NodeLease&) const = default;
+};
+
+// The heartbeat Leases of every node (the leader's cache).
+struct ObservedNodeLeases {
+  bool synced = false;
+  std::vector<NodeLease> leases{};
 };
 
 // One source of apiserver addresses for the internal load balancer.

@@ -40,6 +40,7 @@ enum class CacheName {
   kClusterNodes,        // every node; leader only
   kUnhealthyNodePods,   // the pods of each not-Ready or tainted node; leader only
   kKubeletServingCsrs,  // CertificateSigningRequests for kubernetes.io/kubelet-serving; leader
+  kNodeLeases,          // the kubelets' heartbeat Leases in kube-node-lease; leader only
 };
 std::string_view cacheName(CacheName name);
 
@@ -77,6 +78,7 @@ class Caches {
   ObservedNodes clusterNodes() const;  // synced false while not leading
   std::vector<kube::PodRecord> unhealthyNodePods() const;
   ObservedCsrs kubeletServingCsrs() const;  // synced false while not leading
+  ObservedNodeLeases nodeLeases() const;    // synced false while not leading
   // Whether the pods on `node` have been listed (its informer exists and is synced): until
   // then, unhealthyNodePods() says nothing about that node, not that it has no pods.
   bool unhealthyNodePodsListed(const std::string& node) const;
@@ -129,6 +131,8 @@ class Caches {
   bool csrs_wanted_ = false;
   Running<kube::CertificateSigningRequest> csrs_;
   std::atomic<bool> csrs_absent_{false};  // the API has no certificates.k8s.io/v1
+  bool node_leases_wanted_ = false;
+  Running<NodeLease> node_leases_;
 };
 
 }  // namespace ekco::agent
