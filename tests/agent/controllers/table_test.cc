@@ -35,16 +35,17 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
   }
   // clear-nodes before purge-dead-nodes: when both are due at the same threshold, the pods go
   // first (the purge also holds the node while pods are due: data, not only this order).
-  EXPECT_THAT(
-      names,
-      ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
-                  "cluster-certificates", "webhook-server", "clear-nodes", "purge-dead-nodes",
-                  "resource-scaling", "kubelet-csr-approval", "pod-image-overrides"));
+  EXPECT_THAT(names,
+              ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
+                          "cluster-certificates", "webhook-server", "node-recovery", "clear-nodes",
+                          "purge-dead-nodes", "resource-scaling", "kubelet-csr-approval",
+                          "pod-image-overrides"));
   // /status keys are a contract (ekco status, scripts).
   EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
                                          "certificates", "cluster_certificates", "webhook_server",
-                                         "clear_nodes", "purge_dead_nodes", "resource_scaling",
-                                         "kubelet_csr_approval", "pod_image_overrides"}));
+                                         "node_recovery", "clear_nodes", "purge_dead_nodes",
+                                         "resource_scaling", "kubelet_csr_approval",
+                                         "pod_image_overrides"}));
 }
 
 TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
@@ -90,6 +91,13 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
               ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
   EXPECT_THAT(spec("purge-dead-nodes").caches,
               ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
+  // Node recovery: on by default (the beacon path), off with shutdown_out_of_service.
+  EXPECT_TRUE(spec("node-recovery").enabled(c));
+  EXPECT_EQ(spec("node-recovery").scope, Scope::kLeader);
+  EXPECT_THAT(spec("node-recovery").caches,
+              ElementsAre(CacheName::kClusterNodes, CacheName::kNodeLeases));
+  c.shutdown_out_of_service = false;
+  EXPECT_FALSE(spec("node-recovery").enabled(c));
 }
 
 }  // namespace
