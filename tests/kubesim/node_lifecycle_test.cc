@@ -189,7 +189,7 @@ TEST_F(NodeLifecycleTest, OutOfServiceMakesThePodGcForceDeleteAndTheVolumeMoveAt
 }
 
 TEST_F(NodeLifecycleTest, NodesWithoutANodeLeaseAndDisabledSimulationAreLeftAlone) {
-  server_->put(node("node-x"));
+  ASSERT_TRUE(server_->put(node("node-x")));
   after(hours(1));
   EXPECT_EQ(ready("node-x"), "True");
   EXPECT_TRUE(taints("node-x").empty());
