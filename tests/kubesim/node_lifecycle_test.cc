@@ -67,7 +67,8 @@ class NodeLifecycleTest : public ::testing::Test {
     return server_->get(resource, ns, name).value_or(json());
   }
   std::string ready(const std::string& n) {
-    for (const json& c : get("nodes", "", n)["status"]["conditions"]) {
+    const json node_object = get("nodes", "", n);
+    for (const json& c : node_object["status"]["conditions"]) {
       if (c["type"] == "Ready") return c["status"];
     }
     return "";
@@ -83,7 +84,8 @@ class NodeLifecycleTest : public ::testing::Test {
     std::vector<std::string> out;
     auto r = server_->store().findQualified("volumeattachments.storage.k8s.io");
     if (!r) return out;
-    for (const json& va : server_->store().list(*r, "", {}).body["items"]) {
+    const Reply list = server_->store().list(*r, "", {});
+    for (const json& va : list.body["items"]) {
       out.push_back(va["spec"]["source"].value("persistentVolumeName", "") + "@" +
                     va["spec"].value("nodeName", ""));
     }
