@@ -117,6 +117,12 @@ class KubeClient {
                                            const WatchOptions& options, const WatchHandler& handler,
                                            CancelToken* cancel = nullptr) = 0;
 
+  // GET /version: the server's version.Info ({"major": "1", "minor": "32", "gitVersion":
+  // "v1.32.4", ...}). Clients that cannot ask answer kNotFound.
+  [[nodiscard]] virtual base::Result<Json> serverVersion() {
+    return base::Error("serverVersion: not supported by this client", base::ErrorCode::kNotFound);
+  }
+
   // Follows metadata.continue from the first page to the last and returns one List with all
   // items; its metadata.resourceVersion is the first page's (the snapshot the pages come from).
   // options.limit is the page size (0: the server's choice, usually no paging). An expired

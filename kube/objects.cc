@@ -201,6 +201,7 @@ Result<Node> parseNode(const Json& json) {
       node.addresses.push_back(
           {.type = str(addresses[i], p, "type"), .address = str(addresses[i], p, "address")});
     }
+    node.boot_id = str(object(status, "status", "nodeInfo"), "status.nodeInfo", "bootID");
     return node;
   });
 }

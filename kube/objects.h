@@ -49,6 +49,8 @@ struct Node {
   std::vector<Taint> taints{};
   std::vector<NodeCondition> conditions{};
   std::vector<NodeAddress> addresses{};
+  // status.nodeInfo.bootID as the kubelet reports it ("" when absent).
+  std::string boot_id{};
 
   // The condition of that type, or null.
   const NodeCondition* condition(std::string_view type) const;

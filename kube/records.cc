@@ -86,6 +86,7 @@ NodeRecord toRecord(const Node& node) {
   for (const auto& [key, value] : node.annotations) {
     if (key.starts_with(kEkcoAnnotationPrefix)) r.ekco_annotations.emplace_back(key, value);
   }
+  r.boot_id = node.boot_id;
   return r;
 }
 

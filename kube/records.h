@@ -64,6 +64,8 @@ struct NodeRecord {
   std::vector<AddressRecord> addresses{};
   // Annotations whose key starts with kEkcoAnnotationPrefix, sorted by key.
   std::vector<std::pair<std::string, std::string>> ekco_annotations{};
+  // status.nodeInfo.bootID: changes only when the node boots (the shutdown beacon's proof).
+  std::string boot_id{};
 
   const ConditionRecord* condition(std::string_view type) const;
   const TaintRecord* taint(std::string_view key) const;

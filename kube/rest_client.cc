@@ -151,6 +151,11 @@ Result<Json> RestClient::get(const Resource& resource, std::string_view ns, std:
                      Idempotency::kIdempotent, op);
 }
 
+Result<Json> RestClient::serverVersion() {
+  return executeJson({.method = "GET", .target = "/version"}, Idempotency::kIdempotent,
+                     "get server version");
+}
+
 Result<Json> RestClient::list(const Resource& resource, std::string_view ns,
                               const ListOptions& options) {
   const std::string op = opName("list", resource, ns);

@@ -47,6 +47,7 @@ class RestClient final : public KubeClient {
   base::Status evict(std::string_view ns, std::string_view pod,
                      const DeleteOptions& options = {}) override;
   base::Status recordEvent(const EventSpec& event) override;
+  base::Result<Json> serverVersion() override;
   base::Status watch(const Resource& resource, std::string_view ns, const WatchOptions& options,
                      const WatchHandler& handler, CancelToken* cancel = nullptr) override;
 

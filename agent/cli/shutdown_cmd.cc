@@ -1,10 +1,12 @@
 #include "agent/cli/shutdown_cmd.h"
 
+#include <algorithm>
 #include <optional>
 #include <ostream>
 
 #include "agent/runtime/agent.h"
 #include "agent/runtime/command_env.h"
+#include "agent/tasks/shutdown_beacon.h"
 #include "base/log.h"
 #include "kube/rest_client.h"
 
@@ -67,7 +69,24 @@ int runShutdownCommand(const Config& config, const ShutdownArgs& args, const Cli
   options.excluded_namespaces = config.shutdown_excluded_namespaces;
   options.unmount_timeout = config.shutdown_unmount_timeout;
   options.dry_run = args.dry_run;
-  return printFailures("shutdown", shutdownNode(*c.client, *c.host_fs, clock, options), env);
+  RebootStepReport report = shutdownNode(*c.client, *c.host_fs, clock, options);
+  // The beacon says the node goes down with nothing left to lose: only once its pods were
+  // deleted and its pod volumes unmounted. Otherwise the leader takes the unplanned path.
+  const bool drained = std::none_of(
+      report.failures.begin(), report.failures.end(),
+      [](const std::string& f) { return f.starts_with("pods:") || f.starts_with("unmount:"); });
+  if (!drained) {
+    base::logWarn(
+        "shutdown: no shutdown beacon recorded: pods or volumes may remain, so the "
+        "node takes the unplanned-loss path",
+        {{"node", node_name}});
+  } else if (auto beacon =
+                 recordShutdownBeacon(*c.client, *c.host_fs, clock, node_name, args.dry_run);
+             !beacon) {
+    base::logError("shutdown: step failed", {{"step", "beacon"}, {"error", beacon.error()}});
+    report.failures.push_back("beacon: " + beacon.error().message());
+  }
+  return printFailures("shutdown", report, env);
 }
 
 int runStartupCommand(const Config& config, const StartupArgs& args, const CliEnv& env) {
@@ -95,7 +114,20 @@ int runStartupCommand(const Config& config, const StartupArgs& args, const CliEn
   options.node_name = node_name;
   options.api_timeout = config.startup_api_timeout;
   options.dry_run = args.dry_run;
-  return printFailures("startup", startupNode(*c.client, clock, options), env);
+  // The proof of reboot: this boot's id against the shutdown beacon's.
+  auto boot_id = readBootId(*c.host_fs);
+  if (boot_id) {
+    options.before_uncordon = [&client = *c.client, id = *boot_id,
+                               dry_run = args.dry_run](const nlohmann::json& node) {
+      return settleBeaconOnStartup(client, node, id, dry_run);
+    };
+  }
+  RebootStepReport report = startupNode(*c.client, clock, options);
+  if (!boot_id) {
+    base::logError("startup: step failed", {{"step", "beacon"}, {"error", boot_id.error()}});
+    report.failures.push_back("beacon: " + boot_id.error().message());
+  }
+  return printFailures("startup", report, env);
 }
 
 }  // namespace ekco::agent

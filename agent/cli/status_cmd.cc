@@ -250,6 +250,16 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
     out += fmt::format("  last reload:  {}\n", reload);
     out += fmt::format("  problem:      {}\n", field(lb, "problem"));
   }
+  // The leader's node-recovery view: nodes in planned shutdown, tainted out-of-service by ekco
+  // (or by a person), and since when.
+  if (const json& nr = member(status, "node_recovery"); nr.is_object()) {
+    out += "\n";
+    out += renderSection(
+        nr, "nodes", "node recovery", {"NODE", "STATE", "SINCE", "REASON"}, [now](const json& n) {
+          return std::vector<std::string>{field(n, "node"), field(n, "state"),
+                                          timeField(n, "since", now), field(n, "reason")};
+        });
+  }
   return out;
 }
 

@@ -105,6 +105,11 @@ struct Config {
   std::vector<std::string> shutdown_excluded_namespaces = {"kube-system", "rook-ceph", "openebs",
                                                            "longhorn-system"};
   Duration shutdown_unmount_timeout = std::chrono::minutes(5);
+  // The leader taints a node that went down through `ekco shutdown` (its beacon) with
+  // node.kubernetes.io/out-of-service once Ready is not True and its heartbeat Lease has not been
+  // renewed for the grace (agent/controllers/node_recovery.h).
+  bool shutdown_out_of_service = true;
+  Duration shutdown_out_of_service_grace = std::chrono::seconds(15);
   Duration startup_api_timeout = std::chrono::minutes(10);
   std::string auto_upgrade_schedule;  // systemd calendar event; empty = off
   std::string auto_upgrade_url;

@@ -43,10 +43,12 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
                         "max_ceph_pool_replication ({})",
                         c.min_ceph_pool_replication, c.max_ceph_pool_replication));
   }
-  for (auto [key, value] : {std::pair{"reconcile_interval", c.reconcile_interval},
-                            std::pair{"rotate_certs_check_interval", c.rotate_certs_check_interval},
-                            std::pair{"shutdown_unmount_timeout", c.shutdown_unmount_timeout},
-                            std::pair{"startup_api_timeout", c.startup_api_timeout}}) {
+  for (auto [key, value] :
+       {std::pair{"reconcile_interval", c.reconcile_interval},
+        std::pair{"rotate_certs_check_interval", c.rotate_certs_check_interval},
+        std::pair{"shutdown_unmount_timeout", c.shutdown_unmount_timeout},
+        std::pair{"shutdown_out_of_service_grace", c.shutdown_out_of_service_grace},
+        std::pair{"startup_api_timeout", c.startup_api_timeout}}) {
     if (value.count() == 0) problem(key, "must be greater than 0");
   }
   // Below these the agent cannot work as configured (issue 24 defect 8): a 1 ns reconcile

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "agent/controllers/host_job_spec.h"
+#include "base/clock.h"
+
 #include "haproxy/render.h"
 #include "kube/objects.h"
 #include "kube/records.h"
@@ -40,6 +43,17 @@ struct ObservedCsrs {
 struct ObservedPods {
   bool synced = false;
   std::vector<kube::Pod> pods{};
+// A kubelet's heartbeat Lease (kube-node-lease/<node>): its node and when it was last renewed.
+struct NodeLease {
+  std::string name{};
+  std::optional<base::WallTime> renew_time = std::nullopt;
+  bool operator==(const NodeLease&) const = default;
+};
+
+// The heartbeat Leases of every node (the leader's cache).
+struct ObservedNodeLeases {
+  bool synced = false;
+  std::vector<NodeLease> leases{};
 };
 
 // One source of apiserver addresses for the internal load balancer.

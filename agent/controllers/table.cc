@@ -9,6 +9,7 @@
 #include "agent/controllers/host_units.h"
 #include "agent/controllers/internal_lb.h"
 #include "agent/controllers/kubelet_csr_approval.h"
+#include "agent/controllers/node_recovery.h"
 #include "agent/controllers/purge_dead_nodes.h"
 #include "agent/controllers/resource_scaling.h"
 #include "agent/controllers/spec.h"
@@ -26,6 +27,7 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       clusterCertsSpec(),        // every node: the add-ons' TLS secrets (control-plane nodes act)
       webhookServingSpec(),      // every node: the pod image overrides webhook's HTTPS server
       hostJobsSpec(),            // every node: HostJobs selecting it (enable_host_jobs)
+      nodeRecoverySpec(),        // leader: out-of-service taint for nodes ekco shutdown took down
       clearNodesSpec(),          // leader: force-delete pods stuck on dead nodes
       purgeDeadNodesSpec(),      // leader: purge dead nodes, after clear-nodes is done with them
       resourceScalingSpec(),     // leader: Prometheus/Alertmanager replicas follow the node count

@@ -38,6 +38,8 @@ std::string_view cacheName(CacheName name) {
       return "envoy-pods";
     case CacheName::kHostJobs:
       return "hostjobs";
+    case CacheName::kNodeLeases:
+      return "node-leases";
   }
   return "?";
 }
@@ -132,6 +134,11 @@ void Caches::require(CacheName name, std::function<void()> on_change) {
             handlers<HostJobRecord>(CacheName::kHostJobs, "hostjob cache", &host_jobs_absent_));
       }
       return;
+    case CacheName::kNodeLeases: {
+      std::lock_guard lock(leader_mu_);
+      node_leases_wanted_ = true;
+      return;
+    }
     case CacheName::kApiservers:
       break;
   }
@@ -179,6 +186,7 @@ void Caches::stop() {
     cluster_nodes_.stop();
     csrs_.stop();
     envoy_pods_.stop();
+    node_leases_.stop();
     for (auto& [name, running] : unhealthy_pods_) running->stop();
     unhealthy_pods_.clear();
   }
@@ -231,6 +239,21 @@ void Caches::setLeading(bool leading) {
   } else if (!leading && envoy_pods_.informer) {
     envoy_pods_.stop();
     envoy_pods_.informer.reset();
+  if (leading && node_leases_wanted_ && !node_leases_.informer) {
+    // One small object per node; a renewal (every 10 s per kubelet) changes renew_time only.
+    node_leases_.informer = std::make_unique<kube::Informer<NodeLease>>(
+        client_, clock_, kube::resources::kLeases, "kube-node-lease",
+        kube::InformerOptions{.max_backoff = kCacheMaxBackoff},
+        [](const nlohmann::json& object) -> base::Result<NodeLease> {
+          auto lease = kube::parseLease(object);
+          if (!lease) return std::move(lease).error();
+          return NodeLease{.name = lease->name, .renew_time = lease->renew_time};
+        },
+        handlers<NodeLease>(CacheName::kNodeLeases, "node lease cache"));
+    node_leases_.start();
+  } else if (!leading && node_leases_.informer) {
+    node_leases_.stop();
+    node_leases_.informer.reset();
   }
 }
 
@@ -278,6 +301,15 @@ ObservedNodes Caches::clusterNodes() const {
   if (!cluster_nodes_.informer) return observed;
   observed.synced = cluster_nodes_.informer->synced();
   observed.nodes = cluster_nodes_.informer->list();
+  return observed;
+}
+
+ObservedNodeLeases Caches::nodeLeases() const {
+  ObservedNodeLeases observed;
+  std::lock_guard lock(leader_mu_);
+  if (!node_leases_.informer) return observed;
+  observed.synced = node_leases_.informer->synced();
+  observed.leases = node_leases_.informer->list();
   return observed;
 }
 
@@ -359,6 +391,7 @@ void Caches::forEachStats(const std::function<void(const std::string& label,
   if (cluster_nodes_.informer) f("cluster-nodes", cluster_nodes_.informer->stats());
   if (csrs_.informer) f("kubelet-serving-csrs", csrs_.informer->stats());
   if (envoy_pods_.informer) f("envoy-pods", envoy_pods_.informer->stats());
+  if (node_leases_.informer) f("node-leases", node_leases_.informer->stats());
   for (const auto& [name, running] : unhealthy_pods_) {
     f("pods on " + name, running->informer->stats());
   }

@@ -42,6 +42,7 @@ enum class CacheName {
   kKubeletServingCsrs,  // CertificateSigningRequests for kubernetes.io/kubelet-serving; leader
   kEnvoyPods,           // pods app=envoy in CachesOptions::envoy_namespace; leader only
   kHostJobs,            // HostJobs (hostjobs.ekco.kurl.sh); every node
+  kNodeLeases,          // the kubelets' heartbeat Leases in kube-node-lease; leader only
 };
 std::string_view cacheName(CacheName name);
 
@@ -81,6 +82,7 @@ class Caches {
   std::vector<kube::PodRecord> unhealthyNodePods() const;
   ObservedCsrs kubeletServingCsrs() const;  // synced false while not leading
   ObservedPods envoyPods() const;           // synced false while not leading
+  ObservedNodeLeases nodeLeases() const;    // synced false while not leading
   // Whether the pods on `node` have been listed (its informer exists and is synced): until
   // then, unhealthyNodePods() says nothing about that node, not that it has no pods.
   bool unhealthyNodePodsListed(const std::string& node) const;
@@ -136,9 +138,10 @@ class Caches {
   std::atomic<bool> csrs_absent_{false};  // the API has no certificates.k8s.io/v1
   bool envoy_pods_wanted_ = false;
   Running<kube::Pod> envoy_pods_;
-  std::atomic<bool> csrs_absent_{false};       // the API has no certificates.k8s.io/v1
   Running<HostJobRecord> host_jobs_;           // node-scoped; built when required
   std::atomic<bool> host_jobs_absent_{false};  // the API serves no hostjobs (CRD not installed)
+  bool node_leases_wanted_ = false;
+  Running<NodeLease> node_leases_;
 };
 
 }  // namespace ekco::agent

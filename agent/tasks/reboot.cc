@@ -418,6 +418,16 @@ class Startup {
         }
         node = std::move(*again);
       }
+      if (options_.before_uncordon && !beacon_done_) {
+        auto settled = options_.before_uncordon(*node);
+        if (!settled && settled.error().code() == ErrorCode::kConflict) continue;
+        beacon_done_ = true;
+        if (settled) {
+          node = std::move(*settled);
+        } else {
+          fail("beacon", "node " + name + ": " + explain(settled.error()));
+        }
+      }
       auto done = settle(*node);
       if (done) return report_;
       if (done.error().code() != ErrorCode::kConflict) {
@@ -513,6 +523,7 @@ class Startup {
   const base::Clock& clock_;
   StartupOptions options_;
   RebootStepReport report_{};
+  bool beacon_done_ = false;
 };
 
 }  // namespace

@@ -39,6 +39,7 @@
 
 #include <chrono>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,11 @@ struct StartupOptions {
   int uncordon_attempts = 5;
   bool dry_run = false;
   SleepFn sleep{};
+  // Called with the Node as read, before the uncordon (the shutdown beacon's proof of reboot,
+  // agent/tasks/shutdown_beacon.h); returns the Node as it is afterwards. kConflict: read the
+  // Node again and retry (an attempt); another error fails the "beacon" step and the uncordon
+  // still runs.
+  std::function<base::Result<nlohmann::json>(const nlohmann::json& node)> before_uncordon{};
 };
 
 // What a run did: one entry per failed step ("cordon: ...", "unmount: ..."); empty = success.

@@ -85,6 +85,7 @@ base::Status Server::Impl::start() {
       if (stopping_) break;
       lock.unlock();
       try {
+        lifecycle_.pass();
         store_.kubeletPass();
         store_.namespaceControllerPass();
         store_.garbageCollectorPass();
@@ -473,7 +474,9 @@ bool Server::remove(std::string_view resource, std::string_view ns, std::string_
   return impl_->store_.remove(resource, ns, name);
 }
 Store& Server::store() { return impl_->store_; }
+NodeLifecycle& Server::nodeLifecycle() { return impl_->lifecycle_; }
 void Server::runKubelet() {
+  impl_->lifecycle_.pass();
   impl_->store_.kubeletPass();
   impl_->store_.namespaceControllerPass();
   csr::signerPass(impl_->store_, impl_->pki_, impl_->clock_->wallNow());

@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "tests/kubesim/node_lifecycle.h"
 #include "tests/kubesim/pki.h"
 #include "tests/kubesim/rbac.h"
 #include "tests/kubesim/store.h"
@@ -111,6 +112,11 @@ struct ServerOptions {
   bool anonymous_admin = true;
   // Request log records kept (the oldest are dropped).
   std::size_t request_log_limit = 100000;
+  // The minor version /version reports (Kubernetes 1.<minor>.4).
+  int minor_version = 32;
+  // kube-controller-manager's node lifecycle, taint manager, pod GC, attach-detach and
+  // StatefulSet controllers and the kubelets' heartbeats (node_lifecycle.h); off by default.
+  ClusterControllersOptions controllers{};
 };
 
 class Server {
@@ -142,6 +148,8 @@ class Server {
   // One pass of the simulated kubelet and namespace controller now (they also run every
   // kubelet_interval).
   void runKubelet();
+  // The simulated kubelets and cluster controllers (ServerOptions::controllers).
+  NodeLifecycle& nodeLifecycle();
   // Drops the watch event history: a watch from any resourceVersion seen so far gets 410.
   void compactHistory();
   // The next watch request gets 410 Gone (an ERROR event with reason Expired).

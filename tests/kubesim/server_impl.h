@@ -119,6 +119,7 @@ class Server::Impl {
       : options_(std::move(options)),
         clock_(options_.clock != nullptr ? options_.clock : &system_clock_),
         store_(*clock_, options_.history_window),
+        lifecycle_(store_, *clock_, options_.controllers),
         ssl_ctx_(ssl::context::tls_server),
         acceptor_(ioc_),
         faults_(options_.faults),
@@ -131,6 +132,7 @@ class Server::Impl {
   base::SystemClock system_clock_;
   const base::Clock* clock_;
   Store store_;
+  NodeLifecycle lifecycle_;
   Pki pki_;
   std::string kubeconfig_path_;
   std::uint16_t port_ = 0;

@@ -99,8 +99,8 @@ Reply Server::Impl::route(const Request& req, const std::vector<std::string>& se
   if (segs.size() == 1 && segs[0] == "version" && get) {
     return Reply{.code = 200,
                  .body = {{"major", "1"},
-                          {"minor", "32"},
-                          {"gitVersion", "v1.32.4"},
+                          {"minor", std::to_string(options_.minor_version)},
+                          {"gitVersion", "v1." + std::to_string(options_.minor_version) + ".4"},
                           {"gitCommit", "kubesim"},
                           {"gitTreeState", "clean"},
                           {"buildDate", "2025-01-01T00:00:00Z"},

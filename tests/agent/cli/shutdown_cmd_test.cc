@@ -52,6 +52,9 @@ TEST_F(ShutdownCliTest, CliShutdownThenStartupSucceed) {
   EXPECT_TRUE(unschedulable("node-a"));
   EXPECT_FALSE(deleted("default", "app-1"));
   EXPECT_TRUE(deleted("openebs", "openebs-ndm-a"));
+  // The shutdown beacon: when, and the boot that ends.
+  EXPECT_EQ(ekcoAnnotations("node-a").at("ekco.kurl.sh/shutdown-boot-id"), testing::kBootId1);
+  EXPECT_TRUE(ekcoAnnotations("node-a").contains("ekco.kurl.sh/shutdown-at"));
 
   std::ofstream(root_ + "/etc/kubernetes/kubelet.conf") << "# joined\n";
   r = testing::cli({"startup", "--kubeconfig", server_->kubeconfigPath(), "--node-name", "node-a",

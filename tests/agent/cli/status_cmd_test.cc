@@ -126,6 +126,25 @@ TEST(StatusTable, ShowsMaintenanceModeAndWhichControllersItPauses) {
   EXPECT_THAT(t, HasSubstr("config unchanged"));  // the load balancer is not paused
 }
 
+TEST(StatusTable, ListsTheNodesInPlannedShutdownOrTaintedByEkcoOnTheLeader) {
+  json doc = sampleStatus();
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              Not(HasSubstr("NODE  STATE")));
+  doc["node_recovery"] = json::parse(R"json({"nodes": [
+    {"node": "node-b", "state": "tainted", "since": "2026-11-22T09:59:03Z",
+     "reason": "tainted out-of-service by ekco; waiting for the node to come back"},
+    {"node": "node-c", "state": "shutting-down", "since": "2026-11-22T10:00:00Z",
+     "reason": "shutting down"}]})json");
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              HasSubstr("\nNODE    STATE          SINCE   REASON\n"
+                        "node-b  tainted        1m ago  tainted out-of-service by ekco; waiting "
+                        "for the node to come back\n"
+                        "node-c  shutting-down  3s ago  shutting down\n"));
+  doc["node_recovery"]["nodes"] = json::array();
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              HasSubstr("node recovery: none\n"));
+}
+
 TEST(StatusTable, ShowsDaysLeftPerCertificateOnAControlPlaneNode) {
   json doc = sampleStatus();
   doc["certificates"] = json::parse(R"json({"control_plane": false, "certificates": []})json");

@@ -75,6 +75,8 @@ TEST(Config, DefaultsAreTheDocumentedProductDefaults) {
   EXPECT_EQ(c.leader_election_retry_period, std::chrono::seconds(2));
   EXPECT_EQ(c.health_socket, "/run/ekco/ekco.sock");
   EXPECT_EQ(c.log_level, "info");
+  EXPECT_TRUE(c.shutdown_out_of_service);  // the beacon path is on by default (issue 20)
+  EXPECT_EQ(c.shutdown_out_of_service_grace, std::chrono::seconds(15));
 }
 
 // Every key's default, as `config show` prints it, is pinned by a golden file.
@@ -337,6 +339,15 @@ TEST(Config, OtherValueRulesAreChecked) {
   EXPECT_THAT(problemsOf("leader_election_namespace: Kurl_NS\n"),
               ElementsAre(HasSubstr("leader_election_namespace: want a namespace name")));
   EXPECT_THAT(problemsOf("minio_namespace: \"\"\n"), ElementsAre());
+  EXPECT_THAT(problemsOf("shutdown_out_of_service_grace: 0s\n"),
+              ElementsAre("config.yaml:1: shutdown_out_of_service_grace: must be greater than 0"));
+  EXPECT_THAT(problemsOf("shutdown_out_of_service_grace: 15\n"),
+              ElementsAre(::testing::AllOf(HasSubstr("shutdown_out_of_service_grace: "),
+                                           HasSubstr("missing unit"))));
+  EXPECT_THAT(problemsOf("shutdown_out_of_service: maybe\n"),
+              ElementsAre(HasSubstr("shutdown_out_of_service: ")));
+  EXPECT_THAT(problemsOf("shutdown_out_of_service: false\nshutdown_out_of_service_grace: 2s\n"),
+              ElementsAre());
 }
 
 TEST(Config, MalformedYamlIsAnErrorWithALineNotACrash) {

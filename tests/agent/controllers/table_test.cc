@@ -37,14 +37,15 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
   // first (the purge also holds the node while pods are due: data, not only this order).
   EXPECT_THAT(names,
               ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
-                          "cluster-certificates", "webhook-server", "host-jobs", "clear-nodes",
-                          "purge-dead-nodes", "resource-scaling", "envoy-restarts",
+                          "cluster-certificates", "webhook-server", "host-jobs", "node-recovery",
+                          "clear-nodes", "purge-dead-nodes", "resource-scaling", "envoy-restarts",
                           "kubelet-csr-approval", "pod-image-overrides"));
   // /status keys are a contract (ekco status, scripts).
   EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
                                          "certificates", "cluster_certificates", "webhook_server",
-                                         "host_jobs", "clear_nodes", "purge_dead_nodes",
-                                         "resource_scaling", "envoy_restarts", "kubelet_csr_approval",
+                                         "host_jobs", "node_recovery", "clear_nodes",
+                                         "purge_dead_nodes", "resource_scaling", "envoy_restarts",
+                                         "kubelet_csr_approval",
                                          "pod_image_overrides"}));
 }
 
@@ -99,6 +100,13 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
               ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
   EXPECT_THAT(spec("purge-dead-nodes").caches,
               ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
+  // Node recovery: on by default (the beacon path), off with shutdown_out_of_service.
+  EXPECT_TRUE(spec("node-recovery").enabled(c));
+  EXPECT_EQ(spec("node-recovery").scope, Scope::kLeader);
+  EXPECT_THAT(spec("node-recovery").caches,
+              ElementsAre(CacheName::kClusterNodes, CacheName::kNodeLeases));
+  c.shutdown_out_of_service = false;
+  EXPECT_FALSE(spec("node-recovery").enabled(c));
 }
 
 }  // namespace
@@ -115,8 +123,8 @@ TEST(ControllerTable, ExactlyTheClusterChangingControllersPauseInMaintenance) {
     if (s.pauses_in_maintenance) pausing.insert(std::string(s.name));
   }
   EXPECT_EQ(pausing, (std::set<std::string>{"clear-nodes", "purge-dead-nodes", "resource-scaling",
-                                            "envoy-restarts", "cluster-certificates",
-                                            "kubelet-csr-approval"}));
+                                            "envoy-restarts", "node-recovery",
+                                            "cluster-certificates", "kubelet-csr-approval"}));
 }
 
 TEST(ControllerTable, HostJobsRunOnEveryNodeOnlyWhenEnabled) {

@@ -30,6 +30,8 @@ namespace ekco::agent::testing {
 using nlohmann::json;
 
 constexpr const char* kPodUid = "0f0e0d0c-1111-2222-3333-444455556666";
+constexpr const char* kBootId1 = "5d0a4c1e-2f3b-4a6c-8d9e-0a1b2c3d4e5f";
+constexpr const char* kBootId2 = "9e8d7c6b-5a49-4837-a261-50f4e3d2c1b0";
 
 inline json node(const std::string& name, bool unschedulable = false) {
   json n = {{"apiVersion", "v1"},
@@ -87,7 +89,14 @@ class RebootFixture : public ::testing::Test {
     root_ = dir_.path() + "/root";
     std::filesystem::create_directories(root_ + "/proc");
     std::filesystem::create_directories(root_ + "/etc/kubernetes");
+    writeBootId(kBootId1);
     startServer(cluster());
+  }
+
+  // The host's /proc/sys/kernel/random/boot_id (the shutdown beacon's proof of reboot).
+  void writeBootId(const std::string& id) {
+    std::filesystem::create_directories(root_ + "/proc/sys/kernel/random");
+    std::ofstream(root_ + "/proc/sys/kernel/random/boot_id") << id << "\n";
   }
 
   void startServer(std::vector<json> objects) {
