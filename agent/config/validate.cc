@@ -43,6 +43,14 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
                         "max_ceph_pool_replication ({})",
                         c.min_ceph_pool_replication, c.max_ceph_pool_replication));
   }
+  // A hold-down of seconds would let a node's reboot lower replication (and a decrease is what
+  // this key exists to delay); more than a day would keep a shrunk cluster's pools unwritable.
+  if (c.ceph_pool_replication_hold_down < std::chrono::minutes(1) ||
+      c.ceph_pool_replication_hold_down > std::chrono::hours(24)) {
+    problem("ceph_pool_replication_hold_down",
+            fmt::format("must be between 1m and 24h (got {})",
+                        base::formatDuration(c.ceph_pool_replication_hold_down)));
+  }
   for (auto [key, value] : {std::pair{"reconcile_interval", c.reconcile_interval},
                             std::pair{"rotate_certs_check_interval", c.rotate_certs_check_interval},
                             std::pair{"shutdown_unmount_timeout", c.shutdown_unmount_timeout},
