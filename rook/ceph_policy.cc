@@ -161,13 +161,18 @@ SizeDecision decidePoolSize(std::int64_t current, std::int64_t factor, PoolPolic
                             const std::vector<std::int64_t>& down_in) {
   if (current < factor) {
     return {.set = factor,
-            .reason = fmt::format("raise size {} -> {}: {} hosts with an up OSD", current, factor,
-                                  factor)};
+            .reason = fmt::format("raise size {} -> {}: the factor from the hosts with an up OSD",
+                                  current, factor)};
   }
   if (current == factor) return {.reason = fmt::format("size {} as wanted", current)};
   if (policy == PoolPolicy::kRaiseOnly) {
     return {.reason = fmt::format("size {} above the factor {}: this pool is only raised", current,
                                   factor)};
+  }
+  if (!down_in.empty()) {
+    return {.reason = fmt::format("size {} above the factor {}: not lowered while OSDs are down "
+                                  "but in ({})",
+                                  current, factor, joinIds(down_in))};
   }
   if (!floor) {
     return {.reason = fmt::format("size {} above the factor {}: held until the lower count has "
@@ -180,16 +185,11 @@ SizeDecision decidePoolSize(std::int64_t current, std::int64_t factor, PoolPolic
                                   "the hold-down)",
                                   current, factor, *floor)};
   }
-  if (!down_in.empty()) {
-    return {.reason = fmt::format("size {} above the factor {}: not lowered while OSDs are down "
-                                  "but in ({})",
-                                  current, factor, joinIds(down_in))};
-  }
   return {.set = target,
           .decrease = true,
-          .reason = fmt::format("lower size {} -> {}: {} hosts with an up OSD for longer than the "
-                                "hold-down",
-                                current, target, target)};
+          .reason = fmt::format("lower size {} -> {}: fewer hosts with an up OSD for longer than "
+                                "the hold-down",
+                                current, target)};
 }
 
 std::optional<std::int64_t> desiredMonCount(std::int64_t current, std::int64_t up_hosts) {

@@ -9,6 +9,7 @@
 #include "agent/controllers/kubelet_csr_approval.h"
 #include "agent/controllers/purge_dead_nodes.h"
 #include "agent/controllers/resource_scaling.h"
+#include "agent/controllers/rook_ceph.h"
 #include "agent/controllers/spec.h"
 #include "agent/controllers/webhook_config.h"
 #include "agent/controllers/webhook_serving.h"
@@ -17,15 +18,16 @@ namespace ekco::agent {
 
 const std::vector<ControllerSpec>& controllerSpecs() {
   static const std::vector<ControllerSpec> table = {
-      hostChecksSpec(),          // every node: the node as the host and the API see it
-      hostUnitsSpec(),           // every node: ekco-reboot.service, ekco-upgrade.timer
-      internalLbSpec(),          // every node: HAProxy in front of the apiservers
-      controlPlaneCertsSpec(),   // every node: the kubeadm certificates, renewed inside the TTL
-      clusterCertsSpec(),        // every node: the add-ons' TLS secrets (control-plane nodes act)
-      webhookServingSpec(),      // every node: the pod image overrides webhook's HTTPS server
-      clearNodesSpec(),          // leader: force-delete pods stuck on dead nodes
-      purgeDeadNodesSpec(),      // leader: purge dead nodes, after clear-nodes is done with them
-      resourceScalingSpec(),     // leader: Prometheus/Alertmanager replicas follow the node count
+      hostChecksSpec(),         // every node: the node as the host and the API see it
+      hostUnitsSpec(),          // every node: ekco-reboot.service, ekco-upgrade.timer
+      internalLbSpec(),         // every node: HAProxy in front of the apiservers
+      controlPlaneCertsSpec(),  // every node: the kubeadm certificates, renewed inside the TTL
+      clusterCertsSpec(),       // every node: the add-ons' TLS secrets (control-plane nodes act)
+      webhookServingSpec(),     // every node: the pod image overrides webhook's HTTPS server
+      clearNodesSpec(),         // leader: force-delete pods stuck on dead nodes
+      purgeDeadNodesSpec(),     // leader: purge dead nodes, after clear-nodes is done with them
+      resourceScalingSpec(),    // leader: Prometheus/Alertmanager replicas follow the node count
+      rookCephSpec(),           // leader: Rook storage nodes, pool replication, mons/mgrs, MDS, CSI
       kubeletCsrApprovalSpec(),  // leader: approve kubelet-serving CSRs that pass every rule
       webhookConfigSpec(),       // leader: its CA Secret, Service and MutatingWebhookConfiguration
   };

@@ -232,6 +232,16 @@ TEST(Config, CephReplicationHoldDownIsTenMinutesAndMustBeBetweenAMinuteAndADay) 
   EXPECT_TRUE(problemsOf("ceph_pool_replication_hold_down: 1m\n").empty());
 }
 
+TEST(Config, RookStorageNodesLabelIsKeyEqualsValue) {
+  EXPECT_TRUE(problemsOf("rook_storage_nodes_label: ekco.io/storage=yes\n").empty());
+  EXPECT_TRUE(problemsOf("rook_storage_nodes_label: storage=\n").empty());
+  for (const char* bad : {"storage", "=yes", "a=b=c", "a!=b", "a=b,c=d", "a in (b)"}) {
+    EXPECT_THAT(problemsOf(std::string("rook_storage_nodes_label: \"") + bad + "\"\n"),
+                ElementsAre(HasSubstr("rook_storage_nodes_label: want key=value, got")))
+        << bad;
+  }
+}
+
 TEST(Config, MalformedImageOverridesAreErrors) {
   EXPECT_THAT(problemsOf("pod_image_overrides: [nothing-to-replace]\n"),
               ElementsAre("config.yaml:1: pod_image_overrides: malformed entry "

@@ -39,12 +39,13 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
       names,
       ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
                   "cluster-certificates", "webhook-server", "clear-nodes", "purge-dead-nodes",
-                  "resource-scaling", "kubelet-csr-approval", "pod-image-overrides"));
+                  "resource-scaling", "rook-ceph", "kubelet-csr-approval", "pod-image-overrides"));
   // /status keys are a contract (ekco status, scripts).
-  EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
-                                         "certificates", "cluster_certificates", "webhook_server",
-                                         "clear_nodes", "purge_dead_nodes", "resource_scaling",
-                                         "kubelet_csr_approval", "pod_image_overrides"}));
+  EXPECT_EQ(keys,
+            (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
+                                   "certificates", "cluster_certificates", "webhook_server",
+                                   "clear_nodes", "purge_dead_nodes", "resource_scaling",
+                                   "rook_ceph", "kubelet_csr_approval", "pod_image_overrides"}));
 }
 
 TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
@@ -60,6 +61,14 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   EXPECT_TRUE(spec("resource-scaling").enabled(c));  // on by default, as in EKCO
   c.auto_resource_scaling = false;
   EXPECT_FALSE(spec("resource-scaling").enabled(c));
+  // rook-ceph: on while any of its three keys is (MDS placement and CSI resources default on).
+  EXPECT_TRUE(spec("rook-ceph").enabled(c));
+  c.reconcile_rook_mds_placement = c.reconcile_ceph_csi_resources = false;
+  EXPECT_FALSE(spec("rook-ceph").enabled(c));
+  c.maintain_rook_storage_nodes = true;
+  EXPECT_TRUE(spec("rook-ceph").enabled(c));
+  EXPECT_EQ(spec("rook-ceph").scope, Scope::kLeader);
+  EXPECT_THAT(spec("rook-ceph").caches, ElementsAre(CacheName::kClusterNodes));
   EXPECT_TRUE(spec("kubelet-csr-approval").enabled(c));  // on by default, as kURL sets it
   c.auto_approve_kubelet_csrs = false;
   EXPECT_FALSE(spec("kubelet-csr-approval").enabled(c));
