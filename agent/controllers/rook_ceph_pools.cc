@@ -62,6 +62,7 @@ base::Status RookCephController::blockPool(Pass& pass, const rook::OsdTree& tree
       rook::decidePoolSize(*current, factor, rook::PoolPolicy::kFollow,
                            hold_down_.decreaseFloor(clock_.monoNow()), tree.down_in());
   pass.pools[key] = {{"present", true}, {"size", *current}, {"decision", decision.reason}};
+  if (!decision.set && *current != factor) pass.lines.push_back(key + ": " + decision.reason);
   if (!decision.set) return base::ok();
   const kube::EventSpec event{
       .involved_resource = kube::resources::kCephBlockPools,
@@ -160,6 +161,9 @@ base::Status RookCephController::builtinPool(Pass& pass, const rook::OsdTree& tr
       rook::decidePoolSize(current, factor, rook::PoolPolicy::kFollow,
                            hold_down_.decreaseFloor(clock_.monoNow()), tree.down_in());
   pass.pools["pool/" + pool] = {{"size", current}, {"decision", decision.reason}};
+  if (!decision.set && current != factor) {
+    pass.lines.push_back("pool " + pool + ": " + decision.reason);
+  }
   if (!decision.set) return base::ok();
   const kube::EventSpec event{
       .involved_resource = kube::resources::kCephClusters,

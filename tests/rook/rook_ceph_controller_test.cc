@@ -2,9 +2,12 @@
 // enforced) with kURL's Rook custom resources: every rule in one pass through pods/exec's scripted
 // `ceph` replies, dry run, the fencing check, and, with a `ceph` whose host count changes (a test
 // PodExecutor), the hold-down: a flapping 3 -> 2 -> 3 lowers nothing.
+#include <algorithm>
 #include <map>
 
-#include "tests/agent/controllers/rook_ceph_support.h"
+#include "base/process.h"
+
+#include "tests/rook/rook_ceph_support.h"
 
 namespace ekco::agent::rook_testing {
 namespace {

@@ -170,7 +170,8 @@ class RookClusterTest : public ::testing::Test {
   }
   std::vector<std::string> storageNodes() const {
     std::vector<std::string> out;
-    for (const json& n : spec("cephclusters", "rook-ceph")["storage"]["nodes"]) {
+    const json cluster = spec("cephclusters", "rook-ceph");
+    for (const json& n : cluster["storage"]["nodes"]) {
       out.push_back(n["name"]);
     }
     return out;
