@@ -42,7 +42,8 @@ std::string joinCommand(const std::vector<std::string>& argv) {
   return out;
 }
 
-// The pod that runs `ceph`: a Running rook-ceph-tools pod, else (Rook < 1.4) the operator.
+}  // namespace
+
 base::Result<std::string> cephPod(kube::KubeClient& client, const std::string& ns) {
   for (const char* app : {"rook-ceph-tools", "rook-ceph-operator"}) {
     auto pods = client.list(
@@ -59,8 +60,6 @@ base::Result<std::string> cephPod(kube::KubeClient& client, const std::string& n
       "no Running rook-ceph-tools (or rook-ceph-operator) pod in " + ns + " to run ceph in",
       ErrorCode::kNotFound);
 }
-
-}  // namespace
 
 base::Result<std::vector<OsdDeployment>> osdDeploymentsOnHost(const json& list,
                                                               std::string_view hostname) {

@@ -26,6 +26,10 @@ namespace ekco::rook {
 inline constexpr std::string_view kNamespace = "rook-ceph";
 inline constexpr std::string_view kClusterName = "rook-ceph";
 
+// The pod that runs `ceph`: a Running rook-ceph-tools pod (not terminating), else (Rook < 1.4)
+// the operator. kNotFound when there is neither.
+base::Result<std::string> cephPod(kube::KubeClient& client, const std::string& ns);
+
 struct OsdDeployment {
   std::string name{};
   std::string osd_id{};  // decimal digits

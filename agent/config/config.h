@@ -45,6 +45,8 @@ struct Config {
   std::string ceph_object_store = "rook-ceph-store";
   int64_t min_ceph_pool_replication = 1;
   int64_t max_ceph_pool_replication = 3;
+  // A lower host count lowers a pool's replication only once it has lasted longer than this.
+  Duration ceph_pool_replication_hold_down = std::chrono::minutes(10);
   std::string rook_priority_class;
   int64_t rook_minimum_node_count = 0;
   std::string rook_storage_class = "distributed";

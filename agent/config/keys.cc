@@ -32,6 +32,8 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(ceph_object_store, kString, "CephObjectStore whose replication is scaled"),
       EKCO_KEY(min_ceph_pool_replication, kInt, "Lowest Ceph pool replication"),
       EKCO_KEY(max_ceph_pool_replication, kInt, "Highest Ceph pool replication"),
+      EKCO_KEY(ceph_pool_replication_hold_down, kDuration,
+               "Lower pool replication only after fewer hosts lasted this long"),
       EKCO_KEY(rook_priority_class, kString, "PriorityClass given to Rook pods (empty: none)"),
       EKCO_KEY(rook_minimum_node_count, kInt,
                "Create the Rook cluster once this many nodes exist (>2 enables)"),

@@ -43,6 +43,29 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
                         "max_ceph_pool_replication ({})",
                         c.min_ceph_pool_replication, c.max_ceph_pool_replication));
   }
+  // EKCO's form, used as a label selector: key=value, nothing else (a selector's other operators
+  // would silently widen or narrow the storage nodes).
+  if (!c.rook_storage_nodes_label.empty()) {
+    const std::string& l = c.rook_storage_nodes_label;
+    const auto eq = l.find('=');
+    auto label_char = [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' ||
+             ch == '/';
+    };
+    if (eq == std::string::npos || eq == 0 || l.find('=', eq + 1) != std::string::npos ||
+        !std::all_of(l.begin(), l.end(), [&](char ch) { return ch == '=' || label_char(ch); })) {
+      problem("rook_storage_nodes_label",
+              fmt::format("want key=value, got {}", base::quoteForMessage(l)));
+    }
+  }
+  // A hold-down of seconds would let a node's reboot lower replication (and a decrease is what
+  // this key exists to delay); more than a day would keep a shrunk cluster's pools unwritable.
+  if (c.ceph_pool_replication_hold_down < std::chrono::minutes(1) ||
+      c.ceph_pool_replication_hold_down > std::chrono::hours(24)) {
+    problem("ceph_pool_replication_hold_down",
+            fmt::format("must be between 1m and 24h (got {})",
+                        base::formatDuration(c.ceph_pool_replication_hold_down)));
+  }
   for (auto [key, value] :
        {std::pair{"reconcile_interval", c.reconcile_interval},
         std::pair{"rotate_certs_check_interval", c.rotate_certs_check_interval},

@@ -12,6 +12,7 @@
 #include "agent/controllers/node_recovery.h"
 #include "agent/controllers/purge_dead_nodes.h"
 #include "agent/controllers/resource_scaling.h"
+#include "agent/controllers/rook_ceph.h"
 #include "agent/controllers/spec.h"
 #include "agent/controllers/webhook_config.h"
 #include "agent/controllers/webhook_serving.h"
@@ -20,18 +21,19 @@ namespace ekco::agent {
 
 const std::vector<ControllerSpec>& controllerSpecs() {
   static const std::vector<ControllerSpec> table = {
-      hostChecksSpec(),          // every node: the node as the host and the API see it
-      hostUnitsSpec(),           // every node: ekco-reboot.service, ekco-upgrade.timer
-      internalLbSpec(),          // every node: HAProxy in front of the apiservers
-      controlPlaneCertsSpec(),   // every node: the kubeadm certificates, renewed inside the TTL
-      clusterCertsSpec(),        // every node: the add-ons' TLS secrets (control-plane nodes act)
-      webhookServingSpec(),      // every node: the pod image overrides webhook's HTTPS server
-      hostJobsSpec(),            // every node: HostJobs selecting it (enable_host_jobs)
-      nodeRecoverySpec(),        // leader: out-of-service taint for nodes ekco shutdown took down
-      clearNodesSpec(),          // leader: force-delete pods stuck on dead nodes
-      purgeDeadNodesSpec(),      // leader: purge dead nodes, after clear-nodes is done with them
-      resourceScalingSpec(),     // leader: Prometheus/Alertmanager replicas follow the node count
-      envoyRestartsSpec(),       // leader: force-delete Envoy pods stuck not ready (contour#3192)
+      hostChecksSpec(),         // every node: the node as the host and the API see it
+      hostUnitsSpec(),          // every node: ekco-reboot.service, ekco-upgrade.timer
+      internalLbSpec(),         // every node: HAProxy in front of the apiservers
+      controlPlaneCertsSpec(),  // every node: the kubeadm certificates, renewed inside the TTL
+      clusterCertsSpec(),       // every node: the add-ons' TLS secrets (control-plane nodes act)
+      webhookServingSpec(),     // every node: the pod image overrides webhook's HTTPS server
+      hostJobsSpec(),           // every node: HostJobs selecting it (enable_host_jobs)
+      nodeRecoverySpec(),       // leader: out-of-service taint for nodes ekco shutdown took down
+      clearNodesSpec(),         // leader: force-delete pods stuck on dead nodes
+      purgeDeadNodesSpec(),     // leader: purge dead nodes, after clear-nodes is done with them
+      resourceScalingSpec(),    // leader: Prometheus/Alertmanager replicas follow the node count
+      rookCephSpec(),           // leader: Rook storage nodes, pool replication, mons/mgrs, MDS, CSI
+      envoyRestartsSpec(),      // leader: force-delete Envoy pods stuck not ready (contour#3192)
       kubeletCsrApprovalSpec(),  // leader: approve kubelet-serving CSRs that pass every rule
       webhookConfigSpec(),       // leader: its CA Secret, Service and MutatingWebhookConfiguration
   };

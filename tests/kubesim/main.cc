@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
   app.add_option("--kubeconfig-out", kubeconfig_out, "where to write the kubeconfig")->required();
   app.add_option("--load", loads, "YAML/JSON file of objects to preload (repeatable)");
   app.add_option("--exec-script", exec_script,
-                 "YAML/JSON list of {command: [prefix...], stdout, stderr, exitCode}");
+                 "YAML/JSON list of {command: [prefix...], stdout, stderr, exitCode} or of "
+                 "{command: [prefix...], run: true, env: {NAME: VALUE}, pod: PREFIX} (runs the "
+                 "command for real)");
   app.add_option("--latency-ms", latency_ms, "added latency per request");
   app.add_option("--rate-429", rate_429, "share (0..1) of requests answered 429");
   app.add_option("--rate-500", rate_500, "share (0..1) of requests answered 500");

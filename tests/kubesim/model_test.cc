@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/kubesim/exec_run.h"
 #include "tests/kubesim/patch.h"
 #include "tests/kubesim/selector.h"
 #include "tests/kubesim/server.h"
@@ -133,6 +134,35 @@ TEST(ParseExecScript, ReadsCommandPrefixesOutputsAndExitCodes) {
   EXPECT_EQ((*script)[1].command_prefix, (std::vector<std::string>{"rbd"}));
   EXPECT_EQ((*script)[1].exit_code, 3);
   EXPECT_FALSE(parseExecScript("{a: b}"));
+}
+
+TEST(ParseExecScript, ReadsRunEntriesAndRejectsMalformedOnes) {
+  auto script = parseExecScript(R"(
+- command: [ceph]
+  run: true
+  pod: rook-ceph-tools
+  env: {CEPH_CONF: /tmp/c/ceph.conf}
+)");
+  ASSERT_TRUE(script) << script.error().message();
+  ASSERT_EQ(script->size(), 1u);
+  EXPECT_TRUE((*script)[0].run);
+  EXPECT_EQ((*script)[0].pod_prefix, "rook-ceph-tools");
+  EXPECT_EQ((*script)[0].run_env.at("CEPH_CONF"), "/tmp/c/ceph.conf");
+  EXPECT_FALSE(parseExecScript("- {command: [ceph], run: yes please}"));
+  EXPECT_FALSE(parseExecScript("- {command: [ceph], run: true, env: [A=B]}"));
+  EXPECT_FALSE(parseExecScript("- {command: [ceph], run: true, env: {A: 1}}"));
+  EXPECT_FALSE(parseExecScript("- {run: true}"));
+}
+
+TEST(RunExecCommand, AnswersTheRealOutputAndExitStatusWithTheEntrysEnvironment) {
+  ExecReply entry{.command_prefix = {"sh"}, .run = true, .run_env = {{"EKCO_X", "from-env"}}};
+  auto ok = runExecCommand(entry, {"sh", "-c", "echo \"$EKCO_X\"; echo err >&2; exit 3"});
+  EXPECT_EQ(ok.stdout_data, "from-env\n");
+  EXPECT_EQ(ok.stderr_data, "err\n");
+  EXPECT_EQ(ok.exit_code, 3);
+  auto missing = runExecCommand(entry, {"/nonexistent/ceph", "osd", "tree"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_THAT(missing.stderr_data, ::testing::HasSubstr("kubesim exec"));
 }
 
 TEST(GenerateCluster, SpreadsPodsOverReadyNodes) {

@@ -137,6 +137,31 @@ base::Result<std::vector<ExecReply>> parseExecScript(std::string_view text) {
     reply.stdout_data = entry.value("stdout", "");
     reply.stderr_data = entry.value("stderr", "");
     reply.exit_code = entry.value("exitCode", 0);
+    // Run mode (exec_run.h): {command: [ceph], run: true, env: {CEPH_CONF: ...}, pod: prefix}.
+    if (auto run = entry.find("run"); run != entry.end()) {
+      if (!run->is_boolean()) {
+        return base::Error("exec script: \"run\" must be true or false", base::ErrorCode::kParse);
+      }
+      reply.run = run->get<bool>();
+    }
+    if (auto env = entry.find("env"); env != entry.end()) {
+      if (!env->is_object()) {
+        return base::Error("exec script: \"env\" must be a map of strings",
+                           base::ErrorCode::kParse);
+      }
+      for (const auto& [k, v] : env->items()) {
+        if (!v.is_string()) {
+          return base::Error("exec script: env." + k + " must be a string",
+                             base::ErrorCode::kParse);
+        }
+        reply.run_env[k] = v.get<std::string>();
+      }
+    }
+    reply.pod_prefix = entry.value("pod", "");
+    if (reply.run && reply.command_prefix.empty()) {
+      return base::Error("exec script: a run entry needs a command prefix (e.g. [ceph])",
+                         base::ErrorCode::kParse);
+    }
     out.push_back(std::move(reply));
   }
   return out;

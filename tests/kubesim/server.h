@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,6 +36,15 @@ struct ExecReply {
   std::string stdout_data{};
   std::string stderr_data{};
   int exit_code = 0;
+  // Run mode (exec_run.cc): instead of the scripted output, run the exec's own command (argv
+  // as the client sent it, no shell) on this machine with `run_env` added to kubesim's
+  // environment, and answer its real stdout, stderr and exit status; so the rook-ceph-tools
+  // pod's `ceph` is the real CLI against a real cluster (tests/ceph). Only pods whose name
+  // starts with `pod_prefix` (empty: any) match a run entry.
+  bool run = false;
+  std::map<std::string, std::string> run_env{};
+  std::string pod_prefix{};
+  std::chrono::milliseconds run_timeout{std::chrono::seconds(60)};
 };
 
 struct ExecRecord {

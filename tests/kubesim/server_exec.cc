@@ -1,4 +1,5 @@
 // ekco-kubesim: pods/exec over WebSocket with scripted replies.
+#include "tests/kubesim/exec_run.h"
 #include "tests/kubesim/server_impl.h"
 
 namespace ekco::kubesim {
@@ -49,6 +50,7 @@ int Server::Impl::serveExec(SslStream& stream, Request& req, const ParsedRoute& 
     exec_log_.push_back(
         ExecRecord{.ns = route.ns, .pod = route.name, .container = container, .command = command});
     for (const ExecReply& scripted : options_.exec_script) {
+      if (scripted.run && route.name.rfind(scripted.pod_prefix, 0) != 0) continue;
       if (scripted.command_prefix.size() <= command.size() &&
           std::equal(scripted.command_prefix.begin(), scripted.command_prefix.end(),
                      command.begin())) {
@@ -57,6 +59,8 @@ int Server::Impl::serveExec(SslStream& stream, Request& req, const ParsedRoute& 
       }
     }
   }
+  // Run mode: the command runs for real, outside the lock (exec_run.h).
+  if (answer.run) answer = runExecCommand(answer, command);
   answering(101);
   try {
     websocket::stream<SslStream&> ws(stream);

@@ -221,6 +221,8 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
   ASSERT_EQ(rook.exit_code, 0) << rook.stderr_data;
   EXPECT_THAT(rook.stdout_data,
               HasSubstr("role.rbac.authorization.k8s.io/ekco-purge-rook created"));
+  EXPECT_THAT(rook.stdout_data,
+              HasSubstr("role.rbac.authorization.k8s.io/ekco-maintain-rook created"));
 
   // kURL's Prometheus add-on is installed: its CRDs are served, deploy-monitoring/ applies.
   const std::string monitoring_ns = dir_.path() + "/monitoring-namespace.yaml";
@@ -310,6 +312,12 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"list", "configmaps", "-n", "kurl"}, "no"},
       {{"get", "cephclusters.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
       {{"patch", "cephclusters.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
+      {{"patch", "cephblockpools.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
+      {{"patch", "cephfilesystems.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
+      {{"get", "cephobjectstores.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
+      {{"delete", "cephblockpools.ceph.rook.io", "-n", "rook-ceph"}, "no"},
+      {{"patch", "configmaps/rook-ceph-operator-config", "-n", "rook-ceph"}, "yes"},
+      {{"patch", "configmaps/rook-config-override", "-n", "rook-ceph"}, "no"},
       {{"list", "deployments.apps", "-n", "rook-ceph"}, "yes"},
       {{"delete", "deployments.apps", "-n", "rook-ceph"}, "yes"},
       {{"delete", "deployments.apps", "-n", "default"}, "no"},

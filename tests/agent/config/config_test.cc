@@ -225,6 +225,29 @@ TEST(Config, MinCephReplicationAboveMaxIsAnError) {
                                     "min_ceph_pool_replication (1) is greater")));
 }
 
+TEST(Config, CephReplicationHoldDownIsTenMinutesAndMustBeBetweenAMinuteAndADay) {
+  EXPECT_EQ(Config{}.ceph_pool_replication_hold_down, 10min);
+  EXPECT_EQ(load("ceph_pool_replication_hold_down: 90m\n").ceph_pool_replication_hold_down, 90min);
+  EXPECT_THAT(problemsOf("ceph_pool_replication_hold_down: 30s\n"),
+              ElementsAre("config.yaml:1: ceph_pool_replication_hold_down: must be between 1m and "
+                          "24h (got 30s)"));
+  EXPECT_THAT(problemsOf("ceph_pool_replication_hold_down: 25h\n"),
+              ElementsAre(HasSubstr("must be between 1m and 24h")));
+  EXPECT_THAT(problemsOf("ceph_pool_replication_hold_down: 600\n"),
+              ElementsAre(HasSubstr("ceph_pool_replication_hold_down")));
+  EXPECT_TRUE(problemsOf("ceph_pool_replication_hold_down: 1m\n").empty());
+}
+
+TEST(Config, RookStorageNodesLabelIsKeyEqualsValue) {
+  EXPECT_TRUE(problemsOf("rook_storage_nodes_label: ekco.io/storage=yes\n").empty());
+  EXPECT_TRUE(problemsOf("rook_storage_nodes_label: storage=\n").empty());
+  for (const char* bad : {"storage", "=yes", "a=b=c", "a!=b", "a=b,c=d", "a in (b)"}) {
+    EXPECT_THAT(problemsOf(std::string("rook_storage_nodes_label: \"") + bad + "\"\n"),
+                ElementsAre(HasSubstr("rook_storage_nodes_label: want key=value, got")))
+        << bad;
+  }
+}
+
 TEST(Config, MalformedImageOverridesAreErrors) {
   EXPECT_THAT(problemsOf("pod_image_overrides: [nothing-to-replace]\n"),
               ElementsAre("config.yaml:1: pod_image_overrides: malformed entry "

@@ -38,15 +38,14 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
   EXPECT_THAT(names,
               ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
                           "cluster-certificates", "webhook-server", "host-jobs", "node-recovery",
-                          "clear-nodes", "purge-dead-nodes", "resource-scaling", "envoy-restarts",
-                          "kubelet-csr-approval", "pod-image-overrides"));
+                          "clear-nodes", "purge-dead-nodes", "resource-scaling", "rook-ceph",
+                          "envoy-restarts", "kubelet-csr-approval", "pod-image-overrides"));
   // /status keys are a contract (ekco status, scripts).
-  EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
-                                         "certificates", "cluster_certificates", "webhook_server",
-                                         "host_jobs", "node_recovery", "clear_nodes",
-                                         "purge_dead_nodes", "resource_scaling", "envoy_restarts",
-                                         "kubelet_csr_approval",
-                                         "pod_image_overrides"}));
+  EXPECT_EQ(keys, (std::set<std::string>{
+                      "host_checks", "host_units", "internal_load_balancer", "certificates",
+                      "cluster_certificates", "webhook_server", "host_jobs", "node_recovery",
+                      "clear_nodes", "purge_dead_nodes", "resource_scaling", "rook_ceph",
+                      "envoy_restarts", "kubelet_csr_approval", "pod_image_overrides"}));
 }
 
 TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
@@ -70,6 +69,14 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   EXPECT_FALSE(spec("envoy-restarts").enabled(c));
   EXPECT_EQ(spec("envoy-restarts").scope, Scope::kLeader);
   EXPECT_THAT(spec("envoy-restarts").caches, ElementsAre(CacheName::kEnvoyPods));
+  // rook-ceph: on while any of its three keys is (MDS placement and CSI resources default on).
+  EXPECT_TRUE(spec("rook-ceph").enabled(c));
+  c.reconcile_rook_mds_placement = c.reconcile_ceph_csi_resources = false;
+  EXPECT_FALSE(spec("rook-ceph").enabled(c));
+  c.maintain_rook_storage_nodes = true;
+  EXPECT_TRUE(spec("rook-ceph").enabled(c));
+  EXPECT_EQ(spec("rook-ceph").scope, Scope::kLeader);
+  EXPECT_THAT(spec("rook-ceph").caches, ElementsAre(CacheName::kClusterNodes));
   EXPECT_TRUE(spec("kubelet-csr-approval").enabled(c));  // on by default, as kURL sets it
   c.auto_approve_kubelet_csrs = false;
   EXPECT_FALSE(spec("kubelet-csr-approval").enabled(c));
@@ -123,7 +130,7 @@ TEST(ControllerTable, ExactlyTheClusterChangingControllersPauseInMaintenance) {
     if (s.pauses_in_maintenance) pausing.insert(std::string(s.name));
   }
   EXPECT_EQ(pausing, (std::set<std::string>{"clear-nodes", "purge-dead-nodes", "resource-scaling",
-                                            "envoy-restarts", "node-recovery",
+                                            "envoy-restarts", "node-recovery", "rook-ceph",
                                             "cluster-certificates", "kubelet-csr-approval"}));
 }
 

@@ -231,6 +231,22 @@ class PurgeE2eTest : public ::testing::Test {
     return (*server_->get("configmaps", "kube-system", "kubeadm-config"))["data"].value(
         "ClusterStatus", "");
   }
+  // The commands run through pods/exec that change Ceph: all but the rook-ceph controller's
+  // queries (`ceph osd tree`, `ceph osd pool ls|get`, `ceph osd safe-to-destroy`), which the agent
+  // runs every pass once maintain_rook_storage_nodes is on, dry run included.
+  std::vector<std::string> cephChanges() {
+    std::vector<std::string> out;
+    for (const auto& e : server_->execLog()) {
+      const std::string c = joined(e.command);
+      bool query = false;
+      for (const char* q : {"ceph osd tree", "ceph osd pool ls", "ceph osd pool get",
+                            "ceph osd safe-to-destroy"}) {
+        query = query || c.rfind(q, 0) == 0;
+      }
+      if (!query) out.push_back(c);
+    }
+    return out;
+  }
   // How many times each command ran through pods/exec (as one string).
   std::map<std::string, int> execCounts(std::string* pods = nullptr) {
     std::map<std::string, int> counts;

@@ -1,0 +1,194 @@
+// The rook-ceph controller's test cluster: ekco-kubesim as the ekco ServiceAccount with deploy/
+// and deploy-rook-ceph/ RBAC enforced (a call the manifests do not grant fails the test), Ready
+// nodes, kURL-shaped Rook custom resources and a rook-ceph-tools pod.
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/controllers/rook_ceph.h"
+#include "base/clock.h"
+#include "hostfs/local_host_fs.h"
+#include "kube/curl_transport.h"
+#include "kube/exec.h"
+#include "kube/kubeconfig.h"
+#include "kube/records.h"
+#include "kube/rest_client.h"
+#include "tests/agent/cli_support.h"
+#include "tests/kubesim/server.h"
+
+namespace ekco::agent::rook_testing {
+
+using nlohmann::json;
+
+inline constexpr const char* kToken = "ekco-rook-token";
+inline constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
+
+inline json readyNode(const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}}}},
+          {"status",
+           {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
+            {"addresses", {{{"type", "InternalIP"}, {"address", "127.0.0.1"}}}}}}};
+}
+
+inline json rookObject(const std::string& kind, const std::string& name, json spec) {
+  return {{"apiVersion", "ceph.rook.io/v1"},
+          {"kind", kind},
+          {"metadata", {{"name", name}, {"namespace", "rook-ceph"}}},
+          {"spec", std::move(spec)}};
+}
+
+// As kURL installs Rook on its first node: one storage node, one mon, one mgr, size-1 pools and
+// the single-node MDS placement (two preferred anti-affinity terms).
+inline std::vector<json> kurlRookObjects() {
+  const json preferred =
+      json::array({{{"weight", 100},
+                    {"podAffinityTerm",
+                     {{"labelSelector", {{"matchLabels", {{"app", "rook-ceph-mds"}}}}},
+                      {"topologyKey", "kubernetes.io/hostname"}}}},
+                   {{"weight", 50},
+                    {"podAffinityTerm",
+                     {{"labelSelector", {{"matchLabels", {{"app", "rook-ceph-mds"}}}}},
+                      {"topologyKey", "topology.kubernetes.io/zone"}}}}});
+  const json one = {{"replicated", {{"size", 1}}}};
+  return {
+      rookObject("CephCluster", "rook-ceph",
+                 {{"mon", {{"count", 1}}},
+                  {"mgr", {{"count", 1}}},
+                  {"storage", {{"useAllNodes", false}, {"nodes", {{{"name", "node-1"}}}}}}}),
+      rookObject("CephBlockPool", "replicapool", one),
+      rookObject("CephFilesystem", "rook-shared-fs",
+                 {{"metadataPool", one},
+                  {"dataPools", {one}},
+                  {"metadataServer",
+                   {{"activeCount", 1},
+                    {"placement",
+                     {{"podAntiAffinity",
+                       {{"preferredDuringSchedulingIgnoredDuringExecution", preferred}}}}}}}}),
+      rookObject("CephObjectStore", "rook-ceph-store", {{"metadataPool", one}, {"dataPool", one}}),
+      {{"apiVersion", "v1"},
+       {"kind", "ConfigMap"},
+       {"metadata", {{"name", "rook-ceph-operator-config"}, {"namespace", "rook-ceph"}}},
+       {"data", {{"ROOK_LOG_LEVEL", "INFO"}}}},
+      {{"apiVersion", "v1"},
+       {"kind", "Pod"},
+       {"metadata",
+        {{"name", "rook-ceph-tools-5f8d"},
+         {"namespace", "rook-ceph"},
+         {"labels", {{"app", "rook-ceph-tools"}}}}},
+       {"spec", {{"containers", {{{"name", "rook-ceph-tools"}, {"image", "ceph"}}}}}},
+       {"status", {{"phase", "Running"}}}},
+  };
+}
+
+class RookClusterTest : public ::testing::Test {
+ protected:
+  void startCluster(std::vector<json> objects, std::vector<kubesim::ExecReply> exec_script = {}) {
+    for (const char* dir : {"/deploy", "/deploy-rook-ceph"}) {
+      auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + dir);
+      ASSERT_TRUE(loaded) << loaded.error().message();
+      objects.insert(objects.end(), loaded->begin(), loaded->end());
+    }
+    auto server = kubesim::Server::start(
+        {.out_dir = dir_.path() + "/sim",
+         .objects = std::move(objects),
+         .exec_script = std::move(exec_script),
+         .tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}}});
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+    const std::string kubeconfig = dir_.path() + "/sa.kubeconfig";
+    ASSERT_TRUE(server_->writeTokenKubeconfig(kubeconfig, kToken));
+    auto process_fs = hostfs::LocalHostFs::open("/", wall_);
+    ASSERT_TRUE(process_fs) << process_fs.error().message();
+    process_fs_ = std::move(*process_fs);
+    auto conn = kube::loadKubeconfig(*process_fs_, kubeconfig);
+    ASSERT_TRUE(conn) << conn.error().message();
+    auto transport = kube::CurlTransport::create(*conn, process_fs_.get(), wall_,
+                                                 {.connect_timeout = std::chrono::seconds(5)});
+    ASSERT_TRUE(transport) << transport.error().message();
+    transport_ = std::move(*transport);
+    client_ = std::make_unique<kube::RestClient>(
+        *transport_, wall_,
+        kube::RestClientOptions{.request_timeout = std::chrono::seconds(10),
+                                .retry = {.max_attempts = 1},
+                                .sleep = [](std::chrono::milliseconds) {},
+                                .random = [] { return 0.0; },
+                                .reporting_instance = "node-1"});
+    exec_ = std::make_unique<kube::WebSocketExecutor>(*conn);
+  }
+  void TearDown() override {
+    if (server_) {
+      for (const auto& r : server_->requestLog()) {
+        EXPECT_TRUE(r.allowed) << r.user << " " << r.verb << " " << r.resource << " " << r.ns << "/"
+                               << r.name << ": " << r.code;
+      }
+    }
+    exec_.reset();
+    client_.reset();
+    transport_.reset();
+    server_.reset();
+  }
+
+  RookCephOptions options(bool dry_run = false) {
+    return RookCephOptions{.maintain_storage = true,
+                           .dry_run = dry_run,
+                           .is_leader_fresh = [this] { return leader_fresh_; },
+                           .record_event =
+                               [this](const kube::EventSpec& e) {
+                                 ASSERT_TRUE(client_->recordEvent(e));
+                                 events_.push_back(e.involved_name + " " + e.reason);
+                               },
+                           .count_action = [this](std::string_view) { ++actions_; }};
+  }
+  std::unique_ptr<RookCephController> controller(RookCephOptions o,
+                                                 kube::PodExecutor* exec = nullptr) {
+    return std::make_unique<RookCephController>(
+        [this] { return ObservedNodes{.synced = true, .nodes = nodes_}; }, *client_,
+        exec != nullptr ? *exec : *exec_, clock_, std::move(o));
+  }
+  void setNodes(const std::vector<std::string>& names) {
+    nodes_.clear();
+    for (const auto& n : names) {
+      auto record = kube::projectNode(readyNode(n));
+      ASSERT_TRUE(record) << record.error().message();
+      nodes_.push_back(*record);
+    }
+  }
+  json get(const std::string& qualified, const std::string& name) const {
+    auto object = server_->get(qualified, "rook-ceph", name);
+    return object ? *object : json(nullptr);
+  }
+  json spec(const std::string& kind, const std::string& name) const {
+    return get(kind + ".ceph.rook.io", name)["spec"];
+  }
+  std::vector<std::string> storageNodes() const {
+    std::vector<std::string> out;
+    const json cluster = spec("cephclusters", "rook-ceph");
+    for (const json& n : cluster["storage"]["nodes"]) {
+      out.push_back(n["name"]);
+    }
+    return out;
+  }
+
+  testing::TempDir dir_{"ekco-rook-ceph"};
+  base::SystemClock wall_;
+  base::ManualClock clock_;  // the hold-down's
+  std::unique_ptr<kubesim::Server> server_;
+  std::unique_ptr<hostfs::LocalHostFs> process_fs_;
+  std::unique_ptr<kube::CurlTransport> transport_;
+  std::unique_ptr<kube::RestClient> client_;
+  std::unique_ptr<kube::WebSocketExecutor> exec_;
+  std::vector<kube::NodeRecord> nodes_;
+  bool leader_fresh_ = true;
+  std::vector<std::string> events_;
+  int actions_ = 0;
+};
+
+}  // namespace ekco::agent::rook_testing
