@@ -196,8 +196,11 @@ TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigte
     EXPECT_EQ((*s)["lease"]["holder"], leaseHolder());
     EXPECT_EQ((*s)["lease"]["identity"], leaseHolder());
     EXPECT_TRUE((*s)["ready"].get<bool>());
-    // node, pods and (leader) cluster-nodes and kubelet-serving-csrs
-    EXPECT_EQ((*s)["caches"].size(), 4U);
+    // node, pods and (leader) cluster-nodes, kubelet-serving-csrs and node-leases
+    EXPECT_EQ((*s)["caches"].size(), 5U);
+    std::vector<std::string> names;
+    for (const auto& c : (*s)["caches"]) names.push_back(c.value("name", ""));
+    EXPECT_THAT(names, ::testing::Contains("node-leases"));
     EXPECT_FALSE((*s)["controllers"].empty());
     EXPECT_FALSE((*s)["host_checks"].empty());
   }
