@@ -90,7 +90,9 @@ TEST_F(PurgeE2eTest, ADeadControlPlaneNodeIsClearedThenPurgedEndToEnd) {
   EXPECT_THAT(clusterStatus(), Not(HasSubstr("cp-3")));
   EXPECT_THAT(clusterStatus(), Not(HasSubstr("127.0.0.13")));
   EXPECT_THAT(clusterStatus(), HasSubstr("cp-2"));
-  EXPECT_EQ(storageNodes(), (std::vector<std::string>{"cp-1", "cp-2"}));
+  // cp-3 removed; the Ready worker-1 appended by the leader's rook-ceph controller
+  // (maintain_rook_storage_nodes appends every Ready node, as EKCO did).
+  EXPECT_EQ(storageNodes(), (std::vector<std::string>{"cp-1", "cp-2", "worker-1"}));
   EXPECT_FALSE(server_->get("deployments.apps", "rook-ceph", "rook-ceph-osd-3"));
   EXPECT_FALSE(server_->get("deployments.apps", "rook-ceph", "rook-ceph-osd-12"));
   EXPECT_TRUE(server_->get("deployments.apps", "rook-ceph", "rook-ceph-osd-0"));
