@@ -43,31 +43,33 @@ struct ObservedCsrs {
 struct ObservedPods {
   bool synced = false;
   std::vector<kube::Pod> pods{};
-  // A kubelet's heartbeat Lease (kube-node-lease/<node>): its node and when it was last renewed.
-  struct NodeLease {
-    std::string name{};
-    std::optional<base::WallTime> renew_time = std::nullopt;
-    bool operator==(const NodeLease&) const = default;
-  };
+};
 
-  // The heartbeat Leases of every node (the leader's cache).
-  struct ObservedNodeLeases {
-    bool synced = false;
-    std::vector<NodeLease> leases{};
-  };
+// A kubelet's heartbeat Lease (kube-node-lease/<node>): its node and when it was last renewed.
+struct NodeLease {
+  std::string name{};
+  std::optional<base::WallTime> renew_time = std::nullopt;
+  bool operator==(const NodeLease&) const = default;
+};
 
-  // One source of apiserver addresses for the internal load balancer.
-  struct ApiserverSource {
-    // Listed at least once, or known to be absent from this cluster (404 on the resource): its
-    // endpoints are final enough to decide on.
-    bool settled = false;
-    std::vector<haproxy::Endpoint> endpoints{};
-  };
+// The heartbeat Leases of every node (the leader's cache).
+struct ObservedNodeLeases {
+  bool synced = false;
+  std::vector<NodeLease> leases{};
+};
 
-  struct ObservedApiservers {
-    ApiserverSource slices{};
-    ApiserverSource endpoints{};
-    ApiserverSource nodes{};
-  };
+// One source of apiserver addresses for the internal load balancer.
+struct ApiserverSource {
+  // Listed at least once, or known to be absent from this cluster (404 on the resource): its
+  // endpoints are final enough to decide on.
+  bool settled = false;
+  std::vector<haproxy::Endpoint> endpoints{};
+};
+
+struct ObservedApiservers {
+  ApiserverSource slices{};
+  ApiserverSource endpoints{};
+  ApiserverSource nodes{};
+};
 
 }  // namespace ekco::agent

@@ -239,172 +239,172 @@ void Caches::setLeading(bool leading) {
   } else if (!leading && envoy_pods_.informer) {
     envoy_pods_.stop();
     envoy_pods_.informer.reset();
-    if (leading && node_leases_wanted_ && !node_leases_.informer) {
-      // One small object per node; a renewal (every 10 s per kubelet) changes renew_time only.
-      node_leases_.informer = std::make_unique<kube::Informer<NodeLease>>(
-          client_, clock_, kube::resources::kLeases, "kube-node-lease",
-          kube::InformerOptions{.max_backoff = kCacheMaxBackoff},
-          [](const nlohmann::json& object) -> base::Result<NodeLease> {
-            auto lease = kube::parseLease(object);
-            if (!lease) return std::move(lease).error();
-            return NodeLease{.name = lease->name, .renew_time = lease->renew_time};
-          },
-          handlers<NodeLease>(CacheName::kNodeLeases, "node lease cache"));
-      node_leases_.start();
-    } else if (!leading && node_leases_.informer) {
-      node_leases_.stop();
-      node_leases_.informer.reset();
+  }
+  if (leading && node_leases_wanted_ && !node_leases_.informer) {
+    // One small object per node; a renewal (every 10 s per kubelet) changes renew_time only.
+    node_leases_.informer = std::make_unique<kube::Informer<NodeLease>>(
+        client_, clock_, kube::resources::kLeases, "kube-node-lease",
+        kube::InformerOptions{.max_backoff = kCacheMaxBackoff},
+        [](const nlohmann::json& object) -> base::Result<NodeLease> {
+          auto lease = kube::parseLease(object);
+          if (!lease) return std::move(lease).error();
+          return NodeLease{.name = lease->name, .renew_time = lease->renew_time};
+        },
+        handlers<NodeLease>(CacheName::kNodeLeases, "node lease cache"));
+    node_leases_.start();
+  } else if (!leading && node_leases_.informer) {
+    node_leases_.stop();
+    node_leases_.informer.reset();
+  }
+}
+
+void Caches::superviseUnhealthyNodePods() {
+  std::lock_guard lock(leader_mu_);
+  if (!unhealthy_pods_wanted_ || !cluster_nodes_.informer || !cluster_nodes_.informer->synced()) {
+    return;
+  }
+  std::set<std::string> unhealthy;
+  cluster_nodes_.informer->forEach([&](const kube::NodeRecord& n) {
+    if (nodeUnhealthy(n)) unhealthy.insert(n.name.str());
+  });
+  for (auto it = unhealthy_pods_.begin(); it != unhealthy_pods_.end();) {
+    if (unhealthy.count(it->first) == 0) {
+      it->second->stop();
+      it = unhealthy_pods_.erase(it);
+    } else {
+      ++it;
     }
   }
+  for (const std::string& name : unhealthy) {
+    if (unhealthy_pods_.count(name) != 0) continue;
+    auto running = std::make_unique<Running<kube::PodRecord>>();
+    running->informer = std::make_unique<kube::Informer<kube::PodRecord>>(
+        client_, clock_, kube::resources::kPods, "",
+        kube::InformerOptions{.field_selector = "spec.nodeName=" + name,
+                              .max_backoff = kCacheMaxBackoff},
+        kube::projectPod,
+        handlers<kube::PodRecord>(CacheName::kUnhealthyNodePods, "pods on " + name));
+    running->start();
+    unhealthy_pods_.emplace(name, std::move(running));
+  }
+}
 
-  void Caches::superviseUnhealthyNodePods() {
-    std::lock_guard lock(leader_mu_);
-    if (!unhealthy_pods_wanted_ || !cluster_nodes_.informer || !cluster_nodes_.informer->synced()) {
-      return;
-    }
-    std::set<std::string> unhealthy;
-    cluster_nodes_.informer->forEach([&](const kube::NodeRecord& n) {
-      if (nodeUnhealthy(n)) unhealthy.insert(n.name.str());
+ObservedNode Caches::ownNode() const {
+  return {.synced = own_node_.informer->synced(),
+          .node = own_node_.informer->get("", options_.node_name)};
+}
+
+std::vector<kube::PodRecord> Caches::ownPods() const { return own_pods_.informer->list(); }
+
+ObservedNodes Caches::clusterNodes() const {
+  ObservedNodes observed;
+  std::lock_guard lock(leader_mu_);
+  if (!cluster_nodes_.informer) return observed;
+  observed.synced = cluster_nodes_.informer->synced();
+  observed.nodes = cluster_nodes_.informer->list();
+  return observed;
+}
+
+ObservedNodeLeases Caches::nodeLeases() const {
+  ObservedNodeLeases observed;
+  std::lock_guard lock(leader_mu_);
+  if (!node_leases_.informer) return observed;
+  observed.synced = node_leases_.informer->synced();
+  observed.leases = node_leases_.informer->list();
+  return observed;
+}
+
+std::vector<kube::PodRecord> Caches::unhealthyNodePods() const {
+  std::vector<kube::PodRecord> pods;
+  std::lock_guard lock(leader_mu_);
+  for (const auto& [name, running] : unhealthy_pods_) {
+    running->informer->forEach([&](const kube::PodRecord& p) { pods.push_back(p); });
+  }
+  return pods;
+}
+
+ObservedCsrs Caches::kubeletServingCsrs() const {
+  ObservedCsrs observed;
+  std::lock_guard lock(leader_mu_);
+  if (!csrs_.informer) return observed;
+  observed.synced = csrs_absent_.load() || csrs_.informer->synced();
+  if (!csrs_absent_.load()) observed.csrs = csrs_.informer->list();
+  return observed;
+}
+
+ObservedPods Caches::envoyPods() const {
+  ObservedPods observed;
+  std::lock_guard lock(leader_mu_);
+  if (!envoy_pods_.informer) return observed;
+  observed.synced = envoy_pods_.informer->synced();
+  observed.pods = envoy_pods_.informer->list();
+  return observed;
+}
+
+bool Caches::unhealthyNodePodsListed(const std::string& node) const {
+  std::lock_guard lock(leader_mu_);
+  const auto it = unhealthy_pods_.find(node);
+  return it != unhealthy_pods_.end() && it->second->informer->synced();
+}
+
+ObservedApiservers Caches::apiservers() const {
+  ObservedApiservers observed;
+  if (!apiservers_) return observed;
+  auto gather = [](const kube::Informer<EndpointList>& informer, bool absent) {
+    ApiserverSource source{.settled = absent || informer.synced()};
+    if (absent) return source;
+    informer.forEach([&](const EndpointList& list) {
+      source.endpoints.insert(source.endpoints.end(), list.begin(), list.end());
     });
-    for (auto it = unhealthy_pods_.begin(); it != unhealthy_pods_.end();) {
-      if (unhealthy.count(it->first) == 0) {
-        it->second->stop();
-        it = unhealthy_pods_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (const std::string& name : unhealthy) {
-      if (unhealthy_pods_.count(name) != 0) continue;
-      auto running = std::make_unique<Running<kube::PodRecord>>();
-      running->informer = std::make_unique<kube::Informer<kube::PodRecord>>(
-          client_, clock_, kube::resources::kPods, "",
-          kube::InformerOptions{.field_selector = "spec.nodeName=" + name,
-                                .max_backoff = kCacheMaxBackoff},
-          kube::projectPod,
-          handlers<kube::PodRecord>(CacheName::kUnhealthyNodePods, "pods on " + name));
-      running->start();
-      unhealthy_pods_.emplace(name, std::move(running));
-    }
+    return source;
+  };
+  observed.slices = gather(*lb_slices_.informer, lb_slices_absent_.load());
+  observed.endpoints = gather(*lb_endpoints_.informer, lb_endpoints_absent_.load());
+  observed.nodes.settled =
+      lb_control_plane_nodes_.informer->synced() && lb_master_nodes_.informer->synced();
+  std::vector<kube::NodeRecord> nodes = lb_control_plane_nodes_.informer->list();
+  for (auto& n : lb_master_nodes_.informer->list()) nodes.push_back(std::move(n));
+  observed.nodes.endpoints = endpointsOfNodes(nodes);
+  return observed;
+}
+
+ObservedHostJobs Caches::hostJobs() const {
+  ObservedHostJobs observed;
+  if (!host_jobs_.informer) return observed;
+  observed.synced = host_jobs_absent_.load() || host_jobs_.informer->synced();
+  // A CRD installed later is listed by the informer's next attempt: its store is the truth.
+  observed.jobs = host_jobs_.informer->list();
+  return observed;
+}
+
+void Caches::forEachStats(const std::function<void(const std::string& label,
+                                                   const kube::InformerStats& stats)>& f) const {
+  f("node", own_node_.informer->stats());
+  f("pods", own_pods_.informer->stats());
+  if (apiservers_) {
+    f("apiserver-endpointslices", lb_slices_.informer->stats());
+    f("apiserver-endpoints", lb_endpoints_.informer->stats());
+    f("control-plane-nodes", lb_control_plane_nodes_.informer->stats());
+    f("master-nodes", lb_master_nodes_.informer->stats());
   }
-
-  ObservedNode Caches::ownNode() const {
-    return {.synced = own_node_.informer->synced(),
-            .node = own_node_.informer->get("", options_.node_name)};
+  if (host_jobs_.informer) f("hostjobs", host_jobs_.informer->stats());
+  std::lock_guard lock(leader_mu_);
+  if (cluster_nodes_.informer) f("cluster-nodes", cluster_nodes_.informer->stats());
+  if (csrs_.informer) f("kubelet-serving-csrs", csrs_.informer->stats());
+  if (envoy_pods_.informer) f("envoy-pods", envoy_pods_.informer->stats());
+  if (node_leases_.informer) f("node-leases", node_leases_.informer->stats());
+  for (const auto& [name, running] : unhealthy_pods_) {
+    f("pods on " + name, running->informer->stats());
   }
+}
 
-  std::vector<kube::PodRecord> Caches::ownPods() const { return own_pods_.informer->list(); }
+kube::InformerStats Caches::ownNodeStats() const { return own_node_.informer->stats(); }
+kube::InformerStats Caches::ownPodsStats() const { return own_pods_.informer->stats(); }
 
-  ObservedNodes Caches::clusterNodes() const {
-    ObservedNodes observed;
-    std::lock_guard lock(leader_mu_);
-    if (!cluster_nodes_.informer) return observed;
-    observed.synced = cluster_nodes_.informer->synced();
-    observed.nodes = cluster_nodes_.informer->list();
-    return observed;
-  }
-
-  ObservedNodeLeases Caches::nodeLeases() const {
-    ObservedNodeLeases observed;
-    std::lock_guard lock(leader_mu_);
-    if (!node_leases_.informer) return observed;
-    observed.synced = node_leases_.informer->synced();
-    observed.leases = node_leases_.informer->list();
-    return observed;
-  }
-
-  std::vector<kube::PodRecord> Caches::unhealthyNodePods() const {
-    std::vector<kube::PodRecord> pods;
-    std::lock_guard lock(leader_mu_);
-    for (const auto& [name, running] : unhealthy_pods_) {
-      running->informer->forEach([&](const kube::PodRecord& p) { pods.push_back(p); });
-    }
-    return pods;
-  }
-
-  ObservedCsrs Caches::kubeletServingCsrs() const {
-    ObservedCsrs observed;
-    std::lock_guard lock(leader_mu_);
-    if (!csrs_.informer) return observed;
-    observed.synced = csrs_absent_.load() || csrs_.informer->synced();
-    if (!csrs_absent_.load()) observed.csrs = csrs_.informer->list();
-    return observed;
-  }
-
-  ObservedPods Caches::envoyPods() const {
-    ObservedPods observed;
-    std::lock_guard lock(leader_mu_);
-    if (!envoy_pods_.informer) return observed;
-    observed.synced = envoy_pods_.informer->synced();
-    observed.pods = envoy_pods_.informer->list();
-    return observed;
-  }
-
-  bool Caches::unhealthyNodePodsListed(const std::string& node) const {
-    std::lock_guard lock(leader_mu_);
-    const auto it = unhealthy_pods_.find(node);
-    return it != unhealthy_pods_.end() && it->second->informer->synced();
-  }
-
-  ObservedApiservers Caches::apiservers() const {
-    ObservedApiservers observed;
-    if (!apiservers_) return observed;
-    auto gather = [](const kube::Informer<EndpointList>& informer, bool absent) {
-      ApiserverSource source{.settled = absent || informer.synced()};
-      if (absent) return source;
-      informer.forEach([&](const EndpointList& list) {
-        source.endpoints.insert(source.endpoints.end(), list.begin(), list.end());
-      });
-      return source;
-    };
-    observed.slices = gather(*lb_slices_.informer, lb_slices_absent_.load());
-    observed.endpoints = gather(*lb_endpoints_.informer, lb_endpoints_absent_.load());
-    observed.nodes.settled =
-        lb_control_plane_nodes_.informer->synced() && lb_master_nodes_.informer->synced();
-    std::vector<kube::NodeRecord> nodes = lb_control_plane_nodes_.informer->list();
-    for (auto& n : lb_master_nodes_.informer->list()) nodes.push_back(std::move(n));
-    observed.nodes.endpoints = endpointsOfNodes(nodes);
-    return observed;
-  }
-
-  ObservedHostJobs Caches::hostJobs() const {
-    ObservedHostJobs observed;
-    if (!host_jobs_.informer) return observed;
-    observed.synced = host_jobs_absent_.load() || host_jobs_.informer->synced();
-    // A CRD installed later is listed by the informer's next attempt: its store is the truth.
-    observed.jobs = host_jobs_.informer->list();
-    return observed;
-  }
-
-  void Caches::forEachStats(
-      const std::function<void(const std::string& label, const kube::InformerStats& stats)>& f)
-      const {
-    f("node", own_node_.informer->stats());
-    f("pods", own_pods_.informer->stats());
-    if (apiservers_) {
-      f("apiserver-endpointslices", lb_slices_.informer->stats());
-      f("apiserver-endpoints", lb_endpoints_.informer->stats());
-      f("control-plane-nodes", lb_control_plane_nodes_.informer->stats());
-      f("master-nodes", lb_master_nodes_.informer->stats());
-    }
-    if (host_jobs_.informer) f("hostjobs", host_jobs_.informer->stats());
-    std::lock_guard lock(leader_mu_);
-    if (cluster_nodes_.informer) f("cluster-nodes", cluster_nodes_.informer->stats());
-    if (csrs_.informer) f("kubelet-serving-csrs", csrs_.informer->stats());
-    if (envoy_pods_.informer) f("envoy-pods", envoy_pods_.informer->stats());
-    if (node_leases_.informer) f("node-leases", node_leases_.informer->stats());
-    for (const auto& [name, running] : unhealthy_pods_) {
-      f("pods on " + name, running->informer->stats());
-    }
-  }
-
-  kube::InformerStats Caches::ownNodeStats() const { return own_node_.informer->stats(); }
-  kube::InformerStats Caches::ownPodsStats() const { return own_pods_.informer->stats(); }
-
-  std::optional<kube::InformerStats> Caches::clusterNodesStats() const {
-    std::lock_guard lock(leader_mu_);
-    if (!cluster_nodes_.informer) return std::nullopt;
-    return cluster_nodes_.informer->stats();
-  }
+std::optional<kube::InformerStats> Caches::clusterNodesStats() const {
+  std::lock_guard lock(leader_mu_);
+  if (!cluster_nodes_.informer) return std::nullopt;
+  return cluster_nodes_.informer->stats();
+}
 
 }  // namespace ekco::agent

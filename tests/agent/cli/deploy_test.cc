@@ -311,6 +311,8 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"delete", "configmaps/ekco-maintenance", "-n", "kurl"}, "no"},
       {{"list", "configmaps", "-n", "kurl"}, "no"},
       {{"get", "cephclusters.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
+      {{"get", "cephclusters.ceph.rook.io/rook-ceph", "-n", "default"}, "yes"},
+      {{"list", "cephclusters.ceph.rook.io", "-n", "default"}, "no"},
       {{"patch", "cephclusters.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
       {{"patch", "cephblockpools.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
       {{"patch", "cephfilesystems.ceph.rook.io", "-n", "rook-ceph"}, "yes"},
