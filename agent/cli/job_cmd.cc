@@ -263,8 +263,9 @@ int runJobCommand(const Config& config, const JobArgs& args, const CliEnv& env) 
       if (args.json) {
         *env.out << job->value("status", json::object()).dump(2) << "\n";
         bool ok = true;
-        for (const auto& [node, e] :
-             job->value("status", json::object()).value("nodes", json::object()).items()) {
+        // Named: items() refers to its object, which must outlive the loop.
+        const json nodes = job->value("status", json::object()).value("nodes", json::object());
+        for (const auto& [node, e] : nodes.items()) {
           const std::string phase = e.value("phase", "");
           if (phase == kPhaseFailed || phase == kPhaseRejected) ok = false;
         }
