@@ -13,7 +13,11 @@
 // Then cp-3 dies (its agent and etcd member are killed; the node controller marks it unreachable
 // and the kubelet-less pods stay Terminating) and the demo prints what ekco does about it: the
 // leader, the HAProxy configs on every node, the stuck pods cleared, cp-3 purged (etcd member,
-// kubeadm ClusterStatus, Node), the Events, `ekco status`, and the API calls it made. Every
+// kubeadm ClusterStatus, Node). With Ceph installed (tests/ceph: real Ceph 16 daemons, OSDs on
+// cp-1 and cp-2, Rook's custom resources in the API), worker-3 then joins: the leader adds it to
+// the CephCluster's storage nodes, the demo plays Rook and starts an OSD there, and the leader
+// raises the pools' replication and the mon count for three hosts. Then the Events,
+// `ekco status`, and the API calls it made. Every
 // process it started is stopped and the work directory removed on every exit path (also Ctrl-C).
 #include <fmt/format.h>
 
@@ -40,8 +44,10 @@
 #include "base/process.h"
 #include "bench/bench_support.h"
 #include "kube/timestamp.h"
+#include "tests/ceph/ceph_fixture.h"
 #include "tests/fakes/etcd_cluster.h"
 #include "tests/kubesim/server.h"
+#include "tests/rook/kurl_rook_objects.h"
 
 namespace {
 
@@ -72,6 +78,11 @@ const std::vector<NodeSpec> kNodes = {{"cp-1", "127.0.0.11", true},
                                       {"worker-1", "127.0.0.21", false},
                                       {"worker-2", "127.0.0.22", false}};
 constexpr std::size_t kDead = 2;  // cp-3
+// The node that joins later, and the OSDs: Rook runs one on cp-1 and cp-2 from the start and one
+// on the new node once ekco has added it to the CephCluster's storage nodes.
+const NodeSpec kJoining = {"worker-3", "127.0.0.23", false};
+const std::vector<std::pair<int, std::string>> kFirstOsds = {{0, "cp-1"}, {1, "cp-2"}};
+constexpr int kJoiningOsd = 12;  // an id above 9: EKCO's parser missed those
 
 const Steady::time_point g_start = Steady::now();
 
@@ -163,6 +174,7 @@ class Demo {
   int run() {
     heading("Starting a simulated 5-node cluster on loopback");
     startEtcd();
+    startCeph();
     startApi();
     writeConfig();
     startAgents();
@@ -177,6 +189,11 @@ class Demo {
 
     heading("What ekco does about it");
     followRecovery();
+
+    if (ceph_) {
+      heading("worker-3 joins: Rook/Ceph storage follows");
+      joinStorageNode();
+    }
 
     heading("Kubernetes Events ekco recorded");
     // The purge records its Events as it goes; give the last one a moment to land.
@@ -223,10 +240,25 @@ class Demo {
     // The cluster runs kURL's Prometheus add-on's namespace: resource-scaling's Role applies.
     const std::vector<json> monitoring = manifests(source_ / "deploy-monitoring");
     objects.insert(objects.end(), monitoring.begin(), monitoring.end());
+    std::vector<kubesim::ExecReply> exec;
+    if (ceph_) {
+      // kURL's Rook add-on on the first five nodes, sized for the two hosts with an OSD; ekco's
+      // RBAC for maintaining it; `ceph` in the rook-ceph-tools pod runs the real CLI.
+      std::vector<std::string> storage;
+      for (const auto& n : kNodes) storage.push_back(n.name);
+      for (auto& o : rook_testing::kurlRookObjects(
+               {.storage_nodes = storage, .pool_size = 2, .mons = 1, .mgrs = 2})) {
+        objects.push_back(std::move(o));
+      }
+      const std::vector<json> rook = manifests(source_ / "deploy-rook-ceph");
+      objects.insert(objects.end(), rook.begin(), rook.end());
+      exec.push_back(ceph_->toolsPodExec());
+    }
 
     kubesim::ServerOptions options;
     options.out_dir = (work_ / "api").string();
     options.objects = std::move(objects);
+    options.exec_script = std::move(exec);
     options.tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}};
     auto server = kubesim::Server::start(std::move(options));
     if (!server) fail("ekco-kubesim: " + server.error().message());
@@ -237,7 +269,30 @@ class Demo {
     say("API server: ekco-kubesim at " + api_->url() + " with 5 nodes, " +
         std::to_string(workloads().size()) + " pods and the " + std::to_string(deploy.size()) +
         " objects of deploy/ and the " + std::to_string(monitoring.size()) +
-        " of deploy-monitoring/ (RBAC enforced for the ServiceAccount kurl/ekco)");
+        " of deploy-monitoring/" +
+        (ceph_ ? ", Rook's custom resources and deploy-rook-ceph/" : "") +
+        " (RBAC enforced for the ServiceAccount kurl/ekco)");
+  }
+
+  void startCeph() {
+    if (!testing::CephFixture::available()) {
+      say("Ceph is not installed (scripts/setup installs it): running without Rook/Ceph");
+      return;
+    }
+    auto ceph = testing::CephFixture::start((work_ / "ceph").string());
+    if (!ceph) fail("ceph: " + ceph.error().message());
+    ceph_ = std::move(*ceph);
+    g_children.onCleanup([ceph = ceph_] { ceph->stop(); });
+    std::string osds;
+    for (const auto& [id, host] : kFirstOsds) {
+      if (auto added = ceph_->addOsd(id, host); !added) fail("ceph: " + added.error().message());
+      osds += fmt::format("{}osd.{} on {}", osds.empty() ? "" : ", ", id, host);
+    }
+    if (auto up = ceph_->waitForUpOsds(static_cast<int>(kFirstOsds.size()), seconds(60)); !up) {
+      fail("ceph: " + up.error().message());
+    }
+    say("Ceph 16: 1 mon, 1 mgr and memstore OSDs " + osds +
+        " (real daemons on 127.0.0.1; Rook's `rook-ceph-tools` pod runs the real `ceph` CLI)");
   }
 
   void writeConfig() {
@@ -255,10 +310,16 @@ class Demo {
                            << "\n"
                               "min_ready_master_nodes: 2\n"
                               "enable_internal_load_balancer: true\n"
-                              "disable_reboot_service: true\n";
+                              "disable_reboot_service: true\n"
+                           << (ceph_ ? "maintain_rook_storage_nodes: true\n"
+                                       "# how soon the leader sees an OSD come up\n"
+                                       "reconcile_interval: 2s\n"
+                                     : "");
     say("config: purge_dead_nodes: " + std::string(have_etcd_ ? "true" : "false") +
         ", enable_internal_load_balancer: true, node_unreachable_toleration: " +
-        std::to_string(kToleration) + "s (shown by `ekco config show`)");
+        std::to_string(kToleration) + "s" +
+        (ceph_ ? ", maintain_rook_storage_nodes: true, reconcile_interval: 2s" : "") +
+        " (shown by `ekco config show`)");
   }
 
   Agent& agent(const std::string& name) {
@@ -501,6 +562,114 @@ class Demo {
     if (!others_intact) problem("ekco touched a live node's pods");
   }
 
+  // The Rook custom resource's spec (null when it is missing).
+  json rookSpec(const std::string& plural, const std::string& name) {
+    auto o = api_->get(plural + ".ceph.rook.io", "rook-ceph", name);
+    return o ? (*o).value("spec", json()) : json();
+  }
+  std::vector<std::string> storageNodes() {
+    std::vector<std::string> out;
+    for (const json& n :
+         rookSpec("cephclusters", "rook-ceph")["storage"].value("nodes", json::array())) {
+      out.push_back(n.value("name", ""));
+    }
+    return out;
+  }
+  // device_health_metrics is Ceph 16's built-in pool; -1 until the mgr created it.
+  std::int64_t builtinPoolSize() {
+    auto out = ceph_->ceph({"osd", "pool", "get", "device_health_metrics", "size", "-f", "json"});
+    return out ? json::parse(*out, nullptr, false).value("size", -1) : -1;
+  }
+  struct RookState {
+    int pool = 0;  // CephBlockPool replicapool
+    int fs = 0;    // CephFilesystem rook-shared-fs metadata pool
+    int mons = 0;
+    int mgrs = 0;
+    std::int64_t builtin = -1;
+    bool operator==(const RookState&) const = default;
+    std::string text() const {
+      return fmt::format(
+          "CephBlockPool replicapool size {}, CephFilesystem rook-shared-fs size {}, mons {}, "
+          "mgrs {}, device_health_metrics size {} (`ceph osd pool get`)",
+          pool, fs, mons, mgrs, builtin);
+    }
+  };
+  RookState rookState() {
+    const json cluster = rookSpec("cephclusters", "rook-ceph");
+    RookState s;
+    s.pool = rookSpec("cephblockpools", "replicapool")["replicated"].value("size", 0);
+    s.fs = rookSpec("cephfilesystems", "rook-shared-fs")["metadataPool"]["replicated"].value("size",
+                                                                                             0);
+    s.mons = cluster["mon"].value("count", 0);
+    s.mgrs = cluster["mgr"].value("count", 0);
+    s.builtin = builtinPoolSize();
+    return s;
+  }
+
+  void joinStorageNode() {
+    // The leader sized everything for the two hosts with an OSD as soon as it led.
+    const RookState two = {.pool = 2, .fs = 2, .mons = 1, .mgrs = 2, .builtin = 2};
+    eventually([&] { return rookState() == two; }, seconds(20));
+    say("storage nodes: " + joined(storageNodes()) + "; " + rookState().text());
+
+    put(nodeObject(kJoining));
+    const auto joined_at = Steady::now();
+    startAgent(kJoining);
+    say("kubeadm join: Node worker-3 (127.0.0.23) is Ready and its ekco agent started");
+    const auto seconds_since = [](Steady::time_point t) {
+      return std::chrono::duration<double>(Steady::now() - t).count();
+    };
+    auto has_joining = [&] {
+      const auto nodes = storageNodes();
+      return std::find(nodes.begin(), nodes.end(), kJoining.name) != nodes.end();
+    };
+    if (!eventually(has_joining, seconds(20))) {
+      problem("the leader did not add worker-3 to CephCluster rook-ceph spec.storage.nodes");
+      return;
+    }
+    say(fmt::format(
+        "the leader appended worker-3 to CephCluster rook-ceph spec.storage.nodes {:.1f} s after "
+        "it joined: {}",
+        seconds_since(joined_at), joined(storageNodes())));
+
+    // What Rook's operator does with a new storage node: prepare its disk and start an OSD.
+    if (auto added = ceph_->addOsd(kJoiningOsd, kJoining.name); !added) {
+      problem("ceph: " + added.error().message());
+      return;
+    }
+    if (auto up = ceph_->waitForUpOsds(3, seconds(60)); !up) {
+      problem("ceph: " + up.error().message());
+      return;
+    }
+    const auto osd_up = Steady::now();
+    say(
+        fmt::format("Rook (played by the demo) started osd.{} on worker-3: `ceph osd tree` now has "
+                    "3 hosts with an up OSD",
+                    kJoiningOsd));
+    const RookState three = {.pool = 3, .fs = 3, .mons = 3, .mgrs = 2, .builtin = 3};
+    RookState last = rookState();
+    const auto deadline = Steady::now() + seconds(20);
+    while (last != three && Steady::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(100));
+      RookState now = rookState();
+      if (now != last) {
+        say(fmt::format("{:.1f} s after osd.{} came up: {}", seconds_since(osd_up), kJoiningOsd,
+                        now.text()));
+        last = now;
+      }
+    }
+    if (last != three) problem("Rook/Ceph not raised for 3 hosts: " + last.text());
+    // The agent on worker-3 follows the leader like the others.
+    if (!eventually(
+            [&] {
+              json st = status(agent(kJoining.name));
+              return st.is_object() && st.value("ready", false);
+            },
+            seconds(30))) {
+      problem("the agent on worker-3 did not become ready");
+    }
+  }
+
   double secondsSinceKill() const {
     return std::chrono::duration<double>(Steady::now() - killed_at_).count();
   }
@@ -566,8 +735,8 @@ class Demo {
     }
     for (const auto& [key, count] : calls) std::printf("  %5d  %s\n", count, key.c_str());
     say(fmt::format(
-        "{} API requests by the agents, {} forbidden by the RBAC of deploy/ and deploy-monitoring/",
-        total, denied));
+        "{} API requests by the agents, {} forbidden by the RBAC of deploy/, deploy-monitoring/{}",
+        total, denied, ceph_ ? " and deploy-rook-ceph/" : ""));
   }
 
   void stopAll() {
@@ -608,6 +777,7 @@ class Demo {
   std::shared_ptr<fakes::EtcdCluster> etcd_ =
       std::make_shared<fakes::EtcdCluster>(std::array<std::string, 3>{"cp-1", "cp-2", "cp-3"});
   bool have_etcd_ = false;
+  std::shared_ptr<testing::CephFixture> ceph_;
   std::unique_ptr<kubesim::Server> api_;
   std::string kubeconfig_;
   std::string config_;

@@ -277,7 +277,24 @@ void ConfigLoader::assign(const KeyDef& def, const RawValue& raw, const std::str
         return true;
       },
       def.field);
-  if (ok) sources_[key] = source;
+  if (!ok) return;
+  sources_[key] = source;
+  if (!def.info.compat.empty() && !hasDefaultValue(def)) {
+    notices_.push_back({source, key, "no effect in ekco: " + std::string(def.info.compat)});
+  }
+}
+
+bool ConfigLoader::hasDefaultValue(const KeyDef& def) const {
+  static const Config defaults;
+  return std::visit(
+      [&](auto member) -> bool {
+        if constexpr (std::is_same_v<decltype(member), std::monostate>) {
+          return true;
+        } else {
+          return cfg_.*member == defaults.*member;
+        }
+      },
+      def.field);
 }
 
 void ConfigLoader::setText(std::string_view key, std::string_view value,

@@ -146,13 +146,16 @@ enum class ValueKind { kBool, kInt, kDuration, kString, kStringList };
 
 // The key table, for documentation, `config show`, flags and env. `ignored` keys are accepted
 // and do nothing (EKCO keys whose job ekco does differently); `alias_of` names the key a
-// deprecated spelling feeds.
+// deprecated spelling feeds. A `compat` key is typed, kept and shown like any other but drives
+// an EKCO feature ekco does not offer: `compat` says why, and setting it to anything but its
+// default is a warning (`config check`, agent start).
 struct KeyInfo {
   std::string_view key;
   ValueKind kind;
   std::string_view help;
   bool ignored = false;
   std::string_view alias_of = {};
+  std::string_view compat = {};
 };
 const std::vector<KeyInfo>& configKeys();
 
@@ -193,6 +196,7 @@ class ConfigLoader {
 
  private:
   void assign(const KeyDef& def, const RawValue& raw, const std::string& source);
+  bool hasDefaultValue(const KeyDef& def) const;
 
   Config cfg_;
   // Values given under a deprecated spelling, by the key they feed: {value, source}.

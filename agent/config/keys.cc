@@ -4,6 +4,14 @@ namespace ekco::agent {
 
 #define EKCO_KEY(name, kind, help) \
   KeyDef { {#name, ValueKind::kind, help}, &Config::name }
+// A key kept for EKCO compatibility whose feature ekco does not offer (see KeyInfo::compat).
+#define EKCO_COMPAT_KEY(name, kind, help, why) \
+  KeyDef { {#name, ValueKind::kind, help, false, {}, why}, &Config::name }
+
+// Why EKCO's "create the Ceph cluster at N nodes, then migrate storage to it" keys do nothing.
+constexpr std::string_view kNoCephBootstrap =
+    "ekco does not create the Rook CephCluster (EKCO's embedded Helm chart) nor serve EKCO's "
+    "storage migration API; install the CephCluster with kURL's rook add-on";
 
 const std::vector<KeyDef>& keyDefs() {
   static const std::vector<KeyDef> defs = {
@@ -34,11 +42,20 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(max_ceph_pool_replication, kInt, "Highest Ceph pool replication"),
       EKCO_KEY(ceph_pool_replication_hold_down, kDuration,
                "Lower pool replication only after fewer hosts lasted this long"),
-      EKCO_KEY(rook_priority_class, kString, "PriorityClass given to Rook pods (empty: none)"),
-      EKCO_KEY(rook_minimum_node_count, kInt,
-               "Create the Rook cluster once this many nodes exist (>2 enables)"),
-      EKCO_KEY(rook_storage_class, kString, "StorageClass of the Rook cluster ekco creates"),
-      EKCO_KEY(rook_ceph_image, kString, "Ceph image for the Rook cluster ekco creates"),
+      EKCO_COMPAT_KEY(rook_priority_class, kString,
+                      "Compatibility only: EKCO's PriorityClass for Rook 1.0.4 pods",
+                      "only kURL's Rook 1.0.4 add-on set it (kURL renders \"\" for every later "
+                      "Rook, whose CephCluster sets priorityClassNames itself); ekco does not "
+                      "patch the priority of Rook's pods"),
+      EKCO_COMPAT_KEY(rook_minimum_node_count, kInt,
+                      "Compatibility only: EKCO created the Rook cluster at this many nodes",
+                      kNoCephBootstrap),
+      EKCO_COMPAT_KEY(rook_storage_class, kString,
+                      "Compatibility only: StorageClass of the Rook cluster EKCO created",
+                      kNoCephBootstrap),
+      EKCO_COMPAT_KEY(rook_ceph_image, kString,
+                      "Compatibility only: Ceph image of the Rook cluster EKCO created",
+                      kNoCephBootstrap),
       EKCO_KEY(reconcile_interval, kDuration, "Fallback period of the leader's full reconcile"),
       EKCO_KEY(reconcile_timeout, kDuration, "Deadline of one reconcile (0 means 15m)"),
       EKCO_KEY(certificates_dir, kString, "Kubernetes PKI directory on the host"),
@@ -77,7 +94,9 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(minio_namespace, kString, "Namespace of MinIO"),
       EKCO_KEY(minio_util_image, kString, "Image used for MinIO data migration"),
       EKCO_KEY(enable_ha_kotsadm, kBool, "Scale kotsadm's rqlite to three replicas"),
-      EKCO_KEY(storage_migration_auth_token, kString, "Token guarding the storage migration API"),
+      EKCO_COMPAT_KEY(storage_migration_auth_token, kString,
+                      "Compatibility only: token of EKCO's storage migration API",
+                      kNoCephBootstrap),
       EKCO_KEY(disable_reboot_service, kBool,
                "Do not install ekco-reboot.service (kURL shouldDisableRebootServices)"),
       EKCO_KEY(enable_host_jobs, kBool,
@@ -132,6 +151,7 @@ const std::vector<KeyDef>& keyDefs() {
   return defs;
 }
 #undef EKCO_KEY
+#undef EKCO_COMPAT_KEY
 
 const KeyDef* findKey(std::string_view key) {
   for (const KeyDef& d : keyDefs()) {

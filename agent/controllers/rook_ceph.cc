@@ -258,7 +258,9 @@ base::Status RookCephController::monMgrCounts(Pass& pass, const json& /*first_re
                       .involved_namespace = options_.ns,
                       .involved_name = options_.cluster,
                       .reason = std::string(what) == "mon" ? "MonCountRaised" : "MgrCountRaised",
-                      .message = "ekco " + lines.back() + "; it is never lowered"});
+                      .message = fmt::format("ekco raised the {} count {} -> {} ({} hosts with "
+                                             "an up OSD); it is never lowered",
+                                             what, from, to, up_hosts)});
   };
   if (auto m = rook::desiredMonCount(mons, up_hosts)) raise("mon", "mon", mons, *m);
   if (auto m = rook::desiredMgrCount(mgrs, up_hosts)) raise("mgr", "mgr", mgrs, *m);

@@ -40,7 +40,12 @@ bool CephFixture::available() {
 
 CephFixture::CephFixture(std::string dir) : dir_(std::move(dir)), conf_(dir_ + "/ceph.conf") {}
 
-CephFixture::~CephFixture() { (void)script({"stop", dir_}); }
+CephFixture::~CephFixture() { stop(); }
+
+void CephFixture::stop() {
+  if (stopped_.exchange(true)) return;
+  (void)script({"stop", dir_});
+}
 
 base::Result<std::string> CephFixture::script(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {EKCO_CEPH_FIXTURE};

@@ -3,6 +3,7 @@
 // OSDs with any ids in any CRUSH host buckets, in a temp dir. The destructor kills every daemon.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -20,7 +21,9 @@ class CephFixture {
   // Starts the mon and the mgr in `dir` (must be empty or absent) on `ip`.
   [[nodiscard]] static base::Result<std::unique_ptr<CephFixture>> start(
       const std::string& dir, const std::string& ip = "127.0.0.1");
-  ~CephFixture();
+  ~CephFixture();  // stop()
+  // Kills every daemon and removes the dir; once (later calls do nothing).
+  void stop();
   CephFixture(const CephFixture&) = delete;
   CephFixture& operator=(const CephFixture&) = delete;
 
@@ -46,6 +49,7 @@ class CephFixture {
 
   std::string dir_;
   std::string conf_;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace ekco::testing

@@ -21,6 +21,7 @@
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
 #include "tests/kubesim/server.h"
+#include "tests/rook/kurl_rook_objects.h"
 
 namespace ekco::agent::rook_testing {
 
@@ -38,55 +39,8 @@ inline json readyNode(const std::string& name) {
             {"addresses", {{{"type", "InternalIP"}, {"address", "127.0.0.1"}}}}}}};
 }
 
-inline json rookObject(const std::string& kind, const std::string& name, json spec) {
-  return {{"apiVersion", "ceph.rook.io/v1"},
-          {"kind", kind},
-          {"metadata", {{"name", name}, {"namespace", "rook-ceph"}}},
-          {"spec", std::move(spec)}};
-}
-
-// As kURL installs Rook on its first node: one storage node, one mon, one mgr, size-1 pools and
-// the single-node MDS placement (two preferred anti-affinity terms).
-inline std::vector<json> kurlRookObjects() {
-  const json preferred =
-      json::array({{{"weight", 100},
-                    {"podAffinityTerm",
-                     {{"labelSelector", {{"matchLabels", {{"app", "rook-ceph-mds"}}}}},
-                      {"topologyKey", "kubernetes.io/hostname"}}}},
-                   {{"weight", 50},
-                    {"podAffinityTerm",
-                     {{"labelSelector", {{"matchLabels", {{"app", "rook-ceph-mds"}}}}},
-                      {"topologyKey", "topology.kubernetes.io/zone"}}}}});
-  const json one = {{"replicated", {{"size", 1}}}};
-  return {
-      rookObject("CephCluster", "rook-ceph",
-                 {{"mon", {{"count", 1}}},
-                  {"mgr", {{"count", 1}}},
-                  {"storage", {{"useAllNodes", false}, {"nodes", {{{"name", "node-1"}}}}}}}),
-      rookObject("CephBlockPool", "replicapool", one),
-      rookObject("CephFilesystem", "rook-shared-fs",
-                 {{"metadataPool", one},
-                  {"dataPools", {one}},
-                  {"metadataServer",
-                   {{"activeCount", 1},
-                    {"placement",
-                     {{"podAntiAffinity",
-                       {{"preferredDuringSchedulingIgnoredDuringExecution", preferred}}}}}}}}),
-      rookObject("CephObjectStore", "rook-ceph-store", {{"metadataPool", one}, {"dataPool", one}}),
-      {{"apiVersion", "v1"},
-       {"kind", "ConfigMap"},
-       {"metadata", {{"name", "rook-ceph-operator-config"}, {"namespace", "rook-ceph"}}},
-       {"data", {{"ROOK_LOG_LEVEL", "INFO"}}}},
-      {{"apiVersion", "v1"},
-       {"kind", "Pod"},
-       {"metadata",
-        {{"name", "rook-ceph-tools-5f8d"},
-         {"namespace", "rook-ceph"},
-         {"labels", {{"app", "rook-ceph-tools"}}}}},
-       {"spec", {{"containers", {{{"name", "rook-ceph-tools"}, {"image", "ceph"}}}}}},
-       {"status", {{"phase", "Running"}}}},
-  };
-}
+using ekco::rook_testing::kurlRookObjects;
+using ekco::rook_testing::rookObject;
 
 class RookClusterTest : public ::testing::Test {
  protected:

@@ -12,8 +12,10 @@
 namespace ekco::agent {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 using namespace std::chrono_literals;
 
 std::string readFile(const std::string& path) {
@@ -148,6 +150,38 @@ TEST(Config, ReadsEveryValueKind) {
   EXPECT_EQ(c.auto_upgrade_schedule, "Sat 17:30");
 }
 
+TEST(Config, CompatibilityKeysWarnOnlyWhenSetToSomethingElseThanTheirDefault) {
+  ConfigLoader quiet;
+  quiet.loadYaml(
+      "rook_minimum_node_count: 0\nrook_storage_class: distributed\nrook_ceph_image: \"\"\n"
+      "rook_priority_class: \"\"\nstorage_migration_auth_token: \"\"\n",
+      "config.yaml");
+  EXPECT_TRUE(quiet.problems().empty());
+  EXPECT_TRUE(quiet.notices().empty());
+
+  ConfigLoader l;
+  l.loadYaml("rook_minimum_node_count: 3\nrook_priority_class: node-critical\n", "config.yaml");
+  ASSERT_TRUE(l.problems().empty());
+  std::vector<std::string> got;
+  for (const ConfigNotice& n : l.notices()) got.push_back(n.toString());
+  EXPECT_THAT(got, ElementsAre(StartsWith("config.yaml:1: rook_minimum_node_count: no effect in "
+                                          "ekco: ekco does not create the Rook CephCluster"),
+                               AllOf(StartsWith("config.yaml:2: rook_priority_class: no effect "
+                                                "in ekco: only kURL's Rook 1.0.4"),
+                                     HasSubstr("does not patch the priority"))));
+  // The values are still typed and kept (config show prints them).
+  EXPECT_EQ(l.finish().rook_minimum_node_count, 3);
+  ConfigLoader bad;
+  bad.loadYaml("rook_minimum_node_count: many\n", "config.yaml");
+  EXPECT_EQ(bad.problems().size(), 1u);
+
+  // The environment and flags warn the same way.
+  ConfigLoader env;
+  env.setText("rook_ceph_image", "ceph/ceph:v16", "EKCO_ROOK_CEPH_IMAGE");
+  ASSERT_EQ(env.notices().size(), 1u);
+  EXPECT_THAT(env.notices()[0].toString(), HasSubstr("rook_ceph_image: no effect in ekco"));
+}
+
 TEST(Config, PodImageOverridesAcceptKurlsCommaJoinedString) {
   Config c = load("pod_image_overrides: \"a=b,c=d\"\n");
   EXPECT_THAT(c.pod_image_overrides, ElementsAre("a=b", "c=d"));
@@ -184,8 +218,9 @@ TEST(Config, WrongTypesAreErrors) {
   EXPECT_THAT(problemsOf("pod_image_overrides_port: 70000\n"),
               ElementsAre(HasSubstr("(got 70000)")));
   EXPECT_TRUE(problemsOf("pod_image_overrides_port: 8443\n").empty());
-  EXPECT_THAT(problemsOf("enable_host_jobs: yes please\n"),
-              ElementsAre("config.yaml:1: enable_host_jobs: want true or false, got \"yes please\""));
+  EXPECT_THAT(
+      problemsOf("enable_host_jobs: yes please\n"),
+      ElementsAre("config.yaml:1: enable_host_jobs: want true or false, got \"yes please\""));
   EXPECT_TRUE(problemsOf("enable_host_jobs: true\n").empty());
   EXPECT_THAT(problemsOf("clear_dead_nodes:\n"),
               ElementsAre("config.yaml:1: clear_dead_nodes: missing value"));

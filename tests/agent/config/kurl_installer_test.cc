@@ -9,9 +9,11 @@
 namespace ekco::agent {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
 using namespace std::chrono_literals;
 
 std::string fixture(const std::string& name) {
@@ -52,9 +54,14 @@ TEST(KurlInstaller, MapsTheDocumentedSpecFields) {
                           "quay.io/app/api:2=registry.local/api:2"));
   EXPECT_EQ(cfg.rook_minimum_node_count, 3);
   EXPECT_EQ(cfg.rook_storage_class, "distributed");
-  // spec.ekco.version is the package version, not a config key.
-  ASSERT_EQ(c.notices.size(), 1u);
-  EXPECT_THAT(c.notices[0].toString(), HasSubstr("installer.yaml:28 (spec.ekco.version)"));
+  // spec.ekco.version is the package version, not a config key; spec.rook.minimumNodeCount
+  // asks for EKCO's creation of the Ceph cluster, which ekco does not offer.
+  ASSERT_EQ(c.notices.size(), 2u);
+  EXPECT_THAT(lines(c.notices),
+              UnorderedElementsAre(HasSubstr("installer.yaml:28 (spec.ekco.version)"),
+                                   AllOf(HasSubstr("rook_minimum_node_count"),
+                                         HasSubstr("no effect in ekco: ekco does not create "
+                                                   "the Rook CephCluster"))));
 }
 
 TEST(KurlInstaller, AddOnSwitchesFollowAddOnPresenceAsKurlRendersThem) {
