@@ -10,22 +10,12 @@
 
 #include "kube/exec.h"
 #include "tests/agent/cli_support.h"
+#include "tests/rook/kurl_rook_objects.h"
 
 namespace ekco::testing {
 namespace {
 
 using nlohmann::json;
-
-json toolsPod() {
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata",
-           {{"name", "rook-ceph-tools-5f8d"},
-            {"namespace", "rook-ceph"},
-            {"labels", {{"app", "rook-ceph-tools"}}}}},
-          {"spec", {{"containers", {{{"name", "rook-ceph-tools"}, {"image", "ceph"}}}}}},
-          {"status", {{"phase", "Running"}}}};
-}
 
 std::vector<int> daemonPids(const std::string& dir) {
   std::vector<int> pids;
@@ -57,8 +47,9 @@ TEST(CephFixture, ServesOsdTreeWithHighIdsThroughTheToolsPodExecAndCleansUp) {
     ASSERT_TRUE((*ceph)->addOsd(11, "node-2"));
     ASSERT_TRUE((*ceph)->waitForUpOsds(2, std::chrono::seconds(60)));
 
-    auto server = kubesim::Server::start(
-        {.out_dir = dir.path(), .objects = {toolsPod()}, .exec_script = {(*ceph)->toolsPodExec()}});
+    auto server = kubesim::Server::start({.out_dir = dir.path(),
+                                          .objects = {rook_testing::rookToolsPod()},
+                                          .exec_script = {(*ceph)->toolsPodExec()}});
     ASSERT_TRUE(server) << server.error().message();
     kube::WebSocketExecutor exec(kube::Connection{.server = (*server)->url(),
                                                   .ca_pem = (*server)->caPem(),

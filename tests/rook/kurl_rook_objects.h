@@ -18,6 +18,18 @@ inline nlohmann::json rookObject(const std::string& kind, const std::string& nam
           {"spec", std::move(spec)}};
 }
 
+// Rook's toolbox, where ekco runs `ceph` (kubesim's exec runs the real CLI for the Ceph fixture).
+inline nlohmann::json rookToolsPod() {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", "rook-ceph-tools-5f8d"},
+            {"namespace", "rook-ceph"},
+            {"labels", {{"app", "rook-ceph-tools"}}}}},
+          {"spec", {{"containers", {{{"name", "rook-ceph-tools"}, {"image", "ceph"}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
 // What the cluster looks like: kURL on its first node has one storage node, one mon, one mgr and
 // size-1 pools (the defaults).
 struct RookLayout {
@@ -61,14 +73,7 @@ inline std::vector<nlohmann::json> kurlRookObjects(const RookLayout& layout = {}
        {"kind", "ConfigMap"},
        {"metadata", {{"name", "rook-ceph-operator-config"}, {"namespace", "rook-ceph"}}},
        {"data", {{"ROOK_LOG_LEVEL", "INFO"}}}},
-      {{"apiVersion", "v1"},
-       {"kind", "Pod"},
-       {"metadata",
-        {{"name", "rook-ceph-tools-5f8d"},
-         {"namespace", "rook-ceph"},
-         {"labels", {{"app", "rook-ceph-tools"}}}}},
-       {"spec", {{"containers", {{{"name", "rook-ceph-tools"}, {"image", "ceph"}}}}}},
-       {"status", {{"phase", "Running"}}}},
+      rookToolsPod(),
   };
 }
 
