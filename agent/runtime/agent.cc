@@ -140,7 +140,7 @@ class Agent::Impl {
   Health healthz() const;
   Health readyz() const;
   std::string metricsText() const;
-  void notifySystemd(const Health& ready, bool first_ready, bool watchdog);
+  void notifySystemd(const Health& ready, bool watchdog);
 
   AgentOptions options_;
   const base::Clock& clock_;
@@ -178,11 +178,12 @@ class Agent::Impl {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_requested_ = false;
-  bool leading_ = false;         // as the elector last said
-  bool leader_changed_ = false;  // the supervisor has a leadership change to act on
-  bool api_down_ = false;        // "api unreachable" was logged and recovery not yet
-  bool ready_sent_ = false;
-  std::string last_status_;  // the last STATUS= sent to systemd
+  bool leading_ = false;             // as the elector last said
+  bool leader_changed_ = false;      // the supervisor has a leadership change to act on
+  bool api_down_ = false;            // "api unreachable" was logged and recovery not yet
+  bool ready_logged_ = false;        // "agent ready" was logged
+  bool systemd_ready_sent_ = false;  // READY=1 went to systemd (once, at start)
+  std::string last_status_;          // the last STATUS= sent to systemd
 };
 
 base::Status Agent::Impl::registerMetrics() {
@@ -585,7 +586,11 @@ std::string Agent::Impl::metricsText() const {
   return metrics_.render();
 }
 
-void Agent::Impl::notifySystemd(const Health& ready, bool first_ready, bool watchdog) {
+// READY=1 means "started" (the health socket is up and the loops run), not "the API answers":
+// with Type=notify, systemd kills a service that withholds READY=1 past TimeoutStartSec and
+// Restart=always makes that a loop for as long as the API is down (a rebooting control plane).
+// Readiness is reported through STATUS=, /readyz and `ekco status` instead.
+void Agent::Impl::notifySystemd(const Health& ready, bool watchdog) {
   const auto lease = elector_->status();
   std::string state =
       "node " + options_.node_name + ", " +
@@ -595,7 +600,10 @@ void Agent::Impl::notifySystemd(const Health& ready, bool first_ready, bool watc
   state += ready.ok ? ", ready" : ", not ready: " + ready.reason;
   std::replace(state.begin(), state.end(), '\n', ' ');
   std::string message;
-  if (first_ready) message += "READY=1\n";
+  if (!systemd_ready_sent_) {
+    message += "READY=1\n";
+    systemd_ready_sent_ = true;
+  }
   if (state != last_status_) {
     message += "STATUS=" + state + "\n";
     last_status_ = state;
@@ -642,6 +650,7 @@ int Agent::Impl::run() {
   const milliseconds tick = watchdog ? std::clamp(milliseconds(watchdog_usec / 2000),
                                                   milliseconds(100), milliseconds(500))
                                      : milliseconds(500);
+  notifySystemd(readyz(), watchdog);  // READY=1 now, whatever the API does
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -658,13 +667,11 @@ int Agent::Impl::run() {
       recovered = std::exchange(api_down_, false);
     }
     if (recovered) base::logInfo("api reachable", {{"api", platform_.connection.server}});
-    bool first_ready = false;
-    if (ready.ok && !ready_sent_) {
-      ready_sent_ = true;
-      first_ready = true;
+    if (ready.ok && !ready_logged_) {
+      ready_logged_ = true;
       base::logInfo("agent ready", {{"node", options_.node_name}});
     }
-    notifySystemd(ready, first_ready, watchdog);
+    notifySystemd(ready, watchdog);
   }
 
   base::logInfo("agent stopping", {{"node", options_.node_name}});
