@@ -14,6 +14,7 @@
 #include "agent/runtime/leader_election.h"
 #include "agent/runtime/maintenance_watch.h"
 #include "agent/runtime/manager.h"
+#include "agent/runtime/shutdown_inhibitor.h"
 #include "agent/serve/health_server.h"
 #include "agent/serve/metrics.h"
 #include "base/log.h"
@@ -160,7 +161,9 @@ class Agent::Impl {
   // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
   std::unique_ptr<kube::Informer<std::string>> lease_holder_;
   std::thread lease_holder_thread_;
-  std::unique_ptr<MaintenanceWatch> maintenance_;         // ekco-maintenance, on every agent
+  std::unique_ptr<MaintenanceWatch> maintenance_;  // ekco-maintenance, on every agent
+  std::unique_ptr<ShutdownInhibitor> inhibitor_;   // logind's delay lock (null: reboot unit off)
+  std::thread inhibitor_thread_;
   std::vector<Built> controllers_;                        // the table's order
   mutable std::set<std::string> exported_leader_caches_;  // cache labels last sent to /metrics
 
@@ -240,6 +243,7 @@ base::Status Agent::Impl::init() {
   EKCO_TRY(initClient());    // (1)
   EKCO_TRY(initElection());  // (2)
   initCaches();              // (3)
+  inhibitor_ = makeAgentShutdownInhibitor(options_, *platform_.host_fs, clock_);
   // (4) The controllers, from the table.
   return initControllers();
 }
@@ -529,6 +533,7 @@ json Agent::Impl::status() const {
   out["ready_reason"] = ready.reason;
   out["api_reachable"] = caches_->ownNodeStats().connected;
   out["dry_run"] = options_.dry_run;
+  out["shutdown_inhibitor"] = inhibitor_ ? inhibitor_->status() : json(nullptr);
   json caches = json::array();
   caches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {
     caches.push_back({{"name", name},
@@ -642,6 +647,7 @@ int Agent::Impl::run() {
   maintenance_->start();
   std::thread manager_thread([this] { manager_->run(); });
   std::thread elector_thread([this] { elector_->run(); });
+  if (inhibitor_) inhibitor_thread_ = std::thread([this] { inhibitor_->run(); });
 
   std::uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
@@ -693,6 +699,9 @@ int Agent::Impl::run() {
   lease_holder_->stop();
   if (lease_holder_thread_.joinable()) lease_holder_thread_.join();
   maintenance_->stop();
+  // Last: a drain under the inhibitor lock (the system is going down) finishes first.
+  if (inhibitor_) inhibitor_->stop();
+  if (inhibitor_thread_.joinable()) inhibitor_thread_.join();
   (*server)->stop();
   base::logInfo("agent stopped", {{"node", options_.node_name}});
   return 0;
