@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "agent/cli/cli.h"
+#include "base/journal_stream.h"
+#include "base/log.h"
 
 extern char** environ;
 
@@ -13,5 +15,12 @@ int main(int argc, char** argv) {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.environment.emplace_back(*e);
   env.out = &std::cout;
   env.err = &std::cerr;
+  // Under systemd the commands' `error:` lines carry <3> like the agent's log (journalctl -p err).
+  if (ekco::base::stderrIsJournal()) {
+    ekco::base::JournalPrefixBuf prefixed(std::cerr.rdbuf());
+    std::ostream journal_err(&prefixed);
+    env.err = &journal_err;
+    return ekco::agent::runCli(args, env);
+  }
   return ekco::agent::runCli(args, env);
 }

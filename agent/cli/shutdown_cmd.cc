@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <optional>
 #include <ostream>
+#include <thread>
 
 #include "agent/runtime/agent.h"
 #include "agent/runtime/command_env.h"
 #include "agent/tasks/shutdown_beacon.h"
+#include "agent/tasks/shutdown_drain.h"
 #include "base/log.h"
 #include "kube/rest_client.h"
 
@@ -46,6 +48,53 @@ std::optional<int> prepare(std::string_view command, const ShutdownArgs& args, c
   return std::nullopt;
 }
 
+// True when the agent drained this node in this boot (the stop job has nothing to do). While an
+// agent of this boot is draining, waits for it, at most kStopJobWaitForAgent: never two drains
+// at once.
+bool agentDrained(const hostfs::HostFs& host_fs, const base::Clock& clock,
+                  const std::string& node_name) {
+  auto boot_id = readBootId(host_fs);
+  const std::string boot = boot_id ? *boot_id : std::string();
+  const auto deadline = clock.monoNow() + kStopJobWaitForAgent;
+  bool logged_wait = false;
+  for (;;) {
+    auto marker = readShutdownMarker(host_fs);
+    if (!marker) {
+      base::logWarn("shutdown: cannot read the agent's drain marker; draining here",
+                    {{"error", marker.error()}});
+      return false;
+    }
+    bool alive = false;
+    if (*marker && (*marker)->state == DrainState::kDraining) {
+      auto proc = host_fs.exists("/proc/" + std::to_string((*marker)->pid));
+      alive = proc && *proc;
+    }
+    switch (stopJobAction(*marker, boot, alive)) {
+      case StopJobAction::kSkip:
+        base::logInfo(
+            "shutdown: the agent drained this node at PrepareForShutdown (logind's inhibitor "
+            "lock); nothing to do",
+            {{"node", node_name}});
+        return true;
+      case StopJobAction::kDrain:
+        return false;
+      case StopJobAction::kWait:
+        if (clock.monoNow() >= deadline) {
+          base::logWarn("shutdown: the agent's drain did not end in time; draining here",
+                        {{"node", node_name}, {"waited", kStopJobWaitForAgent}});
+          return false;
+        }
+        if (!logged_wait) {
+          base::logInfo("shutdown: waiting for the agent's drain",
+                        {{"node", node_name}, {"agent_pid", static_cast<long>((*marker)->pid)}});
+          logged_wait = true;
+        }
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        break;
+    }
+  }
+}
+
 int printFailures(std::string_view command, const RebootStepReport& report, const CliEnv& env) {
   for (const std::string& f : report.failures) {
     *env.err << "error: " << command << ": " << f << "\n";
@@ -60,32 +109,14 @@ int runShutdownCommand(const Config& config, const ShutdownArgs& args, const Cli
   CommandClient c;
   std::string node_name;
   if (auto code = prepare("shutdown", args, env, clock, node_name, c)) return *code;
+  // The agent may have drained already, holding logind's inhibitor (agent/tasks/shutdown_drain.h).
+  if (!args.dry_run && agentDrained(*c.host_fs, clock, node_name)) return kExitOk;
   if (auto built = buildClient(c, args, node_name, env, clock); !built) {
     *env.err << "error: shutdown: " << built.error().message() << "\n";
     return kExitFailure;
   }
-  ShutdownOptions options;
-  options.node_name = node_name;
-  options.excluded_namespaces = config.shutdown_excluded_namespaces;
-  options.unmount_timeout = config.shutdown_unmount_timeout;
-  options.dry_run = args.dry_run;
-  RebootStepReport report = shutdownNode(*c.client, *c.host_fs, clock, options);
-  // The beacon says the node goes down with nothing left to lose: only once its pods were
-  // deleted and its pod volumes unmounted. Otherwise the leader takes the unplanned path.
-  const bool drained = std::none_of(
-      report.failures.begin(), report.failures.end(),
-      [](const std::string& f) { return f.starts_with("pods:") || f.starts_with("unmount:"); });
-  if (!drained) {
-    base::logWarn(
-        "shutdown: no shutdown beacon recorded: pods or volumes may remain, so the "
-        "node takes the unplanned-loss path",
-        {{"node", node_name}});
-  } else if (auto beacon =
-                 recordShutdownBeacon(*c.client, *c.host_fs, clock, node_name, args.dry_run);
-             !beacon) {
-    base::logError("shutdown: step failed", {{"step", "beacon"}, {"error", beacon.error()}});
-    report.failures.push_back("beacon: " + beacon.error().message());
-  }
+  RebootStepReport report =
+      drainNodeForShutdown(*c.client, *c.host_fs, clock, config, node_name, args.dry_run);
   return printFailures("shutdown", report, env);
 }
 

@@ -119,6 +119,31 @@ std::string formatRelativeTime(base::WallTime time, base::WallTime now) {
   return "in " + durationText(diff);
 }
 
+std::string shutdownInhibitorLine(const json& inhibitor) {
+  std::string line;
+  if (member(inhibitor, "held") == true) {
+    line = "held";
+  } else if (field(inhibitor, "state") == "released") {
+    line = "released after the drain (" + field(inhibitor, "last_drain") + ")";
+  } else {
+    line = "not held";
+    if (const std::string error = field(inhibitor, "last_error"); !error.empty() && error != "-") {
+      line += " (" + cell(error) + ")";
+    }
+    line += "; ekco-reboot.service's stop job drains";
+  }
+  if (member(inhibitor, "inhibit_delay_max").is_string()) {
+    line += ", logind InhibitDelayMaxSec " + field(inhibitor, "inhibit_delay_max") +
+            " for a drain of up to " + field(inhibitor, "drain_bound");
+    if (member(inhibitor, "delay_too_short") == true) {
+      line +=
+          " (warning: too short: logind goes on before a long drain ends; raise it in "
+          "/etc/systemd/logind.conf.d/)";
+    }
+  }
+  return line;
+}
+
 std::string renderStatusTable(const json& status, const Readiness& readiness, base::WallTime now) {
   std::string out;
   const json& lease = member(status, "lease");
@@ -146,6 +171,10 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
     }
     if (member(m, "synced") == false) line = "not read yet";
     head.emplace_back("maintenance", line);
+  }
+  // The shutdown inhibitor (agent/runtime/shutdown_inhibitor.h), from agents that report it.
+  if (const json& i = member(status, "shutdown_inhibitor"); i.is_object()) {
+    head.emplace_back("shutdown inhibitor", shutdownInhibitorLine(i));
   }
   std::size_t width = 0;
   for (const auto& [name, value] : head) width = std::max(width, name.size());

@@ -57,6 +57,10 @@ struct Readiness {
 std::string renderStatusTable(const nlohmann::json& status, const Readiness& readiness,
                               base::WallTime now);
 
+// The "shutdown inhibitor" line for /status's shutdown_inhibitor object: held or not (and why),
+// logind's InhibitDelayMaxSec against the drain's bound, with a warning when it is shorter.
+std::string shutdownInhibitorLine(const nlohmann::json& inhibitor);
+
 // A time relative to now: "now" within a second, "3s ago", "2m5s ago", "in 57s", "1h2m ago",
 // "3d4h ago" (two units at most, truncated).
 std::string formatRelativeTime(base::WallTime time, base::WallTime now);

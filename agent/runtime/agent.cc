@@ -14,6 +14,7 @@
 #include "agent/runtime/leader_election.h"
 #include "agent/runtime/maintenance_watch.h"
 #include "agent/runtime/manager.h"
+#include "agent/runtime/shutdown_inhibitor.h"
 #include "agent/serve/health_server.h"
 #include "agent/serve/metrics.h"
 #include "base/log.h"
@@ -140,7 +141,7 @@ class Agent::Impl {
   Health healthz() const;
   Health readyz() const;
   std::string metricsText() const;
-  void notifySystemd(const Health& ready, bool first_ready, bool watchdog);
+  void notifySystemd(const Health& ready, bool watchdog);
 
   AgentOptions options_;
   const base::Clock& clock_;
@@ -160,7 +161,9 @@ class Agent::Impl {
   // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
   std::unique_ptr<kube::Informer<std::string>> lease_holder_;
   std::thread lease_holder_thread_;
-  std::unique_ptr<MaintenanceWatch> maintenance_;         // ekco-maintenance, on every agent
+  std::unique_ptr<MaintenanceWatch> maintenance_;  // ekco-maintenance, on every agent
+  std::unique_ptr<ShutdownInhibitor> inhibitor_;   // logind's delay lock (null: reboot unit off)
+  std::thread inhibitor_thread_;
   std::vector<Built> controllers_;                        // the table's order
   mutable std::set<std::string> exported_leader_caches_;  // cache labels last sent to /metrics
 
@@ -178,11 +181,12 @@ class Agent::Impl {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_requested_ = false;
-  bool leading_ = false;         // as the elector last said
-  bool leader_changed_ = false;  // the supervisor has a leadership change to act on
-  bool api_down_ = false;        // "api unreachable" was logged and recovery not yet
-  bool ready_sent_ = false;
-  std::string last_status_;  // the last STATUS= sent to systemd
+  bool leading_ = false;             // as the elector last said
+  bool leader_changed_ = false;      // the supervisor has a leadership change to act on
+  bool api_down_ = false;            // "api unreachable" was logged and recovery not yet
+  bool ready_logged_ = false;        // "agent ready" was logged
+  bool systemd_ready_sent_ = false;  // READY=1 went to systemd (once, at start)
+  std::string last_status_;          // the last STATUS= sent to systemd
 };
 
 base::Status Agent::Impl::registerMetrics() {
@@ -239,6 +243,7 @@ base::Status Agent::Impl::init() {
   EKCO_TRY(initClient());    // (1)
   EKCO_TRY(initElection());  // (2)
   initCaches();              // (3)
+  inhibitor_ = makeAgentShutdownInhibitor(options_, *platform_.host_fs, clock_);
   // (4) The controllers, from the table.
   return initControllers();
 }
@@ -528,6 +533,7 @@ json Agent::Impl::status() const {
   out["ready_reason"] = ready.reason;
   out["api_reachable"] = caches_->ownNodeStats().connected;
   out["dry_run"] = options_.dry_run;
+  out["shutdown_inhibitor"] = inhibitor_ ? inhibitor_->status() : json(nullptr);
   json caches = json::array();
   caches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {
     caches.push_back({{"name", name},
@@ -585,7 +591,11 @@ std::string Agent::Impl::metricsText() const {
   return metrics_.render();
 }
 
-void Agent::Impl::notifySystemd(const Health& ready, bool first_ready, bool watchdog) {
+// READY=1 means "started" (the health socket is up and the loops run), not "the API answers":
+// with Type=notify, systemd kills a service that withholds READY=1 past TimeoutStartSec and
+// Restart=always makes that a loop for as long as the API is down (a rebooting control plane).
+// Readiness is reported through STATUS=, /readyz and `ekco status` instead.
+void Agent::Impl::notifySystemd(const Health& ready, bool watchdog) {
   const auto lease = elector_->status();
   std::string state =
       "node " + options_.node_name + ", " +
@@ -595,7 +605,10 @@ void Agent::Impl::notifySystemd(const Health& ready, bool first_ready, bool watc
   state += ready.ok ? ", ready" : ", not ready: " + ready.reason;
   std::replace(state.begin(), state.end(), '\n', ' ');
   std::string message;
-  if (first_ready) message += "READY=1\n";
+  if (!systemd_ready_sent_) {
+    message += "READY=1\n";
+    systemd_ready_sent_ = true;
+  }
   if (state != last_status_) {
     message += "STATUS=" + state + "\n";
     last_status_ = state;
@@ -634,6 +647,7 @@ int Agent::Impl::run() {
   maintenance_->start();
   std::thread manager_thread([this] { manager_->run(); });
   std::thread elector_thread([this] { elector_->run(); });
+  if (inhibitor_) inhibitor_thread_ = std::thread([this] { inhibitor_->run(); });
 
   std::uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
@@ -642,6 +656,7 @@ int Agent::Impl::run() {
   const milliseconds tick = watchdog ? std::clamp(milliseconds(watchdog_usec / 2000),
                                                   milliseconds(100), milliseconds(500))
                                      : milliseconds(500);
+  notifySystemd(readyz(), watchdog);  // READY=1 now, whatever the API does
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -658,13 +673,11 @@ int Agent::Impl::run() {
       recovered = std::exchange(api_down_, false);
     }
     if (recovered) base::logInfo("api reachable", {{"api", platform_.connection.server}});
-    bool first_ready = false;
-    if (ready.ok && !ready_sent_) {
-      ready_sent_ = true;
-      first_ready = true;
+    if (ready.ok && !ready_logged_) {
+      ready_logged_ = true;
       base::logInfo("agent ready", {{"node", options_.node_name}});
     }
-    notifySystemd(ready, first_ready, watchdog);
+    notifySystemd(ready, watchdog);
   }
 
   base::logInfo("agent stopping", {{"node", options_.node_name}});
@@ -686,6 +699,9 @@ int Agent::Impl::run() {
   lease_holder_->stop();
   if (lease_holder_thread_.joinable()) lease_holder_thread_.join();
   maintenance_->stop();
+  // Last: a drain under the inhibitor lock (the system is going down) finishes first.
+  if (inhibitor_) inhibitor_->stop();
+  if (inhibitor_thread_.joinable()) inhibitor_thread_.join();
   (*server)->stop();
   base::logInfo("agent stopped", {{"node", options_.node_name}});
   return 0;

@@ -5,7 +5,8 @@
 //   elector     the ekco-leader Lease (agent/leader_election.h)
 //   manager     node reconcilers always, leader controllers while leading (agent/manager.h)
 //   health      the unix socket with /healthz, /readyz, /status, /metrics
-//   systemd     READY=1 once the node caches synced, STATUS=..., WATCHDOG=1 while the manager
+//   systemd     READY=1 once started (API or not), STATUS=... (readiness), WATCHDOG=1 while the
+//   manager
 //               loop is alive (sd_notify; a no-op without $NOTIFY_SOCKET)
 //
 // run() blocks until requestStop() (SIGTERM/SIGINT): controllers stop, the Lease is released

@@ -52,6 +52,10 @@ class SystemdBus {
     std::string work_dir{};
     // The mock's "unit_dir" parameter (unit files loaded at Reload); "" = none.
     std::string unit_dir{};
+    // The dbusmock template ("" = tests/units/systemd_mock.py; "logind" = the stock logind one)
+    // and the name to wait for.
+    std::string mock_template{};
+    std::string bus_name = "org.freedesktop.systemd1";
     // How long the mock gets to take its name.
     std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
   };
@@ -104,14 +108,17 @@ class SystemdBus {
 
     // The mock, as our child, its output to mock.out.
     const std::string mock_out = options_.work_dir + "/mock.out";
-    std::vector<std::string> args = {"/usr/bin/python3",
-                                     "-m",
-                                     "dbusmock",
-                                     "--system",
-                                     "-t",
-                                     std::string(EKCO_SOURCE_DIR) + "/tests/units/systemd_mock.py",
-                                     "-l",
-                                     log_path_};
+    std::vector<std::string> args = {
+        "/usr/bin/python3",
+        "-m",
+        "dbusmock",
+        "--system",
+        "-t",
+        options_.mock_template.empty()
+            ? std::string(EKCO_SOURCE_DIR) + "/tests/units/systemd_mock.py"
+            : options_.mock_template,
+        "-l",
+        log_path_};
     if (!options_.unit_dir.empty()) {
       args.push_back("-p");
       args.push_back(R"({"unit_dir": ")" + jsonEscape(options_.unit_dir) + R"("})");
@@ -147,9 +154,9 @@ class SystemdBus {
     for (;;) {
       sd_bus_error error = SD_BUS_ERROR_NULL;
       sd_bus_message* reply = nullptr;
-      int r =
-          sd_bus_call_method(bus_.get(), "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                             "org.freedesktop.DBus", "NameHasOwner", &error, &reply, "s", kSystemd);
+      int r = sd_bus_call_method(bus_.get(), "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                 "org.freedesktop.DBus", "NameHasOwner", &error, &reply, "s",
+                                 options_.bus_name.c_str());
       int has_owner = 0;
       if (r >= 0) r = sd_bus_message_read(reply, "b", &has_owner);
       sd_bus_message_unref(reply);

@@ -17,6 +17,7 @@ namespace ekco::units {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 std::string readFile(const std::filesystem::path& path) {
@@ -170,6 +171,26 @@ TEST_F(SystemdAnalyze, EveryRenderedUnitVerifiesWithoutWarnings) {
     // Unknown keys are only warnings with exit 0: stderr must be empty too.
     EXPECT_EQ(r.err, "") << schedule;
   }
+}
+
+TEST_F(SystemdAnalyze, ThePackagedAgentUnitVerifiesAndWaitsForTheNodesKubeconfig) {
+  std::ifstream in(std::string(EKCO_SOURCE_DIR) + "/packaging/systemd/ekco-agent.service");
+  std::string unit((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_FALSE(unit.empty());
+  // Not before kubeadm join wrote the kubeconfig (no restart loop on an unjoined image).
+  EXPECT_THAT(unit, HasSubstr("\nConditionPathExists=/etc/kubernetes/kubelet.conf\n"));
+  // Started means started (READY=1 does not wait for the API): no start timeout of its own.
+  EXPECT_THAT(unit, HasSubstr("\nType=notify\n"));
+  EXPECT_THAT(unit, Not(HasSubstr("TimeoutStartSec=")));
+  const std::string bin = "ExecStart=/usr/bin/ekco ";
+  const auto at = unit.find(bin);
+  ASSERT_NE(at, std::string::npos);
+  unit.replace(at, bin.size(), "ExecStart=/usr/bin/true ");  // verify wants it to exist
+  const auto path = dir_ / "ekco-agent.service";
+  std::ofstream(path, std::ios::binary) << unit;
+  ToolRun r = run({kSystemdAnalyze, "verify", path.string()});
+  EXPECT_TRUE(r.ok) << r.err;
+  EXPECT_EQ(r.err, "");
 }
 
 TEST_F(SystemdAnalyze, TheWrappersAreValidShellScripts) {

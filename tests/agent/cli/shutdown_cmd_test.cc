@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "tests/agent/cli_support.h"
 #include "tests/agent/tasks/reboot_fixture.h"
@@ -40,6 +41,63 @@ TEST_F(ShutdownCliTest, CliShutdownIsBoundedAndExitsOne) {
   EXPECT_TRUE(unschedulable("node-a"));
   EXPECT_TRUE(deleted("default", "app-1"));
   EXPECT_FALSE(deleted("kube-system", "kube-proxy-a"));
+}
+
+// The agent drained at PrepareForShutdown under logind's inhibitor lock
+// (agent/runtime/shutdown_inhibitor.h): the stop job must not drain a second time.
+void writeDrainMarker(const std::string& root, const std::string& line) {
+  fs::create_directories(root + "/run/ekco");
+  std::ofstream(root + "/run/ekco/shutdown-drain") << line << "\n";
+}
+
+TEST_F(ShutdownCliTest, CliShutdownDoesNothingWhenTheAgentDrainedInThisBoot) {
+  writeMounts(kOtherMounts);
+  writeDrainMarker(root_, std::string("drained boot_id=") + testing::kBootId1);
+  auto r = testing::cli({"shutdown", "--kubeconfig", server_->kubeconfigPath(), "--node-name",
+                         "node-a", "--host-root", root_});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_FALSE(unschedulable("node-a"));
+  EXPECT_FALSE(deleted("default", "app-1"));
+}
+
+TEST_F(ShutdownCliTest, CliShutdownDrainsAfterAnotherBootsOrAFailedDrain) {
+  writeMounts(kOtherMounts);
+  for (const std::string& line :
+       {std::string("drained boot_id=aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"),
+        std::string("failed boot_id=") + testing::kBootId1}) {
+    writeDrainMarker(root_, line);
+    auto r = testing::cli({"shutdown", "--kubeconfig", server_->kubeconfigPath(), "--node-name",
+                           "node-a", "--host-root", root_});
+    EXPECT_EQ(r.code, kExitOk) << line << ": " << r.err;
+    EXPECT_TRUE(unschedulable("node-a")) << line;
+    EXPECT_TRUE(deleted("default", "app-1")) << line;
+  }
+}
+
+TEST_F(ShutdownCliTest, CliShutdownWaitsForADrainingAgentAndNeverDrainsBesideIt) {
+  writeMounts(kOtherMounts);
+  // A live agent (its /proc entry under the host root) is draining in this boot.
+  fs::create_directories(root_ + "/proc/4242");
+  writeDrainMarker(root_, std::string("draining pid=4242 boot_id=") + testing::kBootId1);
+  std::thread agent([&] {
+    std::this_thread::sleep_for(milliseconds(1500));
+    writeDrainMarker(root_, std::string("drained boot_id=") + testing::kBootId1);
+  });
+  const auto start = SteadyClock::now();
+  auto r = testing::cli({"shutdown", "--kubeconfig", server_->kubeconfigPath(), "--node-name",
+                         "node-a", "--host-root", root_});
+  const auto took = SteadyClock::now() - start;
+  agent.join();
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_GE(took, milliseconds(1400));
+  EXPECT_FALSE(unschedulable("node-a"));  // the agent's drain, not this one
+  // The agent died mid-drain (no /proc entry): the stop job drains.
+  fs::remove_all(root_ + "/proc/4242");
+  writeDrainMarker(root_, std::string("draining pid=4242 boot_id=") + testing::kBootId1);
+  r = testing::cli({"shutdown", "--kubeconfig", server_->kubeconfigPath(), "--node-name", "node-a",
+                    "--host-root", root_});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(unschedulable("node-a"));
 }
 
 TEST_F(ShutdownCliTest, CliShutdownThenStartupSucceed) {

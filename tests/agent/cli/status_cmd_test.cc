@@ -106,6 +106,34 @@ TEST(StatusTable, ShowsTheInternalLoadBalancerWhenEnabled) {
   EXPECT_THAT(t, HasSubstr("  problem:      no apiserver known\n"));
 }
 
+// The shutdown inhibitor (agent/runtime/shutdown_inhibitor.h): held or not, and logind's delay
+// against what the drain needs.
+TEST(StatusTable, ShowsTheShutdownInhibitorAndWarnsWhenLogindsDelayIsTooShort) {
+  json doc = sampleStatus();
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              Not(HasSubstr("shutdown inhibitor")));
+  doc["shutdown_inhibitor"] = json::parse(R"json({"held": true, "state": "waiting",
+    "inhibit_delay_max": "5s", "drain_bound": "5m30s", "delay_too_short": true, "drains": 0,
+    "last_drain": "", "last_error": ""})json");
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              HasSubstr("shutdown inhibitor:  held, logind InhibitDelayMaxSec 5s for a drain of "
+                        "up to 5m30s (warning: too short: logind goes on before a long drain "
+                        "ends; raise it in /etc/systemd/logind.conf.d/)\n"));
+  doc["shutdown_inhibitor"]["inhibit_delay_max"] = "10m";
+  doc["shutdown_inhibitor"]["delay_too_short"] = false;
+  EXPECT_EQ(shutdownInhibitorLine(doc["shutdown_inhibitor"]),
+            "held, logind InhibitDelayMaxSec 10m for a drain of up to 5m30s");
+  EXPECT_EQ(
+      shutdownInhibitorLine(json::parse(R"json({"held": false, "state": "unavailable",
+    "inhibit_delay_max": null, "drain_bound": "5m30s", "last_error": "connect to logind at x:\nNo such file"})json")),
+      "not held (connect to logind at x: No such file); ekco-reboot.service's stop job drains");
+  EXPECT_EQ(shutdownInhibitorLine(json::parse(R"json({"held": false, "state": "released",
+    "last_drain": "drained", "inhibit_delay_max": "5s", "drain_bound": "5m30s",
+    "delay_too_short": true})json"))
+                .substr(0, 37),
+            "released after the drain (drained), l");
+}
+
 // Maintenance mode (issue 19): a head line, and the paused controllers say why.
 TEST(StatusTable, ShowsMaintenanceModeAndWhichControllersItPauses) {
   json doc = sampleStatus();

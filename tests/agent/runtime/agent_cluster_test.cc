@@ -378,42 +378,87 @@ TEST_F(AgentClusterTest, AHungApiMakesTheAgentNotReadyWithinSecondsAndItRecovers
             << std::chrono::duration_cast<milliseconds>(noticed).count() << " ms\n";
 }
 
-TEST_F(AgentClusterTest, UnderSystemdItSignalsReadyStatusWatchdogAndStopping) {
-  // A notify socket as systemd provides one ($NOTIFY_SOCKET, datagrams).
-  const std::string path = (dir_ / "notify.sock").string();
-  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  timeval tv{0, 100000};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  startAgent("node-a", {"NOTIFY_SOCKET=" + path, "WATCHDOG_USEC=400000"});
-  std::string received;
-  auto drain = [&] {
+// A notify socket as systemd provides one ($NOTIFY_SOCKET, datagrams); drain() appends what
+// arrived, one line per datagram field.
+class NotifySocket {
+ public:
+  explicit NotifySocket(std::string path) : path_(std::move(path)) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path_.c_str());
+    if (fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+    timeval tv{0, 100000};
+    if (fd_ >= 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~NotifySocket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  NotifySocket(const NotifySocket&) = delete;
+  NotifySocket& operator=(const NotifySocket&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+  const std::string& drain() {
     char buf[4096];
     for (;;) {
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
       if (n <= 0) break;
-      received.append(buf, static_cast<std::size_t>(n)).append("\n");
+      received_.append(buf, static_cast<std::size_t>(n)).append("\n");
     }
-  };
+    return received_;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::string received_;
+};
+
+TEST_F(AgentClusterTest, UnderSystemdItSignalsReadyStatusWatchdogAndStopping) {
+  NotifySocket notify((dir_ / "notify.sock").string());
+  ASSERT_TRUE(notify.ok());
+  startAgent("node-a", {"NOTIFY_SOCKET=" + notify.path(), "WATCHDOG_USEC=400000"});
   ASSERT_TRUE(eventually(
       [&] {
-        drain();
-        return received.find("READY=1") != std::string::npos &&
+        const std::string& received = notify.drain();
+        return received.find("STATUS=node node-a, leader, ready") != std::string::npos &&
                std::count(received.begin(), received.end(), 'W') >= 3;  // WATCHDOG=1 pings
       },
       seconds(20)))
-      << received << logOf("node-a");
-  EXPECT_THAT(received, ::testing::HasSubstr("STATUS=node node-a, leader, ready"));
-  EXPECT_THAT(received, ::testing::HasSubstr("WATCHDOG=1"));
+      << notify.drain() << logOf("node-a");
+  EXPECT_THAT(notify.drain(), ::testing::HasSubstr("READY=1"));
+  EXPECT_THAT(notify.drain(), ::testing::HasSubstr("WATCHDOG=1"));
   ::kill(pids_.at("node-a"), SIGTERM);
   EXPECT_EQ(reap("node-a"), 0);
-  drain();
-  EXPECT_THAT(received, ::testing::HasSubstr("STOPPING=1"));
-  ::close(fd);
+  EXPECT_THAT(notify.drain(), ::testing::HasSubstr("STOPPING=1"));
+}
+
+TEST_F(AgentClusterTest, UnderSystemdWithTheApiDownItIsStartedAtOnceAndSaysNotReady) {
+  // With Type=notify, withholding READY=1 until the API answers made systemd kill the agent
+  // after TimeoutStartSec (90 s) and restart it, in a loop for as long as the API was down.
+  // Started means started: READY=1 at once, readiness in STATUS= and /readyz.
+  server_->stop();
+  NotifySocket notify((dir_ / "notify.sock").string());
+  ASSERT_TRUE(notify.ok());
+  startAgent("node-a", {"NOTIFY_SOCKET=" + notify.path(), "WATCHDOG_USEC=400000"});
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::string& received = notify.drain();
+        return received.find("READY=1") != std::string::npos &&
+               std::count(received.begin(), received.end(), 'W') >= 3;  // WATCHDOG=1 pings
+      },
+      seconds(10)))
+      << notify.drain() << logOf("node-a");
+  EXPECT_THAT(notify.drain(), ::testing::HasSubstr("STATUS=node node-a, leader -, not ready: "));
+  auto ready_reply = queryHealthSocket(socket("node-a"), "/readyz", milliseconds(2000));
+  ASSERT_TRUE(ready_reply);
+  EXPECT_EQ(ready_reply->status, 503);
+  EXPECT_THAT(logOf("node-a"), ::testing::Not(::testing::HasSubstr("agent ready")));
+  ::kill(pids_.at("node-a"), SIGTERM);
+  EXPECT_EQ(reap("node-a"), 0) << logOf("node-a");
 }
 
 // A port nobody listens on now (bound and let go).
