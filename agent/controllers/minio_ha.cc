@@ -35,7 +35,8 @@ const kube::Resource kStorageClasses{.group = "storage.k8s.io",
                                      .namespaced = false,
                                      .kind = "StorageClass"};
 
-std::string nowText(const base::Clock& clock) { return kube::formatRfc3339(clock.wallNow()); }
+// Microseconds: the offline window (writes stopped -> switched) is reported from these.
+std::string nowText(const base::Clock& clock) { return kube::formatRfc3339Micro(clock.wallNow()); }
 
 }  // namespace
 
