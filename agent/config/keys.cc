@@ -92,7 +92,10 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(auto_approve_kubelet_csrs, kBool, "Approve kubelet serving certificate CSRs"),
       EKCO_KEY(enable_ha_minio, kBool, "Manage the HA MinIO StatefulSet"),
       EKCO_KEY(minio_namespace, kString, "Namespace of MinIO"),
-      EKCO_KEY(minio_util_image, kString, "Image used for MinIO data migration"),
+      EKCO_COMPAT_KEY(minio_util_image, kString,
+                      "Compatibility only: image of EKCO's MinIO migration pod",
+                      "ekco copies MinIO's objects over the S3 API itself (verified, resumable), "
+                      "with no migration pod"),
       EKCO_KEY(enable_ha_kotsadm, kBool, "Scale kotsadm's rqlite to three replicas"),
       EKCO_COMPAT_KEY(storage_migration_auth_token, kString,
                       "Compatibility only: token of EKCO's storage migration API",

@@ -8,7 +8,9 @@
 #include "agent/controllers/host_jobs.h"
 #include "agent/controllers/host_units.h"
 #include "agent/controllers/internal_lb.h"
+#include "agent/controllers/kotsadm_ha.h"
 #include "agent/controllers/kubelet_csr_approval.h"
+#include "agent/controllers/minio_ha.h"
 #include "agent/controllers/node_recovery.h"
 #include "agent/controllers/purge_dead_nodes.h"
 #include "agent/controllers/resource_scaling.h"
@@ -36,6 +38,8 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       envoyRestartsSpec(),      // leader: force-delete Envoy pods stuck not ready (contour#3192)
       kubeletCsrApprovalSpec(),  // leader: approve kubelet-serving CSRs that pass every rule
       webhookConfigSpec(),       // leader: its CA Secret, Service and MutatingWebhookConfiguration
+      kotsadmHaSpec(),           // leader: kotsadm-rqlite to 3 replicas at 3 Ready nodes
+      minioHaSpec(),             // leader: ha-minio scaled, the old MinIO's data migrated to it
   };
   return table;
 }

@@ -1,10 +1,10 @@
-// deploy/ (and deploy-rook-ceph/, deploy-monitoring/, deploy-contour/) as a user applies them:
-// created with the real kubectl against ekco-kubesim, the DaemonSet's contract with the agent (host
-// root, node name, config mount, probes the `ekco` CLI accepts), the ConfigMap equal to the
-// packaged config, and the RBAC rules answering `kubectl auth can-i` for the ServiceAccount exactly
-// as README's Permissions table says. That the agent needs no more than these rules — and uses
-// every one of them — is proven by tests/agent/purge_e2e_test.cc, which runs the real agent as this
-// ServiceAccount.
+// deploy/ (and deploy-rook-ceph/, deploy-monitoring/, deploy-contour/, deploy-minio/) as a user
+// applies them: created with the real kubectl against ekco-kubesim, the DaemonSet's contract with
+// the agent (host root, node name, config mount, probes the `ekco` CLI accepts), the ConfigMap
+// equal to the packaged config, and the RBAC rules answering `kubectl auth can-i` for the
+// ServiceAccount exactly as README's Permissions table says. That the agent needs no more than
+// these rules — and uses every one of them — is proven by tests/agent/purge_e2e_test.cc, which runs
+// the real agent as this ServiceAccount.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -247,6 +247,15 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
   EXPECT_THAT(contour.stdout_data,
               HasSubstr("role.rbac.authorization.k8s.io/ekco-contour-certificates created"));
 
+  // kURL's MinIO add-on is installed: its namespace exists, deploy-minio/ applies.
+  const std::string minio_ns = dir_.path() + "/minio-namespace.yaml";
+  std::ofstream(minio_ns) << namespaceYaml("minio");
+  base::ProcessResult minio_ns_created = kubectl({"create", "-f", minio_ns});
+  ASSERT_EQ(minio_ns_created.exit_code, 0) << minio_ns_created.stderr_data;
+  base::ProcessResult minio = kubectl({"create", "-f", kSource + "/deploy-minio/"});
+  ASSERT_EQ(minio.exit_code, 0) << minio.stderr_data;
+  EXPECT_THAT(minio.stdout_data, HasSubstr("role.rbac.authorization.k8s.io/ekco-minio-ha created"));
+
   base::ProcessResult ds = kubectl({"get", "daemonset", "ekco", "-n", "kurl", "-o", "json"});
   ASSERT_EQ(ds.exit_code, 0) << ds.stderr_data;
   const json daemonset = json::parse(ds.stdout_data);
@@ -326,6 +335,26 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"create", "pods", "--subresource=exec", "-n", "rook-ceph"}, "yes"},
       {{"get", "pods", "--subresource=exec", "-n", "rook-ceph"}, "yes"},
       {{"create", "pods", "--subresource=exec", "-n", "default"}, "no"},
+      {{"get", "statefulsets.apps/kotsadm-rqlite", "-n", "default"}, "yes"},
+      {{"patch", "statefulsets.apps/kotsadm-rqlite", "-n", "default"}, "yes"},
+      {{"patch", "statefulsets.apps/other", "-n", "default"}, "no"},
+      {{"get", "configmaps/ekco-storage-migration", "-n", "kurl"}, "yes"},
+      {{"update", "configmaps/ekco-storage-migration", "-n", "kurl"}, "yes"},
+      {{"delete", "configmaps/ekco-storage-migration", "-n", "kurl"}, "yes"},
+      {{"create", "configmaps", "-n", "kurl"}, "yes"},
+      {{"create", "configmaps", "-n", "default"}, "no"},
+      {{"get", "statefulsets.apps/ha-minio", "-n", "minio"}, "yes"},
+      {{"update", "statefulsets.apps/ha-minio", "--subresource=scale", "-n", "minio"}, "yes"},
+      {{"delete", "statefulsets.apps/ha-minio", "-n", "minio"}, "no"},
+      {{"delete", "deployments.apps/minio", "-n", "minio"}, "yes"},
+      {{"delete", "deployments.apps/other", "-n", "minio"}, "no"},
+      {{"delete", "persistentvolumeclaims/minio-pv-claim", "-n", "minio"}, "yes"},
+      {{"delete", "persistentvolumeclaims/ha-minio-0", "-n", "minio"}, "no"},
+      {{"patch", "services/minio", "-n", "minio"}, "yes"},
+      {{"get", "secrets/minio-credentials", "-n", "minio"}, "yes"},
+      {{"get", "secrets/other", "-n", "minio"}, "no"},
+      {{"list", "storageclasses.storage.k8s.io"}, "yes"},
+      {{"delete", "storageclasses.storage.k8s.io"}, "no"},
       {{"get", "prometheuses.monitoring.coreos.com/k8s", "-n", "monitoring"}, "yes"},
       {{"patch", "prometheuses.monitoring.coreos.com/k8s", "-n", "monitoring"}, "yes"},
       {{"patch", "alertmanagers.monitoring.coreos.com/prometheus-alertmanager", "-n", "monitoring"},

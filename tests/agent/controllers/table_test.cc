@@ -39,13 +39,15 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
               ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
                           "cluster-certificates", "webhook-server", "host-jobs", "node-recovery",
                           "clear-nodes", "purge-dead-nodes", "resource-scaling", "rook-ceph",
-                          "envoy-restarts", "kubelet-csr-approval", "pod-image-overrides"));
+                          "envoy-restarts", "kubelet-csr-approval", "pod-image-overrides",
+                          "kotsadm-ha", "minio-ha"));
   // /status keys are a contract (ekco status, scripts).
-  EXPECT_EQ(keys, (std::set<std::string>{
-                      "host_checks", "host_units", "internal_load_balancer", "certificates",
-                      "cluster_certificates", "webhook_server", "host_jobs", "node_recovery",
-                      "clear_nodes", "purge_dead_nodes", "resource_scaling", "rook_ceph",
-                      "envoy_restarts", "kubelet_csr_approval", "pod_image_overrides"}));
+  EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
+                                         "certificates", "cluster_certificates", "webhook_server",
+                                         "host_jobs", "node_recovery", "clear_nodes",
+                                         "purge_dead_nodes", "resource_scaling", "rook_ceph",
+                                         "envoy_restarts", "kubelet_csr_approval",
+                                         "pod_image_overrides", "kotsadm_ha", "minio_ha"}));
 }
 
 TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
@@ -114,6 +116,17 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
               ElementsAre(CacheName::kClusterNodes, CacheName::kNodeLeases));
   c.shutdown_out_of_service = false;
   EXPECT_FALSE(spec("node-recovery").enabled(c));
+  // MinIO and kotsadm HA: off unless kURL (or the config) turns them on.
+  EXPECT_FALSE(spec("kotsadm-ha").enabled(c));
+  EXPECT_FALSE(spec("minio-ha").enabled(c));
+  c.enable_ha_kotsadm = true;
+  c.enable_ha_minio = true;
+  EXPECT_TRUE(spec("kotsadm-ha").enabled(c));
+  EXPECT_TRUE(spec("minio-ha").enabled(c));
+  for (const char* name : {"kotsadm-ha", "minio-ha"}) {
+    EXPECT_EQ(spec(name).scope, Scope::kLeader);
+    EXPECT_THAT(spec(name).caches, ElementsAre(CacheName::kClusterNodes));
+  }
 }
 
 }  // namespace
@@ -131,7 +144,8 @@ TEST(ControllerTable, ExactlyTheClusterChangingControllersPauseInMaintenance) {
   }
   EXPECT_EQ(pausing, (std::set<std::string>{"clear-nodes", "purge-dead-nodes", "resource-scaling",
                                             "envoy-restarts", "node-recovery", "rook-ceph",
-                                            "cluster-certificates", "kubelet-csr-approval"}));
+                                            "cluster-certificates", "kubelet-csr-approval",
+                                            "kotsadm-ha", "minio-ha"}));
 }
 
 TEST(ControllerTable, HostJobsRunOnEveryNodeOnlyWhenEnabled) {

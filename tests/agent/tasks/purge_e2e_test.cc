@@ -166,6 +166,13 @@ TEST_F(PurgeE2eTest, ADeadControlPlaneNodeIsClearedThenPurgedEndToEnd) {
   // tests/agent/controllers/cluster_certs_test.cc makes those calls as this ServiceAccount.
   used.insert("get secrets");
   used.insert("update secrets");
+  // kotsadm HA and the storage migration state are used only with enable_ha_kotsadm /
+  // enable_ha_minio, off here: tests/agent/controllers/kotsadm_ha_test.cc and minio_ha_test.cc
+  // make those calls as this ServiceAccount, with these rules enforced.
+  for (const char* p : {"get statefulsets.apps", "patch statefulsets.apps", "get configmaps",
+                        "update configmaps", "delete configmaps", "create configmaps"}) {
+    used.insert(p);
+  }
   for (const auto& p : granted) {
     EXPECT_TRUE(used.contains(p)) << "granted but never used: " << p;
   }

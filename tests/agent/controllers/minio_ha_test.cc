@@ -1,0 +1,235 @@
+// minio-ha: its rules as tables, and the controller against ekco-kubesim (as the ekco
+// ServiceAccount, deploy/ and deploy-minio/ RBAC enforced) with two real S3 servers on loopback
+// standing for the old MinIO and ha-minio (tests/agent/controllers/minio_ha_fixture.h): a
+// migration ends with identical contents and only then deletes the old MinIO; a copy changed
+// behind the migration's back fails verification and deletes nothing. (A leader killed in the
+// middle: minio_ha_kill_test.cc.)
+#include "agent/controllers/minio_ha.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "agent/controllers/kotsadm_ha.h"
+#include "agent/controllers/storage_migration.h"
+#include "tests/agent/controllers/minio_ha_fixture.h"
+
+namespace ekco::agent {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+
+TEST(MinioHaRules, DesiredScaleComesFromTheAnnotationAndPodsNeedAnIp) {
+  auto sts = [](const char* annotation, int replicas) {
+    json s = {{"metadata", {{"name", "ha-minio"}}}, {"spec", {{"replicas", replicas}}}};
+    if (annotation != nullptr) s["metadata"]["annotations"]["kurl.sh/desired-scale"] = annotation;
+    return s;
+  };
+  auto want = desiredMinioScale(sts("6", 0));
+  ASSERT_TRUE(want);
+  EXPECT_EQ(*want, 6);
+  want = desiredMinioScale(sts("6", 6));
+  ASSERT_TRUE(want);
+  EXPECT_FALSE(*want);
+  for (const char* bad : {"", "six", "-1", "3x"}) {
+    auto r = desiredMinioScale(sts(bad, 0));
+    ASSERT_FALSE(r) << bad;
+    EXPECT_THAT(r.error().message(), HasSubstr("kurl.sh/desired-scale"));
+  }
+  EXPECT_FALSE(desiredMinioScale(sts(nullptr, 0)));
+
+  json pod = testing::minioPod("p", "minio", 19000);
+  EXPECT_EQ(podS3Host(pod), "127.0.0.1:19000");
+  pod["status"]["podIP"] = "fd00::7";
+  EXPECT_EQ(podS3Host(pod), "[fd00::7]:19000");
+  pod["spec"]["containers"][0].erase("ports");
+  EXPECT_EQ(podS3Host(pod), "[fd00::7]:9000");
+  pod["status"]["phase"] = "Pending";
+  EXPECT_EQ(podS3Host(pod), "");
+}
+
+kube::NodeRecord readyNode(const std::string& name) {
+  kube::NodeRecord n;
+  n.name = kube::Atom(name);
+  n.conditions.push_back({.type = kube::Atom("Ready"), .status = kube::Atom("True")});
+  return n;
+}
+
+class MinioHaTest : public ::testing::Test {
+ protected:
+  void start(std::size_t large_mib, std::size_t many) {
+    ASSERT_NO_FATAL_FAILURE(minio_.start(dir_.path(), large_mib, many, clock_));
+    nodes_ = {readyNode("node-a"), readyNode("node-b"), readyNode("node-c")};
+  }
+  void TearDown() override { minio_.cluster().expectEveryRequestAllowed(); }
+
+  MinioHa controller(bool dry_run = false) {
+    return MinioHa([this] { return ObservedNodes{.synced = true, .nodes = nodes_}; },
+                   minio_.cluster().client(), clock_,
+                   {.dry_run = dry_run,
+                    .interval = milliseconds(60'000),
+                    .copy_budget = milliseconds(1500),
+                    .checkpoint_every = 50,
+                    .tmp_dir = dir_.path(),
+                    .is_leader_fresh = [] { return true; },
+                    .record_event =
+                        [this](const kube::EventSpec& e) {
+                          ASSERT_TRUE(minio_.cluster().client().recordEvent(e));
+                          events_.push_back(e.reason);
+                        }});
+  }
+  // Reconciles until the controller stops asking to run at once (a migration's end), at most n.
+  std::vector<std::string> run(MinioHa& c, int n = 60) {
+    std::vector<std::string> summaries;
+    for (int i = 0; i < n; ++i) {
+      auto r = c.reconcile();
+      EXPECT_TRUE(r) << r.error().message();
+      if (!r) break;
+      summaries.push_back(r->summary);
+      if (r->requeue_after != milliseconds(0)) break;
+    }
+    return summaries;
+  }
+  json selector() {
+    return (*minio_.server().get("services", "minio", "minio"))["spec"]["selector"];
+  }
+  StorageMigrationState state() {
+    auto s = readStorageMigration(minio_.cluster().client(), "kurl");
+    EXPECT_TRUE(s) << s.error().message();
+    return s ? *s : StorageMigrationState{};
+  }
+
+  ekco::agent::testing::TempDir dir_{"ekco-minio"};
+  base::SystemClock clock_;
+  testing::MinioCluster minio_;
+  std::vector<kube::NodeRecord> nodes_;
+  std::vector<std::string> events_;
+};
+
+TEST_F(MinioHaTest, MigratesEveryObjectIdenticallyAndOnlyThenSwitchesAndDeletesTheOld) {
+  ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/50, /*many=*/300));
+  const auto source = minio_.contents(minio_.from());
+  ASSERT_EQ(source.size(), 4u);
+  ASSERT_EQ(source.at("registry").size(), 300u);
+
+  auto c = controller();
+  const auto summaries = run(c);
+  ASSERT_FALSE(summaries.empty());
+  EXPECT_THAT(summaries.back(), HasSubstr("MinIO migration completed (offline "));
+  EXPECT_THAT(summaries, ::testing::Contains(HasSubstr("copying MinIO:")))
+      << "the copy never spanned passes";
+
+  EXPECT_EQ(minio_.contents(minio_.to()), source);
+  // The large object's bytes, downloaded from ha-minio, hash to the source's ETag.
+  auto head = minio_.from().head("velero", "backups/full/large.tar.gz");
+  ASSERT_TRUE(head && *head);
+  EXPECT_EQ((*head)->size, 50u << 20);
+  const int fd = ::open(dir_.path().c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  auto got = minio_.to().download("velero", "backups/full/large.tar.gz", fd);
+  ::close(fd);
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_EQ(got->md5, (*head)->etag);
+
+  EXPECT_EQ(selector(), json({{"app", "ha-minio"}}));
+  EXPECT_FALSE(minio_.server().get("deployments.apps", "minio", "minio"));
+  EXPECT_FALSE(minio_.server().get("persistentvolumeclaims", "minio", "minio-pv-claim"));
+  EXPECT_FALSE(state().present);
+  EXPECT_EQ((*minio_.server().get("statefulsets.apps", "minio", "ha-minio"))["spec"]["replicas"],
+            4);
+  EXPECT_THAT(events_, ::testing::ElementsAre("Scaled", "MinioMigrationStarted", "SelectorChanged",
+                                              "MinioDataCopied", "MinioDataVerified",
+                                              "SelectorChanged", "MinioMigrationCompleted"));
+  EXPECT_THAT(c.status().dump(), HasSubstr("MinIO migration completed"));
+
+  // Done: the next pass leaves everything alone.
+  auto again = c.reconcile();
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_THAT(again->summary, HasSubstr("no single-replica MinIO left to migrate"));
+}
+
+TEST_F(MinioHaTest, ACopyChangedBehindItsBackFailsVerificationRestoresTheServiceDeletesNothing) {
+  ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/20));
+  auto c = controller();
+  // Up to verification.
+  for (int i = 0; i < 20 && state().phase != "verifying"; ++i) {
+    auto r = c.reconcile();
+    ASSERT_TRUE(r) << r.error().message();
+  }
+  ASSERT_EQ(state().phase, "verifying");
+  EXPECT_EQ(selector(), json({{"doesnotexist", "doesnotexist"}}));  // writes stopped
+  // Somebody writes to ha-minio behind the migration's back.
+  ASSERT_NO_FATAL_FAILURE(
+      minio_.put(minio_.to(), "kotsadm", "dir/nested/deep/deeper/file.json", "tampered"));
+
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("MinIO migration failed: verification: 1 differences; "
+                                    "kotsadm/\"dir/nested/deep/deeper/file.json\" has"));
+  EXPECT_EQ(selector(), json({{"app", "minio"}}));  // restored
+  EXPECT_TRUE(minio_.server().get("deployments.apps", "minio", "minio"));
+  EXPECT_TRUE(minio_.server().get("persistentvolumeclaims", "minio", "minio-pv-claim"));
+  EXPECT_EQ(minio_.contents(minio_.from()).at("kotsadm").size(), minio_.nestedKeys().size());
+  const StorageMigrationState failed = state();
+  EXPECT_EQ(failed.phase, "failed");
+  EXPECT_FALSE(failed.running());  // kotsadm may act again
+  EXPECT_THAT(failed.value("failure"), HasSubstr("dir/nested/deep/deeper/file.json"));
+  EXPECT_EQ(events_.back(), "MinioMigrationFailed");
+  EXPECT_THAT(c.status().dump(), HasSubstr("MinIO migration failed"));
+
+  // Not retried by itself; says how to retry.
+  r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("delete ConfigMap kurl/ekco-storage-migration to retry"));
+  EXPECT_EQ(selector(), json({{"app", "minio"}}));
+  EXPECT_TRUE(minio_.server().get("deployments.apps", "minio", "minio"));
+}
+
+TEST_F(MinioHaTest, ActsOnlyWithThreeReadyNodesTheStorageClassAndAHealthyHaMinio) {
+  ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/0));
+  auto c = controller();
+  nodes_.pop_back();
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->summary, "2 Ready nodes: fewer than 3, MinIO left alone");
+  EXPECT_EQ((*minio_.server().get("statefulsets.apps", "minio", "ha-minio"))["spec"]["replicas"],
+            0);
+  nodes_.push_back(readyNode("node-c"));
+
+  // Dry run: the plan, nothing changed.
+  auto dry = controller(/*dry_run=*/true);
+  r = dry.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->summary, "would migrate MinIO to ha-minio (dry run)");
+  EXPECT_THAT(r->plan, HasSubstr("would scale ha-minio to 4"));
+  EXPECT_EQ(selector(), json({{"app", "minio"}}));
+  EXPECT_FALSE(state().present);
+
+  // ha-minio unhealthy: scaled, but no migration; a Service left disabled is restored.
+  ASSERT_TRUE(minio_.server().put([&] {
+    json svc = *minio_.server().get("services", "minio", "minio");
+    svc["spec"]["selector"] = {{"doesnotexist", "doesnotexist"}};
+    return svc;
+  }()));
+  ASSERT_NO_FATAL_FAILURE(minio_.server().remove("pods", "minio", "ha-minio-0"));
+  r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("waiting for ha-minio to report /minio/health/cluster 200"));
+  EXPECT_EQ((*minio_.server().get("statefulsets.apps", "minio", "ha-minio"))["spec"]["replicas"],
+            4);
+  EXPECT_EQ(selector(), json({{"app", "minio"}}));
+  EXPECT_FALSE(state().present);
+  EXPECT_TRUE(minio_.server().get("deployments.apps", "minio", "minio"));
+
+  // No OpenEBS local PV class: left alone.
+  ASSERT_TRUE(minio_.server().remove("storageclasses.storage.k8s.io", "", "openebs"));
+  r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("no OpenEBS local PV StorageClass"));
+}
+
+}  // namespace
+}  // namespace ekco::agent
