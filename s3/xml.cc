@@ -103,12 +103,15 @@ Result<std::string> xmlUnescape(std::string_view text) {
           std::from_chars(digits.data(), digits.data() + digits.size(), cp, is_hex ? 16 : 10);
       if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() ||
           cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-        return Error(fmt::format("S3 answer: a bad character reference &{};", name),
+        return Error(fmt::format("S3 answer: a bad character reference {}",
+                                 base::quoteForMessage("&" + std::string(name) + ";")),
                      ErrorCode::kParse);
       }
       appendUtf8(out, cp);
     } else {
-      return Error(fmt::format("S3 answer: an unknown entity &{};", name), ErrorCode::kParse);
+      return Error(fmt::format("S3 answer: an unknown entity {}",
+                               base::quoteForMessage("&" + std::string(name) + ";")),
+                   ErrorCode::kParse);
     }
     i = semi;
   }
