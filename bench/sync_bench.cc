@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   const double cpu0 = selfCpuSeconds();
   const double server_cpu0 = server_pid > 0 ? processCpuSeconds(server_pid) : -1;
   kube::Informer<kube::NodeRecord> nodes(client, clock, kube::resources::kNodes, "", options,
-                                         kube::projectNode);
+                                         kube::decodeNode);
   auto t0 = Clock::now();
   Running run_nodes(nodes);
   if (!nodes.waitForSync(std::chrono::minutes(10))) return fail("nodes did not sync");
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   std::string awaited;  // the pod whose update the timing loop waits for
   bool arrived = false;
   kube::Informer<kube::PodRecord> pods(
-      client, clock, kube::resources::kPods, "", options, kube::projectPod,
+      client, clock, kube::resources::kPods, "", options, kube::decodePod,
       {.on_update = [&](const kube::PodRecord&, const kube::PodRecord& after) {
         std::lock_guard lock(mu);
         if (after.name == awaited) {

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "kube/atom.h"
+#include "kube/json_text.h"
 #include "kube/objects.h"
 
 namespace ekco::kube {
@@ -117,8 +118,15 @@ struct PodRecord {
 NodeRecord toRecord(const Node& node);
 PodRecord toRecord(const Pod& pod);
 
-// JSON → record, for Informer<NodeRecord> / Informer<PodRecord>.
+// JSON → record, for a whole object already parsed (a GET's answer).
 base::Result<NodeRecord> projectNode(const nlohmann::json& object);
 base::Result<PodRecord> projectPod(const nlohmann::json& object);
+
+// JSON text → record, for Informer<NodeRecord> / Informer<PodRecord>: simdjson On-Demand, no
+// DOM (kube/record_decode.cc). The same records and errors as projectNode / projectPod; `meta`
+// gets metadata.name/.namespace/.resourceVersion, also when the object is rejected. An object
+// without metadata.name is "object without metadata.name" (objectKey's error).
+base::Result<NodeRecord> decodeNode(JsonText object, ObjectMeta& meta);
+base::Result<PodRecord> decodePod(JsonText object, ObjectMeta& meta);
 
 }  // namespace ekco::kube

@@ -62,12 +62,12 @@ Caches::Caches(kube::KubeClient& client, const base::Clock& clock, CachesOptions
       client_, clock_, kube::resources::kNodes, "",
       kube::InformerOptions{.field_selector = "metadata.name=" + options_.node_name,
                             .max_backoff = kCacheMaxBackoff},
-      kube::projectNode, handlers<kube::NodeRecord>(CacheName::kOwnNode, "node cache"));
+      kube::decodeNode, handlers<kube::NodeRecord>(CacheName::kOwnNode, "node cache"));
   own_pods_.informer = std::make_unique<kube::Informer<kube::PodRecord>>(
       client_, clock_, kube::resources::kPods, "",
       kube::InformerOptions{.field_selector = "spec.nodeName=" + options_.node_name,
                             .max_backoff = kCacheMaxBackoff},
-      kube::projectPod, handlers<kube::PodRecord>(CacheName::kOwnPods, "pod cache"));
+      kube::decodePod, handlers<kube::PodRecord>(CacheName::kOwnPods, "pod cache"));
 }
 
 Caches::~Caches() { stop(); }
@@ -162,12 +162,12 @@ void Caches::require(CacheName name, std::function<void()> on_change) {
       client_, clock_, kube::resources::kNodes, "",
       kube::InformerOptions{.label_selector = "node-role.kubernetes.io/control-plane",
                             .max_backoff = kCacheMaxBackoff},
-      kube::projectNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "control-plane nodes"));
+      kube::decodeNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "control-plane nodes"));
   lb_master_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
       client_, clock_, kube::resources::kNodes, "",
       kube::InformerOptions{.label_selector = "node-role.kubernetes.io/master",
                             .max_backoff = kCacheMaxBackoff},
-      kube::projectNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "master nodes"));
+      kube::decodeNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "master nodes"));
 }
 
 void Caches::start() {
@@ -204,7 +204,7 @@ void Caches::setLeading(bool leading) {
   if (leading && cluster_nodes_wanted_ && !cluster_nodes_.informer) {
     cluster_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
         client_, clock_, kube::resources::kNodes, "",
-        kube::InformerOptions{.max_backoff = kCacheMaxBackoff}, kube::projectNode,
+        kube::InformerOptions{.max_backoff = kCacheMaxBackoff}, kube::decodeNode,
         handlers<kube::NodeRecord>(CacheName::kClusterNodes, "cluster node cache"));
     cluster_nodes_.start();
   } else if (!leading && cluster_nodes_.informer) {
@@ -282,7 +282,7 @@ void Caches::superviseUnhealthyNodePods() {
         client_, clock_, kube::resources::kPods, "",
         kube::InformerOptions{.field_selector = "spec.nodeName=" + name,
                               .max_backoff = kCacheMaxBackoff},
-        kube::projectPod,
+        kube::decodePod,
         handlers<kube::PodRecord>(CacheName::kUnhealthyNodePods, "pods on " + name));
     running->start();
     unhealthy_pods_.emplace(name, std::move(running));
