@@ -1,5 +1,7 @@
 #include "kube/informer.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 
 #include "kube/json_depth.h"
@@ -176,6 +178,9 @@ InformerBase::ListOutcome InformerBase::list() {
       return ListOutcome::kFailed;
     }
     commitReplace();
+    // Give the heap the lists' pages and the old store freed back to the kernel: glibc keeps
+    // freed memory in its arenas otherwise, and a large first list would stay in the RSS.
+    ::malloc_trim(0);
     {
       std::lock_guard lock(mu_);
       stats_.synced = true;

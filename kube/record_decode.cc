@@ -391,7 +391,6 @@ base::Result<PodRecord> decodePod(JsonText text, ObjectMeta& meta) {
         r.deletion_timestamp.reset();
         r.deletion_grace_period_seconds.reset();
         r.owner_kind = Atom();
-        r.owner_name.clear();
         fields(v, "metadata", true, [&](std::string_view k, value& m) {
           if (k == "namespace") {
             meta.ns = str(m, "metadata.namespace");
@@ -414,20 +413,16 @@ base::Result<PodRecord> decodePod(JsonText text, ObjectMeta& meta) {
             r.deletion_grace_period_seconds = integer(m, "metadata.deletionGracePeriodSeconds");
           } else if (k == "ownerReferences") {
             r.owner_kind = Atom();
-            r.owner_name.clear();
             bool found = false;
             elements(m, "metadata.ownerReferences", [&](std::size_t i, value& o) {
               const std::string p = at("metadata.ownerReferences", i);
               std::string_view kind;
-              std::string name;
               bool controller = false;
               fields(o, p, false, [&](std::string_view f, value& x) {
                 if (f == "kind") {
                   kind = str(x, Path{p, "kind"});
-                } else if (f == "name") {
-                  name = str(x, Path{p, "name"});
-                } else if (f == "uid") {
-                  (void)str(x, Path{p, "uid"});
+                } else if (f == "name" || f == "uid") {
+                  (void)str(x, Path{p, f});  // checked, not kept
                 } else if (f == "controller") {
                   controller = boolean(x, Path{p, "controller"});
                 }
@@ -435,48 +430,40 @@ base::Result<PodRecord> decodePod(JsonText text, ObjectMeta& meta) {
               if (controller && !found) {
                 found = true;
                 r.owner_kind = Atom(kind);
-                r.owner_name = std::move(name);
               }
             });
           }
         });
       } else if (key == "spec") {
         r.node_name = Atom();
-        r.pvc_claims.clear();
         r.volume_kinds = 0;
         fields(v, "spec", true, [&](std::string_view k, value& s) {
           if (k == "nodeName") {
             r.node_name = Atom(str(s, "spec.nodeName"));
           } else if (k == "volumes") {
-            r.pvc_claims.clear();
             r.volume_kinds = 0;
             elements(s, "spec.volumes", [&](std::size_t i, value& vol) {
               const std::string p = at("spec.volumes", i);
               // The volume's kind is its member other than "name" (the last in key order, as
-              // a DOM's sorted keys give it); a claim is read only for that member.
+              // a DOM's sorted keys give it); its claim is checked only for that member.
               std::string kind;
-              std::string claim;
               std::optional<FieldError> claim_error;
               fields(vol, p, false, [&](std::string_view f, value& x) {
                 if (f != "name" && f > kind) kind = f;
                 if (f != "persistentVolumeClaim") return;
-                claim.clear();
                 claim_error.reset();
                 try {
                   fields(x, Path{p, "persistentVolumeClaim"}, true,
                          [&](std::string_view c, value& y) {
                            if (c == "claimName")
-                             claim = str(y, Path{p, "persistentVolumeClaim.claimName"});
+                             (void)str(y, Path{p, "persistentVolumeClaim.claimName"});
                          });
                 } catch (const FieldError& e) {
                   claim_error = e;
                 }
               });
               r.volume_kinds |= volumeBit(kind);
-              if (kind == "persistentVolumeClaim") {
-                if (claim_error) throw *claim_error;
-                r.pvc_claims.push_back(std::move(claim));
-              }
+              if (kind == "persistentVolumeClaim" && claim_error) throw *claim_error;
             });
           }
         });
