@@ -174,9 +174,6 @@ void Caches::start() {
   own_node_.start();
   own_pods_.start();
   lb_slices_.start();
-  lb_endpoints_.start();
-  lb_control_plane_nodes_.start();
-  lb_master_nodes_.start();
   host_jobs_.start();
 }
 
@@ -193,9 +190,13 @@ void Caches::stop() {
   own_node_.stop();
   own_pods_.stop();
   lb_slices_.stop();
-  lb_endpoints_.stop();
-  lb_control_plane_nodes_.stop();
-  lb_master_nodes_.stop();
+  {
+    std::lock_guard lock(lb_mu_);
+    lb_stopped_ = true;
+    lb_endpoints_.stop();
+    lb_control_plane_nodes_.stop();
+    lb_master_nodes_.stop();
+  }
   host_jobs_.stop();
 }
 
@@ -359,7 +360,17 @@ ObservedApiservers Caches::apiservers() const {
     return source;
   };
   observed.slices = gather(*lb_slices_.informer, lb_slices_absent_.load());
+  // A fallback source is started when every source before it is listed and empty; until it has
+  // listed, it is unsettled (the controller looks again every 250 ms meanwhile).
+  std::lock_guard lock(lb_mu_);
+  if (!observed.slices.settled || !observed.slices.endpoints.empty() || lb_stopped_) {
+    return observed;
+  }
+  lb_endpoints_.start();
   observed.endpoints = gather(*lb_endpoints_.informer, lb_endpoints_absent_.load());
+  if (!observed.endpoints.settled || !observed.endpoints.endpoints.empty()) return observed;
+  lb_control_plane_nodes_.start();
+  lb_master_nodes_.start();
   observed.nodes.settled =
       lb_control_plane_nodes_.informer->synced() && lb_master_nodes_.informer->synced();
   std::vector<kube::NodeRecord> nodes = lb_control_plane_nodes_.informer->list();
@@ -383,9 +394,13 @@ void Caches::forEachStats(const std::function<void(const std::string& label,
   f("pods", own_pods_.informer->stats());
   if (apiservers_) {
     f("apiserver-endpointslices", lb_slices_.informer->stats());
-    f("apiserver-endpoints", lb_endpoints_.informer->stats());
-    f("control-plane-nodes", lb_control_plane_nodes_.informer->stats());
-    f("master-nodes", lb_master_nodes_.informer->stats());
+    std::lock_guard lock(lb_mu_);
+    // The fallback sources only once started (see apiservers()).
+    if (lb_endpoints_.thread.joinable()) f("apiserver-endpoints", lb_endpoints_.informer->stats());
+    if (lb_control_plane_nodes_.thread.joinable()) {
+      f("control-plane-nodes", lb_control_plane_nodes_.informer->stats());
+      f("master-nodes", lb_master_nodes_.informer->stats());
+    }
   }
   if (host_jobs_.informer) f("hostjobs", host_jobs_.informer->stats());
   std::lock_guard lock(leader_mu_);
