@@ -209,7 +209,13 @@ def leader_section(sim):
                 and all(c["synced"] for c in unhealthy))
 
     t0 = time.monotonic()
-    wait(ready, 600, "the leader to cache every node and the unhealthy nodes' pods")
+    try:
+        wait(ready, 600, "the leader to cache every node and the unhealthy nodes' pods")
+    except SystemExit:
+        stop(agent)
+        flaps = open(f"{work}/agent-node-0.log").read().count("stopped leading")
+        raise SystemExit(f"the leader did not cache every node and the unhealthy nodes' pods in "
+                         f"600 s (it stopped leading {flaps} times)")
     synced_after = time.monotonic() - t0
     time.sleep(5)  # settle: the controllers' first passes
     s = agent_status("node-0")
@@ -330,7 +336,12 @@ def main():
     sim = start_sim("big", ["--generate-nodes", str(NODES), "--generate-pods", str(PODS)])
     if not SKIP_SYNC:
         sync_section(sim)
-    leader_section(sim)
+    # A section that fails is a row saying why; the others are still measured.
+    try:
+        leader_section(sim)
+    except SystemExit as e:
+        add("leader RSS with 5,000 nodes, 50 unhealthy", f"not measured: {e}", "≤ 48 MiB",
+            "**not met**")
     stop(sim)
     idle_section()
     if not SKIP_EXISTING:
