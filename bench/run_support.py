@@ -301,8 +301,9 @@ def idle_section():
 def existing_section():
     for script, env in (("bench/failover.sh", {}), ("bench/clear.sh", {}), ("bench/lb.sh", {})):
         log(script)
-        out = subprocess.run([script], capture_output=True, text=True,
-                             env=dict(os.environ, **env))
+        # Without this run's NODES/PODS/PAGE_SIZE: the scripts read their own defaults from them.
+        clean = {k: v for k, v in os.environ.items() if k not in ("NODES", "PODS", "PAGE_SIZE")}
+        out = subprocess.run([script], capture_output=True, text=True, env=dict(clean, **env))
         if out.returncode != 0:
             add(f"{script}", f"failed: {out.stderr.strip().splitlines()[-1:]}")
             continue
