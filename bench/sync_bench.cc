@@ -3,8 +3,13 @@
 // Markdown table (BENCHMARKS.md).
 //
 // Memory is glibc's in-use heap (mallinfo2().uordblks) before and after each informer syncs,
-// so it counts what the cache keeps, not what parsing the lists used and freed.
+// so it counts what the cache keeps, not what parsing the lists used and freed. CPU is this
+// process's user+sys (getrusage, every thread) from before the first informer starts until the
+// pods have synced; with --server-pid, the server's own user+sys over the same span is printed
+// beside it (both share the machine's cores, so wall time alone would mix them).
 #include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -13,7 +18,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +51,37 @@ std::size_t rssBytes() {
     if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   }
   return 0;
+}
+
+// User+sys CPU seconds of this process (all threads).
+double selfCpuSeconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto secs = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+  };
+  return secs(ru.ru_utime) + secs(ru.ru_stime);
+}
+
+// User+sys CPU seconds of another process from /proc/<pid>/stat (fields 14 and 15), or -1.
+double processCpuSeconds(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
 }
 
 std::string mib(std::size_t bytes) {
@@ -94,6 +132,9 @@ int main(int argc, char** argv) {
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig of the server")->required();
   app.add_option("--page-size", page_size, "list page size");
   app.add_option("--updates", updates, "pod status changes to time through the watch");
+  long server_pid = 0;
+  app.add_option("--server-pid", server_pid,
+                 "the API server's pid: its CPU over the sync is printed beside the client's");
   CLI11_PARSE(app, argc, argv);
 
   base::SystemClock clock;
@@ -115,8 +156,10 @@ int main(int argc, char** argv) {
   std::printf("| metric | value |\n|---|---|\n");
 
   const std::size_t heap0 = heapInUse();
+  const double cpu0 = selfCpuSeconds();
+  const double server_cpu0 = server_pid > 0 ? processCpuSeconds(server_pid) : -1;
   kube::Informer<kube::NodeRecord> nodes(client, clock, kube::resources::kNodes, "", options,
-                                         kube::projectNode);
+                                         kube::decodeNode);
   auto t0 = Clock::now();
   Running run_nodes(nodes);
   if (!nodes.waitForSync(std::chrono::minutes(10))) return fail("nodes did not sync");
@@ -128,7 +171,7 @@ int main(int argc, char** argv) {
   std::string awaited;  // the pod whose update the timing loop waits for
   bool arrived = false;
   kube::Informer<kube::PodRecord> pods(
-      client, clock, kube::resources::kPods, "", options, kube::projectPod,
+      client, clock, kube::resources::kPods, "", options, kube::decodePod,
       {.on_update = [&](const kube::PodRecord&, const kube::PodRecord& after) {
         std::lock_guard lock(mu);
         if (after.name == awaited) {
@@ -140,6 +183,10 @@ int main(int argc, char** argv) {
   Running run_pods(pods);
   if (!pods.waitForSync(std::chrono::minutes(30))) return fail("pods did not sync");
   const auto pod_sync = Clock::now() - t0;
+  // Before anything else (heapInUse() trims the heap, which would flatter the RSS).
+  const double client_cpu = selfCpuSeconds() - cpu0;
+  const double server_cpu = server_pid > 0 ? processCpuSeconds(server_pid) - server_cpu0 : -1;
+  const std::size_t rss_synced = rssBytes();
   const std::size_t heap2 = heapInUse();
 
   const std::size_t n_nodes = nodes.size();
@@ -206,6 +253,9 @@ int main(int argc, char** argv) {
                                             std::chrono::duration<double>(pod_sync).count())) +
           " pods/s");
   row("pod cache memory", mib(pod_bytes) + " (" + per(pod_bytes, n_pods) + " per pod)");
+  row("client CPU (user+sys) to list+cache nodes and pods", seconds(client_cpu));
+  if (server_pid > 0) row("server CPU (user+sys) over the same sync", seconds(server_cpu));
+  row("process RSS right after the pod sync", mib(rss_synced));
   row("same pod as whole nlohmann::json", std::to_string(json_per_pod) + " B per pod");
   row("watch event latency p50 / p99 / max (" + std::to_string(latencies.size()) + " updates)",
       ms(pct(0.5)) + " / " + ms(pct(0.99)) + " / " + ms(pct(1.0)));

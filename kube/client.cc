@@ -1,5 +1,7 @@
 #include "kube/client.h"
 
+#include <optional>
+
 namespace ekco::kube {
 
 base::Result<Json> KubeClient::listAll(const Resource& resource, std::string_view ns,
@@ -33,6 +35,38 @@ base::Result<Json> KubeClient::listAll(const Resource& resource, std::string_vie
     meta->erase("continue");
   }
   return all;
+}
+
+base::Result<std::string> KubeClient::listText(const Resource& resource, std::string_view ns,
+                                               const ListOptions& options) {
+  auto page = list(resource, ns, options);
+  if (!page) return std::move(page).error();
+  return page->dump();
+}
+
+base::Status KubeClient::watchText(const Resource& resource, std::string_view ns,
+                                   const WatchOptions& options, const WatchLineHandler& on_line,
+                                   CancelToken* cancel) {
+  std::optional<base::Error> failed;
+  auto status = watch(
+      resource, ns, options,
+      [&](const WatchEvent& event) {
+        const char* type = event.type == WatchEventType::kAdded      ? "ADDED"
+                           : event.type == WatchEventType::kModified ? "MODIFIED"
+                           : event.type == WatchEventType::kDeleted  ? "DELETED"
+                                                                     : "BOOKMARK";
+        std::string line = Json{{"type", type}, {"object", event.object}}.dump();
+        bool keep_going = true;
+        auto handled = on_line(padded(line), keep_going);
+        if (!handled) {
+          failed = std::move(handled).error();
+          return false;
+        }
+        return keep_going;
+      },
+      cancel);
+  if (failed) return std::move(*failed);
+  return status;
 }
 
 }  // namespace ekco::kube

@@ -117,6 +117,20 @@ class KubeClient {
                                            const WatchOptions& options, const WatchHandler& handler,
                                            CancelToken* cancel = nullptr) = 0;
 
+  // list() as the JSON text the server sent, undecoded: the informers read it with simdjson
+  // (kube/list_decode.h) instead of building a DOM. The default serialises list()'s answer.
+  [[nodiscard]] virtual base::Result<std::string> listText(const Resource& resource,
+                                                           std::string_view ns,
+                                                           const ListOptions& options = {});
+
+  // watch() with each event's line handed over undecoded (trimmed, not empty, padded for
+  // simdjson). The same errors and end of stream as watch(); an error the handler returns ends
+  // the stream with it. The default serialises watch()'s events.
+  [[nodiscard]] virtual base::Status watchText(const Resource& resource, std::string_view ns,
+                                               const WatchOptions& options,
+                                               const WatchLineHandler& on_line,
+                                               CancelToken* cancel = nullptr);
+
   // GET /version: the server's version.Info ({"major": "1", "minor": "32", "gitVersion":
   // "v1.32.4", ...}). Clients that cannot ask answer kNotFound.
   [[nodiscard]] virtual base::Result<Json> serverVersion() {

@@ -1,6 +1,10 @@
 #include "kube/informer.h"
 
+#include <malloc.h>
+
 #include <algorithm>
+
+#include "kube/json_depth.h"
 
 namespace ekco::kube {
 
@@ -30,6 +34,29 @@ base::Result<std::string> objectKey(const Json& object) {
     }
   }
   return Error("object without metadata.name", ErrorCode::kParse);
+}
+
+base::Result<Json> parseObjectText(JsonText object, ObjectMeta& meta, std::string& key) {
+  meta = {};
+  key.clear();
+  if (jsonNestedDeeperThan(object.text)) {
+    return Error("object nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                 ErrorCode::kParse);
+  }
+  auto json = Json::parse(object.text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return Error("object is not valid JSON", ErrorCode::kParse);
+  if (auto m = json.find("metadata"); m != json.end() && m->is_object()) {
+    auto text = [&](const char* field) {
+      auto it = m->find(field);
+      return it != m->end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    meta = {
+        .name = text("name"), .ns = text("namespace"), .resource_version = text("resourceVersion")};
+  }
+  auto k = objectKey(json);
+  if (!k) return std::move(k).error();
+  key = std::move(*k);
+  return json;
 }
 
 InformerBase::InformerBase(KubeClient& client, const base::Clock& clock, Resource resource,
@@ -115,39 +142,34 @@ InformerBase::ListOutcome InformerBase::list() {
         abortReplace();
         return ListOutcome::kStopped;
       }
-      auto page = client_.list(resource_, ns_,
-                               {.label_selector = options_.label_selector,
-                                .field_selector = options_.field_selector,
-                                .limit = options_.page_size,
-                                .continue_token = continue_token});
-      if (!page) {
+      auto text = client_.listText(resource_, ns_,
+                                   {.label_selector = options_.label_selector,
+                                    .field_selector = options_.field_selector,
+                                    .limit = options_.page_size,
+                                    .continue_token = continue_token});
+      if (!text) {
         abortReplace();
-        if (page.error().code() == ErrorCode::kGone && !continue_token.empty()) {
+        decoder_.release();
+        if (text.error().code() == ErrorCode::kGone && !continue_token.empty()) {
           expired = true;
           break;
         }
-        failed(page.error());  // the client's message names the list
+        failed(text.error());  // the client's message names the list
         return ListOutcome::kFailed;
       }
-      const Json* items = nullptr;
-      const Json* meta = nullptr;
-      if (page->is_object()) {
-        auto it = page->find("items");
-        if (it != page->end() && (it->is_array() || it->is_null())) items = &*it;
-        auto m = page->find("metadata");
-        if (m != page->end() && m->is_object()) meta = &*m;
-      }
-      if (items == nullptr || meta == nullptr) {
+      auto page = decoder_.listPage(padded(*text), "list " + description_);
+      if (!page) {
         abortReplace();
-        failed(Error("list " + description_ + ": response is not a List (no items or metadata)",
-                     ErrorCode::kParse));
+        decoder_.release();
+        failed(page.error());
         return ListOutcome::kFailed;
       }
-      std::string page_version = meta->value("resourceVersion", std::string());
-      if (continue_token.empty()) list_version = std::move(page_version);
-      continue_token = meta->value("continue", std::string());
-      addPageItems(*items);
+      if (continue_token.empty()) list_version = std::move(page->resource_version);
+      continue_token = std::move(page->continue_token);
+      addPageItems(page->items);
     } while (!continue_token.empty());
+    // No parser buffer sized for a page stays behind (the page texts are gone already).
+    decoder_.release();
     if (expired) continue;
     if (list_version.empty()) {
       abortReplace();
@@ -156,6 +178,9 @@ InformerBase::ListOutcome InformerBase::list() {
       return ListOutcome::kFailed;
     }
     commitReplace();
+    // Give the heap the lists' pages and the old store freed back to the kernel: glibc keeps
+    // freed memory in its arenas otherwise, and a large first list would stay in the RSS.
+    ::malloc_trim(0);
     {
       std::lock_guard lock(mu_);
       stats_.synced = true;
@@ -173,12 +198,12 @@ InformerBase::ListOutcome InformerBase::list() {
   return ListOutcome::kFailed;
 }
 
-void InformerBase::addPageItems(const Json& items) {
-  if (!items.is_array()) return;
-  for (const Json& item : items) {
-    auto key = objectKey(item);
+void InformerBase::addPageItems(const std::vector<JsonText>& items) {
+  for (const JsonText& item : items) {
+    // An item that is not an object has no name (objectKey's error).
     base::Status added =
-        key ? addToReplace(std::move(*key), item) : base::Status(std::move(key).error());
+        item.text.empty() ? base::Status(Error("object without metadata.name", ErrorCode::kParse))
+                          : addToReplace(item);
     if (!added) {
       {
         std::lock_guard lock(mu_);
@@ -209,30 +234,30 @@ base::Status InformerBase::watchOnce(std::uint64_t& events_seen, bool& accepted)
     stats_.connected = true;
   };
 
-  std::optional<Error> rejected;
-  auto status = client_.watch(
+  const std::string op = "watch " + description_;
+  std::string scratch;
+  auto status = client_.watchText(
       resource_, ns_, options,
-      [&](const WatchEvent& event) {
-        std::string version;
-        if (event.object.is_object()) {
-          auto meta = event.object.find("metadata");
-          if (meta != event.object.end() && meta->is_object()) {
-            version = meta->value("resourceVersion", std::string());
-          }
-        }
-        if (event.type == WatchEventType::kBookmark) {
+      [&](JsonText line, bool& keep_going) -> base::Status {
+        auto event = decoder_.watchLine(line, op, scratch);
+        if (!event) return std::move(event).error();  // ends the stream (an ERROR, garbage)
+        if (event->type == WatchEventType::kBookmark) {
+          ObjectMeta meta;
+          (void)decodeMeta(event->object, meta);
           std::lock_guard lock(mu_);
           ++stats_.bookmarks;
           stats_.connected = true;
           stats_.last_event = clock_.wallNow();
-          if (!version.empty()) stats_.resource_version = std::move(version);
-          return !stopping();
+          if (!meta.resource_version.empty()) {
+            stats_.resource_version = std::move(meta.resource_version);
+          }
+          keep_going = !stopping();
+          return base::ok();
         }
         ++events_seen;
         bool changed = true;
-        auto key = objectKey(event.object);
-        base::Status applied = key ? apply(event.type, std::move(*key), event.object, changed)
-                                   : base::Status(std::move(key).error());
+        ObjectMeta meta;
+        base::Status applied = apply(event->type, event->object, meta, changed);
         {
           std::lock_guard lock(mu_);
           ++stats_.events;
@@ -240,10 +265,13 @@ base::Status InformerBase::watchOnce(std::uint64_t& events_seen, bool& accepted)
           stats_.last_event = clock_.wallNow();
           if (!changed) ++stats_.unchanged;
           if (!applied) ++stats_.parse_errors;
-          if (!version.empty()) stats_.resource_version = std::move(version);
+          if (!meta.resource_version.empty()) {
+            stats_.resource_version = std::move(meta.resource_version);
+          }
         }
         if (!applied && on_error_) on_error_(applied.error().wrap("watch " + description_));
-        return !stopping();
+        keep_going = !stopping();
+        return base::ok();
       },
       &cancel_);
   return status;

@@ -25,6 +25,12 @@
 //      single event counts as a failure too, so a server that closes streams at once is not
 //      hammered.
 //
+// Lists and watch events are read from the server's JSON text with simdjson (kube/list_decode.h),
+// never as a whole DOM: a record type with a text decoder (decodeNode, decodePod) is decoded
+// straight from each object's text; any other (a Projection over nlohmann::json) gets each object
+// parsed on its own, which is fine for the small ones that use it. The page's text and the
+// parsers' buffers are freed when a list ends.
+//
 // Records are compared with ==: a MODIFIED event whose record equals the cached one (the change
 // was in a field ekco does not keep, such as a heartbeat) updates nothing and calls no handler.
 // An object the projection rejects (malformed) is reported through on_error and skipped; the
@@ -55,6 +61,8 @@
 #include "base/result.h"
 #include "kube/cancel_token.h"
 #include "kube/client.h"
+#include "kube/json_text.h"
+#include "kube/list_decode.h"
 #include "kube/resource.h"
 
 namespace ekco::kube {
@@ -100,6 +108,9 @@ struct InformerStats {
 std::string objectKey(std::string_view ns, std::string_view name);
 // The key of a JSON object from its metadata; kParse when metadata.name is missing.
 base::Result<std::string> objectKey(const Json& object);
+// For the DOM path: an object's text parsed with nlohmann (depth-checked, kube/json_depth.h),
+// its key and metadata into `meta`. kParse when it is not JSON or has no metadata.name.
+base::Result<Json> parseObjectText(JsonText object, ObjectMeta& meta, std::string& key);
 
 class InformerBase {
  public:
@@ -128,22 +139,23 @@ class InformerBase {
 
   // Hooks for the typed store, all called on the run() thread.
   virtual void beginReplace() = 0;
-  // Adds one listed object to the new store; an error (malformed object) skips it.
-  virtual base::Status addToReplace(std::string key, const Json& object) = 0;
+  // Adds one listed object (its text) to the new store; an error (malformed object) skips it.
+  virtual base::Status addToReplace(JsonText object) = 0;
   virtual void abortReplace() = 0;
   // Swaps the new store in and calls the handlers for the difference.
   virtual void commitReplace() = 0;
   // Applies one watch event (never a bookmark) and calls its handler. `changed` is set false
-  // when a MODIFIED event left the record as it was.
-  virtual base::Status apply(WatchEventType type, std::string key, const Json& object,
+  // when a MODIFIED event left the record as it was. `meta` gets the object's metadata, also
+  // when the object is rejected.
+  virtual base::Status apply(WatchEventType type, JsonText object, ObjectMeta& meta,
                              bool& changed) = 0;
 
  private:
   enum class ListOutcome { kDone, kFailed, kStopped };
   ListOutcome list();
-  // Adds a page's items (an array, or null for none) to the replacement; a malformed one is
-  // counted and reported, never fatal.
-  void addPageItems(const Json& items);
+  // Adds a page's items to the replacement; a malformed one is counted and reported, never
+  // fatal.
+  void addPageItems(const std::vector<JsonText>& items);
   // One watch from the last version; `events_seen` counts what it delivered, `accepted` says
   // whether the server answered 2xx.
   base::Status watchOnce(std::uint64_t& events_seen, bool& accepted);
@@ -163,6 +175,7 @@ class InformerBase {
   std::atomic<bool> stopping_{false};
   CancelToken cancel_;
   std::mt19937_64 random_;
+  JsonDecoder decoder_;  // run() thread only
 
   mutable std::mutex mu_;  // stats_, and the waits below
   mutable std::condition_variable cv_;
@@ -182,6 +195,9 @@ template <typename Record>
 class Informer final : public InformerBase {
  public:
   using Projection = std::function<base::Result<Record>(const Json& object)>;
+  // Decodes an object's text into the record and its metadata (decodeNode, decodePod); an
+  // object without metadata.name is an error with meta.name empty.
+  using Decoder = base::Result<Record> (*)(JsonText object, ObjectMeta& meta);
 
   // `ns` "" watches every namespace (or a cluster-scoped resource).
   Informer(KubeClient& client, const base::Clock& clock, Resource resource, std::string ns,
@@ -189,6 +205,12 @@ class Informer final : public InformerBase {
       : InformerBase(client, clock, std::move(resource), std::move(ns), std::move(options),
                      handlers.on_error),
         project_(std::move(project)),
+        handlers_(std::move(handlers)) {}
+  Informer(KubeClient& client, const base::Clock& clock, Resource resource, std::string ns,
+           InformerOptions options, Decoder decoder, InformerHandlers<Record> handlers = {})
+      : InformerBase(client, clock, std::move(resource), std::move(ns), std::move(options),
+                     handlers.on_error),
+        decode_(decoder),
         handlers_(std::move(handlers)) {}
 
   // A copy of the cached record; ns "" for cluster-scoped objects.
@@ -226,8 +248,23 @@ class Informer final : public InformerBase {
 
   void beginReplace() override { next_ = Store(); }
 
-  base::Status addToReplace(std::string key, const Json& object) override {
-    auto record = project_(object);
+  // The record, with `key` set when the object has a name (even when the record is rejected).
+  base::Result<Record> decodeObject(JsonText object, ObjectMeta& meta, std::string& key) {
+    key.clear();
+    if (decode_ != nullptr) {
+      auto record = decode_(object, meta);
+      if (!meta.name.empty()) key = objectKey(meta.ns, meta.name);
+      return record;
+    }
+    auto json = parseObjectText(object, meta, key);
+    if (!json) return std::move(json).error();
+    return project_(*json);
+  }
+
+  base::Status addToReplace(JsonText object) override {
+    ObjectMeta meta;
+    std::string key;
+    auto record = decodeObject(object, meta, key);
     if (!record) return std::move(record).error();
     next_.insert_or_assign(std::move(key), std::move(*record));
     return base::ok();
@@ -257,10 +294,12 @@ class Informer final : public InformerBase {
     }
   }
 
-  base::Status apply(WatchEventType type, std::string key, const Json& object,
+  base::Status apply(WatchEventType type, JsonText object, ObjectMeta& meta,
                      bool& changed) override {
     changed = true;
-    auto record = project_(object);
+    std::string key;
+    auto record = decodeObject(object, meta, key);
+    if (key.empty()) return std::move(record).error();  // no name: nothing to apply it to
     if (type == WatchEventType::kDeleted) {
       std::optional<Record> last;
       {
@@ -300,6 +339,7 @@ class Informer final : public InformerBase {
   }
 
   Projection project_;
+  Decoder decode_ = nullptr;
   InformerHandlers<Record> handlers_;
   mutable std::shared_mutex store_mu_;
   Store store_;

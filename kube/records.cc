@@ -100,11 +100,9 @@ PodRecord toRecord(const Pod& pod) {
   if (auto it = pod.labels.find("app"); it != pod.labels.end()) r.app = Atom(it->second);
   if (const OwnerReference* owner = pod.controllerRef()) {
     r.owner_kind = Atom(owner->kind);
-    r.owner_name = owner->name;
   }
   r.deletion_timestamp = pod.deletion_timestamp;
   r.deletion_grace_period_seconds = pod.deletion_grace_period_seconds;
-  r.pvc_claims = pod.pvc_claim_names;
   for (const auto& kind : pod.volume_kinds) r.volume_kinds |= volumeBit(kind);
   const auto clamp = [](std::size_t n) {
     return static_cast<std::uint16_t>(std::min<std::size_t>(n, UINT16_MAX));

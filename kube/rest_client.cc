@@ -156,9 +156,9 @@ Result<Json> RestClient::serverVersion() {
                      "get server version");
 }
 
-Result<Json> RestClient::list(const Resource& resource, std::string_view ns,
-                              const ListOptions& options) {
-  const std::string op = opName("list", resource, ns);
+namespace {
+
+std::string listTarget(const Resource& resource, std::string_view ns, const ListOptions& options) {
   std::string target = resource.path(ns);
   addQuery(target, "labelSelector", options.label_selector);
   addQuery(target, "fieldSelector", options.field_selector);
@@ -166,7 +166,23 @@ Result<Json> RestClient::list(const Resource& resource, std::string_view ns,
   addQuery(target, "continue", options.continue_token);
   addQuery(target, "resourceVersion", options.resource_version);
   addQuery(target, "resourceVersionMatch", options.resource_version_match);
-  return executeJson({.method = "GET", .target = std::move(target)}, Idempotency::kIdempotent, op);
+  return target;
+}
+
+}  // namespace
+
+Result<Json> RestClient::list(const Resource& resource, std::string_view ns,
+                              const ListOptions& options) {
+  return executeJson({.method = "GET", .target = listTarget(resource, ns, options)},
+                     Idempotency::kIdempotent, opName("list", resource, ns));
+}
+
+Result<std::string> RestClient::listText(const Resource& resource, std::string_view ns,
+                                         const ListOptions& options) {
+  auto response = execute({.method = "GET", .target = listTarget(resource, ns, options)},
+                          Idempotency::kIdempotent, opName("list", resource, ns));
+  if (!response) return std::move(response).error();
+  return std::move(response->body);
 }
 
 Result<Json> RestClient::create(const Resource& resource, std::string_view ns, const Json& object) {
@@ -272,6 +288,21 @@ base::Status RestClient::watch(const Resource& resource, std::string_view ns,
                                const WatchOptions& options, const WatchHandler& handler,
                                CancelToken* cancel) {
   const std::string op = opName("watch", resource, ns);
+  return watchText(
+      resource, ns, options,
+      [&](JsonText line, bool& keep_going) -> base::Status {
+        auto event = parseWatchEvent(line.text, op);
+        if (!event) return std::move(event).error();
+        keep_going = handler(*event);
+        return base::ok();
+      },
+      cancel);
+}
+
+base::Status RestClient::watchText(const Resource& resource, std::string_view ns,
+                                   const WatchOptions& options, const WatchLineHandler& on_line,
+                                   CancelToken* cancel) {
+  const std::string op = opName("watch", resource, ns);
   std::string target = resource.path(ns) + "?watch=true";
   addQuery(target, "resourceVersion", options.resource_version);
   if (options.allow_watch_bookmarks) addQuery(target, "allowWatchBookmarks", "true");
@@ -297,7 +328,7 @@ base::Status RestClient::watch(const Resource& resource, std::string_view ns,
   auto streamed = transport_.stream(
       request,
       [&](std::string_view chunk) {
-        auto fed = decoder.feed(chunk, handler, keep_going);
+        auto fed = decoder.feedLines(chunk, on_line, keep_going);
         if (!fed) decode_error = std::move(fed).error();
         return keep_going && !decode_error;
       },
@@ -305,7 +336,7 @@ base::Status RestClient::watch(const Resource& resource, std::string_view ns,
   if (decode_error) return std::move(*decode_error);
   if (!streamed) return std::move(streamed).error().wrap(op);
   if (streamed->status < 200 || streamed->status > 299) return apiError(op, *streamed);
-  return decoder.finish(handler, keep_going);
+  return decoder.finishLines(on_line, keep_going);
 }
 
 }  // namespace ekco::kube

@@ -48,6 +48,10 @@ class RestClient final : public KubeClient {
                      const DeleteOptions& options = {}) override;
   base::Status recordEvent(const EventSpec& event) override;
   base::Result<Json> serverVersion() override;
+  base::Result<std::string> listText(const Resource& resource, std::string_view ns,
+                                     const ListOptions& options = {}) override;
+  base::Status watchText(const Resource& resource, std::string_view ns, const WatchOptions& options,
+                         const WatchLineHandler& on_line, CancelToken* cancel = nullptr) override;
   base::Status watch(const Resource& resource, std::string_view ns, const WatchOptions& options,
                      const WatchHandler& handler, CancelToken* cancel = nullptr) override;
 

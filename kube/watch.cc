@@ -9,13 +9,32 @@ namespace ekco::kube {
 using base::Error;
 using base::ErrorCode;
 
+namespace {
+
+std::string_view trimLine(std::string_view text) {
+  while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.remove_suffix(1);
+  return text;
+}
+
+}  // namespace
+
 base::Status WatchDecoder::feed(std::string_view chunk, const WatchHandler& handler,
                                 bool& keep_going) {
+  return feedLines(
+      chunk, [&](JsonText text, bool& keep) { return line(text.text, handler, keep); }, keep_going);
+}
+
+base::Status WatchDecoder::feedLines(std::string_view chunk, const WatchLineHandler& on_line,
+                                     bool& keep_going) {
   pending_.append(chunk);
+  // Every line handed out is followed by kJsonPadding readable bytes of pending_.
+  (void)padded(pending_);
   std::size_t start = 0;
   for (std::size_t nl; keep_going && (nl = pending_.find('\n', start)) != std::string::npos;
        start = nl + 1) {
-    EKCO_TRY(line(std::string_view(pending_).substr(start, nl - start), handler, keep_going));
+    const std::string_view text = trimLine(std::string_view(pending_).substr(start, nl - start));
+    if (text.empty()) continue;
+    EKCO_TRY(on_line({.text = text, .capacity = pending_.capacity() - start}, keep_going));
   }
   pending_.erase(0, start);
   if (keep_going && pending_.size() > max_line_bytes_) {
@@ -29,26 +48,39 @@ base::Status WatchDecoder::feed(std::string_view chunk, const WatchHandler& hand
 }
 
 base::Status WatchDecoder::finish(const WatchHandler& handler, bool& keep_going) {
+  return finishLines([&](JsonText text, bool& keep) { return line(text.text, handler, keep); },
+                     keep_going);
+}
+
+base::Status WatchDecoder::finishLines(const WatchLineHandler& on_line, bool& keep_going) {
   if (!keep_going || pending_.empty()) return base::ok();
   std::string last = std::move(pending_);
   pending_.clear();
-  return line(last, handler, keep_going);
+  const std::size_t size = trimLine(last).size();
+  if (size == 0) return base::ok();
+  last.resize(size);
+  return on_line(padded(last), keep_going);
 }
 
 base::Status WatchDecoder::line(std::string_view text, const WatchHandler& handler,
                                 bool& keep_going) {
-  while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.remove_suffix(1);
-  if (text.empty()) return base::ok();
+  auto event = parseWatchEvent(text, op_);
+  if (!event) return std::move(event).error();
+  keep_going = handler(*event);
+  return base::ok();
+}
+
+base::Result<WatchEvent> parseWatchEvent(std::string_view text, const std::string& op) {
   if (jsonNestedDeeperThan(text)) {
     return Error(
-        op_ + ": watch event nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+        op + ": watch event nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
         ErrorCode::kParse);
   }
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   // The line is quoted and escaped (at most 120 bytes of it): a server can put any byte in it,
   // and the message must stay one line.
   auto bad = [&](std::string_view why) {
-    return Error(op_ + ": " + std::string(why) + ": " + base::quoteForMessage(text, 120),
+    return Error(op + ": " + std::string(why) + ": " + base::quoteForMessage(text, 120),
                  ErrorCode::kParse);
   };
   if (!json.is_object()) return bad("watch event is not a JSON object");
@@ -70,13 +102,12 @@ base::Status WatchDecoder::line(std::string_view text, const WatchHandler& handl
   } else if (name == "ERROR") {
     auto status = parseStatus(object->dump());
     if (!status) return bad("ERROR event without a Status");
-    return statusError(op_, *status);
+    return statusError(op, *status);
   } else {
     return bad("unknown watch event type");
   }
   event.object = *object;
-  keep_going = handler(event);
-  return base::ok();
+  return event;
 }
 
 }  // namespace ekco::kube

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "kube/json_text.h"
 
 namespace ekco::kube {
 
@@ -43,6 +44,14 @@ struct WatchOptions {
 // Returns false to end the watch (not an error).
 using WatchHandler = std::function<bool(const WatchEvent& event)>;
 
+// One line of a watch stream as text (trimmed, never empty, padded for simdjson: see
+// kube/json_text.h). An error ends the stream with it; keep_going false ends it quietly.
+using WatchLineHandler = std::function<base::Status(JsonText line, bool& keep_going)>;
+
+// Decodes one event line (trimmed, not empty) with nlohmann: the event, or the error: an ERROR
+// event's Status (410 Expired is kGone), a line that is not an event. Messages start with `op`.
+base::Result<WatchEvent> parseWatchEvent(std::string_view text, const std::string& op);
+
 // Splits chunks into lines and lines into events. An ERROR event (a Status: 410 Expired when
 // the resourceVersion is too old) and malformed lines become errors: feed returns the first one
 // and the stream should be abandoned.
@@ -62,6 +71,11 @@ class WatchDecoder {
   base::Status feed(std::string_view chunk, const WatchHandler& handler, bool& keep_going);
   // Called at the end of the stream: a trailing line without a newline is decoded too.
   base::Status finish(const WatchHandler& handler, bool& keep_going);
+
+  // The same, handing each line's text to `on_line` undecoded (the informer decodes it with
+  // simdjson, kube/list_decode.h).
+  base::Status feedLines(std::string_view chunk, const WatchLineHandler& on_line, bool& keep_going);
+  base::Status finishLines(const WatchLineHandler& on_line, bool& keep_going);
 
  private:
   base::Status line(std::string_view text, const WatchHandler& handler, bool& keep_going);

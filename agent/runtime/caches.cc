@@ -62,12 +62,12 @@ Caches::Caches(kube::KubeClient& client, const base::Clock& clock, CachesOptions
       client_, clock_, kube::resources::kNodes, "",
       kube::InformerOptions{.field_selector = "metadata.name=" + options_.node_name,
                             .max_backoff = kCacheMaxBackoff},
-      kube::projectNode, handlers<kube::NodeRecord>(CacheName::kOwnNode, "node cache"));
+      kube::decodeNode, handlers<kube::NodeRecord>(CacheName::kOwnNode, "node cache"));
   own_pods_.informer = std::make_unique<kube::Informer<kube::PodRecord>>(
       client_, clock_, kube::resources::kPods, "",
       kube::InformerOptions{.field_selector = "spec.nodeName=" + options_.node_name,
                             .max_backoff = kCacheMaxBackoff},
-      kube::projectPod, handlers<kube::PodRecord>(CacheName::kOwnPods, "pod cache"));
+      kube::decodePod, handlers<kube::PodRecord>(CacheName::kOwnPods, "pod cache"));
 }
 
 Caches::~Caches() { stop(); }
@@ -162,21 +162,18 @@ void Caches::require(CacheName name, std::function<void()> on_change) {
       client_, clock_, kube::resources::kNodes, "",
       kube::InformerOptions{.label_selector = "node-role.kubernetes.io/control-plane",
                             .max_backoff = kCacheMaxBackoff},
-      kube::projectNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "control-plane nodes"));
+      kube::decodeNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "control-plane nodes"));
   lb_master_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
       client_, clock_, kube::resources::kNodes, "",
       kube::InformerOptions{.label_selector = "node-role.kubernetes.io/master",
                             .max_backoff = kCacheMaxBackoff},
-      kube::projectNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "master nodes"));
+      kube::decodeNode, handlers<kube::NodeRecord>(CacheName::kApiservers, "master nodes"));
 }
 
 void Caches::start() {
   own_node_.start();
   own_pods_.start();
   lb_slices_.start();
-  lb_endpoints_.start();
-  lb_control_plane_nodes_.start();
-  lb_master_nodes_.start();
   host_jobs_.start();
 }
 
@@ -193,9 +190,13 @@ void Caches::stop() {
   own_node_.stop();
   own_pods_.stop();
   lb_slices_.stop();
-  lb_endpoints_.stop();
-  lb_control_plane_nodes_.stop();
-  lb_master_nodes_.stop();
+  {
+    std::lock_guard lock(lb_mu_);
+    lb_stopped_ = true;
+    lb_endpoints_.stop();
+    lb_control_plane_nodes_.stop();
+    lb_master_nodes_.stop();
+  }
   host_jobs_.stop();
 }
 
@@ -204,7 +205,7 @@ void Caches::setLeading(bool leading) {
   if (leading && cluster_nodes_wanted_ && !cluster_nodes_.informer) {
     cluster_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
         client_, clock_, kube::resources::kNodes, "",
-        kube::InformerOptions{.max_backoff = kCacheMaxBackoff}, kube::projectNode,
+        kube::InformerOptions{.max_backoff = kCacheMaxBackoff}, kube::decodeNode,
         handlers<kube::NodeRecord>(CacheName::kClusterNodes, "cluster node cache"));
     cluster_nodes_.start();
   } else if (!leading && cluster_nodes_.informer) {
@@ -282,7 +283,7 @@ void Caches::superviseUnhealthyNodePods() {
         client_, clock_, kube::resources::kPods, "",
         kube::InformerOptions{.field_selector = "spec.nodeName=" + name,
                               .max_backoff = kCacheMaxBackoff},
-        kube::projectPod,
+        kube::decodePod,
         handlers<kube::PodRecord>(CacheName::kUnhealthyNodePods, "pods on " + name));
     running->start();
     unhealthy_pods_.emplace(name, std::move(running));
@@ -359,7 +360,17 @@ ObservedApiservers Caches::apiservers() const {
     return source;
   };
   observed.slices = gather(*lb_slices_.informer, lb_slices_absent_.load());
+  // A fallback source is started when every source before it is listed and empty; until it has
+  // listed, it is unsettled (the controller looks again every 250 ms meanwhile).
+  std::lock_guard lock(lb_mu_);
+  if (!observed.slices.settled || !observed.slices.endpoints.empty() || lb_stopped_) {
+    return observed;
+  }
+  lb_endpoints_.start();
   observed.endpoints = gather(*lb_endpoints_.informer, lb_endpoints_absent_.load());
+  if (!observed.endpoints.settled || !observed.endpoints.endpoints.empty()) return observed;
+  lb_control_plane_nodes_.start();
+  lb_master_nodes_.start();
   observed.nodes.settled =
       lb_control_plane_nodes_.informer->synced() && lb_master_nodes_.informer->synced();
   std::vector<kube::NodeRecord> nodes = lb_control_plane_nodes_.informer->list();
@@ -383,9 +394,13 @@ void Caches::forEachStats(const std::function<void(const std::string& label,
   f("pods", own_pods_.informer->stats());
   if (apiservers_) {
     f("apiserver-endpointslices", lb_slices_.informer->stats());
-    f("apiserver-endpoints", lb_endpoints_.informer->stats());
-    f("control-plane-nodes", lb_control_plane_nodes_.informer->stats());
-    f("master-nodes", lb_master_nodes_.informer->stats());
+    std::lock_guard lock(lb_mu_);
+    // The fallback sources only once started (see apiservers()).
+    if (lb_endpoints_.thread.joinable()) f("apiserver-endpoints", lb_endpoints_.informer->stats());
+    if (lb_control_plane_nodes_.thread.joinable()) {
+      f("control-plane-nodes", lb_control_plane_nodes_.informer->stats());
+      f("master-nodes", lb_master_nodes_.informer->stats());
+    }
   }
   if (host_jobs_.informer) f("hostjobs", host_jobs_.informer->stats());
   std::lock_guard lock(leader_mu_);

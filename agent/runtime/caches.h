@@ -3,7 +3,9 @@
 // the observe*() functions, which return copies (slim records, kube/records.h); a change in a
 // cache wakes the controllers that asked for it.
 //
-// Node-scoped caches (this node, its pods, the apiserver endpoints) run from start() to stop().
+// Node-scoped caches (this node, its pods, the apiserver endpoints) run from start() to stop();
+// the apiserver endpoints' fallback sources (Endpoints, then the control-plane nodes) only once
+// the sources before them are listed and empty.
 // Leader-scoped caches (every node; the kubelet-serving CSRs; the pods of each unhealthy node, one
 // narrow informer per node) run only while this agent leads: setLeading(true) starts them,
 // setLeading(false) stops and drops them, and superviseUnhealthyNodePods() follows the set of
@@ -122,9 +124,14 @@ class Caches {
   Running<kube::PodRecord> own_pods_;
   bool apiservers_ = false;
   Running<EndpointList> lb_slices_;
-  Running<EndpointList> lb_endpoints_;
-  Running<kube::NodeRecord> lb_control_plane_nodes_;
-  Running<kube::NodeRecord> lb_master_nodes_;
+  // The fallback sources start only when the ones before them are listed and empty (a cluster
+  // without EndpointSlices for the kubernetes Service): most agents never run them. Started from
+  // apiservers() (hence mutable), under lb_mu_.
+  mutable std::mutex lb_mu_;
+  mutable bool lb_stopped_ = false;
+  mutable Running<EndpointList> lb_endpoints_;
+  mutable Running<kube::NodeRecord> lb_control_plane_nodes_;
+  mutable Running<kube::NodeRecord> lb_master_nodes_;
   std::atomic<bool> lb_slices_absent_{false};  // the API has no discovery.k8s.io/v1
   std::atomic<bool> lb_endpoints_absent_{false};
 

@@ -157,11 +157,11 @@ TEST_F(InformerSimTest, SyncsPagedListsThenFollowsWatchEventsThroughGracefulDele
   };
   Informer<PodRecord> pods(
       *client_, clock_, resources::kPods, "",
-      fast({.field_selector = "spec.nodeName=node-a", .page_size = 3}), projectPod,
+      fast({.field_selector = "spec.nodeName=node-a", .page_size = 3}), decodePod,
       {.on_add = [&](const PodRecord& p) { note("add " + p.name); },
        .on_update = [&](const PodRecord&, const PodRecord& p) { note("update " + p.name); },
        .on_delete = [&](const PodRecord& p) { note("delete " + p.name); }});
-  Informer<NodeRecord> nodes(*client_, clock_, resources::kNodes, "", fast(), projectNode);
+  Informer<NodeRecord> nodes(*client_, clock_, resources::kNodes, "", fast(), decodeNode);
   Running run_pods(pods);
   Running run_nodes(nodes);
   ASSERT_TRUE(pods.waitForSync(seconds(10)));
@@ -194,7 +194,7 @@ TEST_F(InformerSimTest, SyncsPagedListsThenFollowsWatchEventsThroughGracefulDele
 }
 
 TEST_F(InformerSimTest, DroppedStreamsResumeWithoutLosingOrRelisting) {
-  Informer<PodRecord> pods(*client_, clock_, resources::kPods, "default", fast(), projectPod);
+  Informer<PodRecord> pods(*client_, clock_, resources::kPods, "default", fast(), decodePod);
   Running running(pods);
   ASSERT_TRUE(pods.waitForSync(seconds(10)));
   server_->setFaults({.drop_watch_after_events = 1});
@@ -217,7 +217,7 @@ TEST_F(InformerSimTest, ASilentWatchIsDeadAfterTheIdleBoundAndTheInformerRecover
   // healthy for its whole timeout (5-10 min), so the cache went stale while "connected".
   InformerOptions options = fast();
   options.watch_idle_timeout = seconds(1);
-  Informer<PodRecord> pods(*client_, clock_, resources::kPods, "default", options, projectPod);
+  Informer<PodRecord> pods(*client_, clock_, resources::kPods, "default", options, decodePod);
   Running running(pods);
   ASSERT_TRUE(pods.waitForSync(seconds(10)));
   ASSERT_TRUE(eventually([&] { return pods.stats().bookmarks > 0; }));
@@ -234,7 +234,7 @@ TEST_F(InformerSimTest, ASilentWatchIsDeadAfterTheIdleBoundAndTheInformerRecover
 }
 
 TEST_F(InformerSimTest, GoneRelistsAndTheCacheConvergesOnTheServer) {
-  Informer<PodRecord> pods(*client_, clock_, resources::kPods, "", fast(), projectPod);
+  Informer<PodRecord> pods(*client_, clock_, resources::kPods, "", fast(), decodePod);
   Running running(pods);
   ASSERT_TRUE(pods.waitForSync(seconds(10)));
   // Changes go straight into the store, the history is compacted, and the open stream is cut:
@@ -256,7 +256,7 @@ TEST_F(InformerSimTest, GoneRelistsAndTheCacheConvergesOnTheServer) {
 TEST_F(InformerSimTest, InjectedThrottlingAndServerErrorsAreRetriedAndTheCacheConverges) {
   server_->setFaults({.rate_429 = 0.2, .rate_500 = 0.2});
   Informer<PodRecord> pods(*client_, clock_, resources::kPods, "", fast({.page_size = 2}),
-                           projectPod);
+                           decodePod);
   Running running(pods);
   ASSERT_TRUE(pods.waitForSync(seconds(20)));
   for (int i = 0; i < 10; ++i) {

@@ -77,7 +77,7 @@ class InformerTest : public ::testing::Test {
     options.max_backoff = milliseconds(4);
     options.short_watch = milliseconds(0);
     return std::make_unique<Informer<PodRecord>>(client_, clock_, resources::kPods, "", options,
-                                                 projectPod, recorder_.handlers());
+                                                 decodePod, recorder_.handlers());
   }
   // Runs the informer until the scripts are used up, then stops it.
   void runToIdle(Informer<PodRecord>& informer) {
@@ -278,7 +278,7 @@ TEST_F(InformerTest, AStreamThatEndsAtOnceWithNothingInItBacksOff) {
                                             InformerOptions{.initial_backoff = milliseconds(1),
                                                             .max_backoff = milliseconds(2),
                                                             .short_watch = milliseconds(60000)},
-                                            projectPod, recorder_.handlers());
+                                            decodePod, recorder_.handlers());
   runToIdle(*informer);
   EXPECT_EQ(informer->stats().failures, 3U);
   EXPECT_THAT(recorder_.errors, ::testing::Each(HasSubstr("the server ended the stream at once")));
@@ -301,7 +301,7 @@ TEST_F(InformerTest, AnAcceptedQuietWatchThatBreaksStartsTheBackoffAfresh) {
                                                                   std::lock_guard lock(backoffs_mu);
                                                                   backoffs.push_back(failures);
                                                                 }},
-                                            projectPod, recorder_.handlers());
+                                            decodePod, recorder_.handlers());
   client_.scriptList(listOf({}, "5"));
   const auto ranFor = [this](milliseconds d) { return [this, d] { clock_.advance(d); }; };
   const Error reset("watch pods: connection reset", ErrorCode::kIo);
@@ -328,7 +328,7 @@ TEST_F(InformerTest, StopEndsABackoffWaitAndAnUnsyncedWaitForSync) {
       client_, clock_, resources::kPods, "",
       InformerOptions{.initial_backoff = std::chrono::seconds(60),
                       .max_backoff = std::chrono::seconds(60)},
-      projectPod, recorder_.handlers());
+      decodePod, recorder_.handlers());
   std::thread t([&] { informer->run(); });
   EXPECT_FALSE(informer->waitForSync(milliseconds(50)));
   const auto start = std::chrono::steady_clock::now();

@@ -80,10 +80,8 @@ TEST(RecordsTest, APodKeepsWhatTheControllersRead) {
   EXPECT_EQ(pod->phase, "Running");
   EXPECT_EQ(pod->app, "rook-ceph-osd");
   EXPECT_EQ(pod->owner_kind, "ReplicaSet");
-  EXPECT_EQ(pod->owner_name, "osd-0-abc");
   EXPECT_TRUE(pod->terminating());
   EXPECT_EQ(pod->deletion_grace_period_seconds, 30);
-  EXPECT_THAT(pod->pvc_claims, ElementsAre("pvc-1"));
   EXPECT_TRUE(pod->hasVolume(kVolumePersistentVolumeClaim));
   EXPECT_TRUE(pod->hasVolume(kVolumeHostPath));
   EXPECT_TRUE(pod->hasVolume(kVolumeConfigLike));

@@ -20,6 +20,7 @@ namespace ekco::agent {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using ::testing::Not;
 using ::testing::StartsWith;
 
@@ -194,7 +195,10 @@ TEST(Cli, ConfigFromKurlOutputPassesConfigCheck) {
   TempFile f(r.out);
   CliRun check = cli({"config", "check", f.path()});
   EXPECT_EQ(check.code, kExitOk) << check.err;
-  EXPECT_EQ(check.err, "");
+  // The spec's rook.minimumNodeCount asks for EKCO's creation of the Ceph cluster, which ekco
+  // does not offer: the one warning, on the line the converted file carries it.
+  EXPECT_THAT(check.err, MatchesRegex("warning: [^\n]*:[0-9]+: rook_minimum_node_count: no "
+                                      "effect in ekco: [^\n]*\n"));
 }
 
 TEST(Cli, ConfigFromKurlOfABadSpecExitsTwo) {
