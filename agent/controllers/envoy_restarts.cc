@@ -221,11 +221,7 @@ ControllerSpec envoyRestartsSpec() {
                     d.config.envoy_pods_not_ready_duration),
                 .dry_run = d.dry_run,
                 .is_leader_fresh = d.is_leader_fresh,
-                .record_event =
-                    [client = &d.client, report = d.report](const kube::EventSpec& event) {
-                      auto recorded = client->recordEvent(event);
-                      if (!recorded && report) report("event", recorded.error().message());
-                    },
+                .record_event = d.eventRecorder(),
                 .count_action = d.count_action});
       },
   };

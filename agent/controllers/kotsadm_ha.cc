@@ -197,18 +197,13 @@ ControllerSpec kotsadmHaSpec() {
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
         return std::make_shared<KotsadmHa>(
             [&caches = d.caches] { return caches.clusterNodes(); }, d.client,
-            KotsadmHaOptions{
-                .migration_namespace = d.config.leader_election_namespace,
-                .dry_run = d.dry_run,
-                .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    d.config.reconcile_interval),
-                .is_leader_fresh = d.is_leader_fresh,
-                .record_event =
-                    [client = &d.client, report = d.report](const kube::EventSpec& event) {
-                      auto recorded = client->recordEvent(event);
-                      if (!recorded && report) report("event", recorded.error().message());
-                    },
-                .count_action = d.count_action});
+            KotsadmHaOptions{.migration_namespace = d.config.leader_election_namespace,
+                             .dry_run = d.dry_run,
+                             .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 d.config.reconcile_interval),
+                             .is_leader_fresh = d.is_leader_fresh,
+                             .record_event = d.eventRecorder(),
+                             .count_action = d.count_action});
       },
   };
 }

@@ -484,19 +484,14 @@ ControllerSpec minioHaSpec() {
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
         return std::make_shared<MinioHa>(
             [&caches = d.caches] { return caches.clusterNodes(); }, d.client, d.clock,
-            MinioHaOptions{
-                .ns = d.config.minio_namespace,
-                .migration_namespace = d.config.leader_election_namespace,
-                .dry_run = d.dry_run,
-                .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    d.config.reconcile_interval),
-                .is_leader_fresh = d.is_leader_fresh,
-                .record_event =
-                    [client = &d.client, report = d.report](const kube::EventSpec& event) {
-                      auto recorded = client->recordEvent(event);
-                      if (!recorded && report) report("event", recorded.error().message());
-                    },
-                .count_action = d.count_action});
+            MinioHaOptions{.ns = d.config.minio_namespace,
+                           .migration_namespace = d.config.leader_election_namespace,
+                           .dry_run = d.dry_run,
+                           .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               d.config.reconcile_interval),
+                           .is_leader_fresh = d.is_leader_fresh,
+                           .record_event = d.eventRecorder(),
+                           .count_action = d.count_action});
       },
   };
 }

@@ -205,11 +205,7 @@ ControllerSpec resourceScalingSpec() {
                 .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
                     d.config.reconcile_interval),
                 .is_leader_fresh = d.is_leader_fresh,
-                .record_event =
-                    [client = &d.client, report = d.report](const kube::EventSpec& event) {
-                      auto recorded = client->recordEvent(event);
-                      if (!recorded && report) report("event", recorded.error().message());
-                    },
+                .record_event = d.eventRecorder(),
                 .count_action = d.count_action});
       },
   };

@@ -417,28 +417,23 @@ ControllerSpec rookCephSpec() {
         const Config& c = d.config;
         return std::make_shared<RookCephController>(
             [&caches = d.caches] { return caches.clusterNodes(); }, d.client, d.exec, d.clock,
-            RookCephOptions{
-                .maintain_storage = c.maintain_rook_storage_nodes,
-                .user_managed_nodes = !c.rook_storage_nodes.empty(),
-                .storage_nodes_label = c.rook_storage_nodes_label,
-                .mds_placement = c.reconcile_rook_mds_placement,
-                .csi_resources = c.reconcile_ceph_csi_resources,
-                .block_pool = c.ceph_block_pool,
-                .filesystem = c.ceph_filesystem,
-                .object_store = c.ceph_object_store,
-                .min_replication = c.min_ceph_pool_replication,
-                .max_replication = c.max_ceph_pool_replication,
-                .hold_down = c.ceph_pool_replication_hold_down,
-                .dry_run = d.dry_run,
-                .interval =
-                    std::chrono::duration_cast<std::chrono::milliseconds>(c.reconcile_interval),
-                .is_leader_fresh = d.is_leader_fresh,
-                .record_event =
-                    [client = &d.client, report = d.report](const kube::EventSpec& event) {
-                      auto recorded = client->recordEvent(event);
-                      if (!recorded && report) report("event", recorded.error().message());
-                    },
-                .count_action = d.count_action});
+            RookCephOptions{.maintain_storage = c.maintain_rook_storage_nodes,
+                            .user_managed_nodes = !c.rook_storage_nodes.empty(),
+                            .storage_nodes_label = c.rook_storage_nodes_label,
+                            .mds_placement = c.reconcile_rook_mds_placement,
+                            .csi_resources = c.reconcile_ceph_csi_resources,
+                            .block_pool = c.ceph_block_pool,
+                            .filesystem = c.ceph_filesystem,
+                            .object_store = c.ceph_object_store,
+                            .min_replication = c.min_ceph_pool_replication,
+                            .max_replication = c.max_ceph_pool_replication,
+                            .hold_down = c.ceph_pool_replication_hold_down,
+                            .dry_run = d.dry_run,
+                            .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                c.reconcile_interval),
+                            .is_leader_fresh = d.is_leader_fresh,
+                            .record_event = d.eventRecorder(),
+                            .count_action = d.count_action});
       },
   };
 }

@@ -55,6 +55,15 @@ struct ControllerDeps {
   std::function<void(std::string_view kind)> count_action{};
   // A failed API call off the reconcile path (an Event not recorded): logged once per minute.
   std::function<void(std::string_view what, const std::string& message)> report{};
+
+  // Records an Event through `client`; a failure goes to `report` (an Event is never worth
+  // failing a reconcile for). For a controller's options' record_event.
+  std::function<void(const kube::EventSpec&)> eventRecorder() const {
+    return [client = &client, report = report](const kube::EventSpec& event) {
+      auto recorded = client->recordEvent(event);
+      if (!recorded && report) report("event", recorded.error().message());
+    };
+  }
 };
 
 struct ControllerSpec {

@@ -332,20 +332,15 @@ ControllerSpec webhookConfigSpec() {
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
         return std::make_shared<WebhookConfigController>(
             d.client, d.clock,
-            WebhookConfigOptions{
-                .ns = d.config.leader_election_namespace,
-                .enabled = !d.config.pod_image_overrides.empty(),
-                .target_port = static_cast<int>(d.config.pod_image_overrides_port),
-                .dry_run = d.dry_run,
-                .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    d.config.reconcile_interval),
-                .is_leader_fresh = d.is_leader_fresh,
-                .record_event =
-                    [client = &d.client, report = d.report](const kube::EventSpec& event) {
-                      auto recorded = client->recordEvent(event);
-                      if (!recorded && report) report("event", recorded.error().message());
-                    },
-                .count_action = d.count_action});
+            WebhookConfigOptions{.ns = d.config.leader_election_namespace,
+                                 .enabled = !d.config.pod_image_overrides.empty(),
+                                 .target_port = static_cast<int>(d.config.pod_image_overrides_port),
+                                 .dry_run = d.dry_run,
+                                 .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     d.config.reconcile_interval),
+                                 .is_leader_fresh = d.is_leader_fresh,
+                                 .record_event = d.eventRecorder(),
+                                 .count_action = d.count_action});
       },
   };
 }

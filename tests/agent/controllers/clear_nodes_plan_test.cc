@@ -48,10 +48,10 @@ kube::PodRecord podRecord(const std::string& name, const std::string& node,
                           std::optional<base::WallTime> deleted = std::nullopt,
                           std::optional<std::int64_t> grace = 30) {
   return {.ns = Atom("default"),
-          .name = name,
-          .uid = "uid-" + name,
           .node_name = Atom(node),
           .phase = Atom("Running"),
+          .name = name,
+          .uid = "uid-" + name,
           .deletion_timestamp = deleted,
           .deletion_grace_period_seconds = deleted ? grace : std::nullopt};
 }

@@ -205,10 +205,10 @@ TEST_F(PurgeDeadNodesTest, ANodeIsHeldWhileClearNodesStillHasPodsDueOnIt) {
   // stuck on the node are gone (or no longer due), then purges.
   nodes_[4] = node("w-2", false, kT0 - minutes(10));
   std::vector<kube::PodRecord> pods = {{.ns = Atom("default"),
-                                        .name = "stuck",
-                                        .uid = "u1",
                                         .node_name = Atom("w-2"),
                                         .phase = Atom("Running"),
+                                        .name = "stuck",
+                                        .uid = "u1",
                                         .deletion_timestamp = kT0 - minutes(5),
                                         .deletion_grace_period_seconds = 30}};
   const ClearRules rules{.node_unreachable_toleration = minutes(5),
@@ -258,10 +258,10 @@ TEST_F(PurgeDeadNodesTest, PodsStuckOnTheNodeAreReadFromTheApiNotOnlyFromTheCach
   // never force-deleted (once the Node is gone clear-nodes no longer sees them).
   nodes_[4] = node("w-2", false, kT0 - minutes(10));
   std::vector<kube::PodRecord> api_pods = {{.ns = Atom("default"),
-                                            .name = "stuck",
-                                            .uid = "u1",
                                             .node_name = Atom("w-2"),
                                             .phase = Atom("Running"),
+                                            .name = "stuck",
+                                            .uid = "u1",
                                             .deletion_timestamp = kT0 - minutes(5),
                                             .deletion_grace_period_seconds = 30}};
   int pod_reads = 0;
