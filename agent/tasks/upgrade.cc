@@ -196,11 +196,16 @@ base::Status runInstaller(const UpgradeOptions& options, const UpgradeDeps& deps
   request.kill_grace = options.installer_kill_grace;
   request.max_output_bytes = std::size_t{1} << 20;  // the lines are streamed to the log anyway
 
+  // The last lines of each stream, kept apart: the two pipes are read in whatever order their
+  // data arrives, so an error line written last to stderr may be read before stdout's last
+  // lines, and one combined tail could push it out.
   std::deque<std::string> tail;
-  const auto keep = [&](std::string_view line) {
+  std::deque<std::string> error_tail;
+  const auto keep = [&](base::OutputStream stream, std::string_view line) {
     if (options.failure_tail_lines == 0) return;
-    tail.emplace_back(line);
-    while (tail.size() > options.failure_tail_lines) tail.pop_front();
+    auto& lines = stream == base::OutputStream::kStdout ? tail : error_tail;
+    lines.emplace_back(line);
+    while (lines.size() > options.failure_tail_lines) lines.pop_front();
   };
   bool streamed = false;
   // The silence is measured on deps.clock: from the start, the last line, or the last
@@ -227,18 +232,20 @@ base::Status runInstaller(const UpgradeOptions& options, const UpgradeDeps& deps
     base::logInfo(
         "installer",
         {{"stream", stream == base::OutputStream::kStdout ? "stdout" : "stderr"}, {"line", line}});
-    keep(line);
+    keep(stream, line);
   };
   const std::string shown = base::formatArgv(request.argv);
   base::logInfo("running the installer", {{"command", shown}, {"hash", hash}});
   auto result = deps.runner.run(request);
   if (!result) return std::move(result).error().wrap("run the installer");
   if (!streamed) {  // a runner that does not stream: log what it captured, after the fact
-    for (auto [stream, data] :
-         {std::pair{"stdout", &result->stdout_data}, std::pair{"stderr", &result->stderr_data}}) {
+    for (auto [stream, data] : {std::pair{base::OutputStream::kStdout, &result->stdout_data},
+                                std::pair{base::OutputStream::kStderr, &result->stderr_data}}) {
       for (std::string_view line : splitLines(*data)) {
-        base::logInfo("installer", {{"stream", stream}, {"line", line}});
-        keep(line);
+        base::logInfo("installer",
+                      {{"stream", stream == base::OutputStream::kStdout ? "stdout" : "stderr"},
+                       {"line", line}});
+        keep(stream, line);
       }
     }
   }
@@ -251,6 +258,10 @@ base::Status runInstaller(const UpgradeOptions& options, const UpgradeDeps& deps
   if (!tail.empty()) {
     message += "; its last output lines:";
     for (const std::string& line : tail) message += "\n  " + line;
+  }
+  if (!error_tail.empty()) {
+    message += tail.empty() ? "; its last error lines:" : "\nits last error lines:";
+    for (const std::string& line : error_tail) message += "\n  " + line;
   }
   return Error(message, result->timed_out ? ErrorCode::kTimeout : ErrorCode::kUnknown);
 }

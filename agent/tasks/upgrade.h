@@ -96,7 +96,8 @@ struct UpgradeOptions {
   // SIGKILL after the grace.
   std::chrono::milliseconds installer_timeout{std::chrono::hours(3)};
   std::chrono::milliseconds installer_kill_grace{std::chrono::seconds(60)};
-  // How many of the installer's last output lines a failure's error quotes.
+  // How many of the installer's last lines of each stream (stdout, stderr) a failure's error
+  // quotes.
   std::size_t failure_tail_lines = 10;
   // While the installer prints nothing for this long, a "waiting for the installer" line says
   // how long it has run and been silent (never minutes of silence in the log).
