@@ -759,9 +759,10 @@ class Demo {
                     holder.empty() ? "released by the leader" : "still held by " + holder));
     api_->stop();
     etcd_->stop();
-    say(fmt::format("stopped {}the API server; {} {}",
-                    have_etcd_ ? "the 2 etcd members left, " : "", keep_ ? "kept" : "removing",
-                    work_.string()));
+    if (ceph_) ceph_->stop();
+    say(fmt::format(
+        "stopped {}{}the API server; {} {}", have_etcd_ ? "the 2 etcd members left, " : "",
+        ceph_ ? "the Ceph daemons, " : "", keep_ ? "kept" : "removing", work_.string()));
     if (problems_ > 0) say(fmt::format("{} PROBLEM(S), see above", problems_));
   }
 
