@@ -9,6 +9,8 @@
 #include <deque>
 #include <utility>
 
+#include "units/sd_bus_objects.h"
+
 namespace ekco::units {
 namespace {
 
@@ -25,27 +27,13 @@ constexpr const char* kMatch =
     "type='signal',interface='org.freedesktop.login1.Manager',member='PrepareForShutdown',"
     "path='/org/freedesktop/login1'";
 
-struct BusUnref {
-  void operator()(sd_bus* bus) const { sd_bus_flush_close_unref(bus); }
-};
-using BusPtr = std::unique_ptr<sd_bus, BusUnref>;
+using detail::BusError;
+using detail::BusPtr;
 
 struct SlotUnref {
   void operator()(sd_bus_slot* slot) const { sd_bus_slot_unref(slot); }
 };
 using SlotPtr = std::unique_ptr<sd_bus_slot, SlotUnref>;
-
-class BusError {
- public:
-  BusError() = default;
-  ~BusError() { sd_bus_error_free(&error_); }
-  BusError(const BusError&) = delete;
-  BusError& operator=(const BusError&) = delete;
-  sd_bus_error* get() { return &error_; }
-
- private:
-  sd_bus_error error_{.name = nullptr, .message = nullptr, ._need_free = 0};
-};
 
 ErrorCode codeForErrno(int err) {
   switch (err) {
@@ -79,7 +67,7 @@ Error busError(const std::string& context, int r, sd_bus_error* error) {
 
 class SdBusLogind final : public Logind {
  public:
-  explicit SdBusLogind(BusPtr bus) : bus_(std::move(bus)) {}
+  SdBusLogind(BusPtr bus, const base::Clock& clock) : bus_(std::move(bus)), clock_(clock) {}
   ~SdBusLogind() override { slot_.reset(); }
   SdBusLogind(const SdBusLogind&) = delete;
   SdBusLogind& operator=(const SdBusLogind&) = delete;
@@ -122,7 +110,7 @@ class SdBusLogind final : public Logind {
   }
 
   Result<std::optional<bool>> waitPrepareForShutdown(std::chrono::milliseconds timeout) override {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const base::MonoTime deadline = clock_.monoNow() + timeout;
     for (;;) {
       if (!pending_.empty()) {
         const bool value = pending_.front();
@@ -132,8 +120,8 @@ class SdBusLogind final : public Logind {
       const int processed = sd_bus_process(bus_.get(), nullptr);
       if (processed < 0) return busError("logind: read the bus", processed, nullptr);
       if (processed > 0) continue;  // maybe more queued
-      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::microseconds>(deadline - clock_.monoNow());
       if (left.count() <= 0) return std::optional<bool>();
       const int waited = sd_bus_wait(bus_.get(), static_cast<std::uint64_t>(left.count()));
       if (waited < 0 && waited != -EINTR) return busError("logind: wait", waited, nullptr);
@@ -150,13 +138,15 @@ class SdBusLogind final : public Logind {
   }
 
   BusPtr bus_;
+  const base::Clock& clock_;  // the waits' deadlines
   SlotPtr slot_;
   std::deque<bool> pending_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Logind>> connectLogind(const std::string& bus_address) {
+Result<std::unique_ptr<Logind>> connectLogind(const std::string& bus_address,
+                                              const base::Clock& clock) {
   const std::string context = "connect to logind at " + bus_address;
   auto fail = [&](int r) { return busError(context, r, nullptr); };
   sd_bus* raw = nullptr;
@@ -174,7 +164,7 @@ Result<std::unique_ptr<Logind>> connectLogind(const std::string& bus_address) {
   const char* unique = nullptr;
   r = sd_bus_get_unique_name(bus.get(), &unique);
   if (r < 0) return fail(r);
-  auto logind = std::make_unique<SdBusLogind>(std::move(bus));
+  auto logind = std::make_unique<SdBusLogind>(std::move(bus), clock);
   r = logind->subscribe();
   if (r < 0) return busError(context + ": subscribe to PrepareForShutdown", r, nullptr);
   return std::unique_ptr<Logind>(std::move(logind));

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "base/clock.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
 
@@ -39,7 +40,8 @@ class Logind {
 // subscribes to PrepareForShutdown before returning. Errors name the address ("connect to logind
 // at unix:path=...: No such file or directory", kUnavailable for a missing or refusing socket).
 // Not thread-safe: one thread uses it. It does not reconnect; after an error the caller
-// connects again.
-[[nodiscard]] base::Result<std::unique_ptr<Logind>> connectLogind(const std::string& bus_address);
+// connects again. waitPrepareForShutdown's deadline is on `clock`, which must outlive it.
+[[nodiscard]] base::Result<std::unique_ptr<Logind>> connectLogind(const std::string& bus_address,
+                                                                  const base::Clock& clock);
 
 }  // namespace ekco::units

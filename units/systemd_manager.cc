@@ -10,6 +10,8 @@
 #include <mutex>
 #include <utility>
 
+#include "units/sd_bus_objects.h"
+
 namespace ekco::units {
 namespace {
 
@@ -30,25 +32,8 @@ constexpr const char* kTimerIface = "org.freedesktop.systemd1.Timer";
 constexpr std::uint64_t kCallTimeoutUsec = 60ULL * 1000 * 1000;
 
 // RAII for the sd-bus C objects.
-struct BusUnref {
-  void operator()(sd_bus* bus) const { sd_bus_flush_close_unref(bus); }
-};
-using BusPtr = std::unique_ptr<sd_bus, BusUnref>;
-
-class BusError {
- public:
-  BusError() = default;
-  ~BusError() { sd_bus_error_free(&error_); }
-  BusError(const BusError&) = delete;
-  BusError& operator=(const BusError&) = delete;
-  sd_bus_error* get() { return &error_; }
-  const sd_bus_error* get() const { return &error_; }
-
- private:
-  // SD_BUS_ERROR_NULL, spelled as C++: the macro is a C99 compound literal, which clang's
-  // -Wpedantic refuses in C++ (GCC accepts it as an extension).
-  sd_bus_error error_{.name = nullptr, .message = nullptr, ._need_free = 0};
-};
+using detail::BusError;
+using detail::BusPtr;
 
 class Message {
  public:

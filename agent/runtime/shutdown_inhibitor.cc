@@ -174,7 +174,7 @@ std::unique_ptr<ShutdownInhibitor> makeAgentShutdownInhibitor(const AgentOptions
   // A dry run changes nothing, so it must not tell the stop job that the node was drained.
   if (options.config.disable_reboot_service || options.dry_run) return nullptr;
   const std::string bus = units::systemBusAddress(options.host_root);
-  auto connect = [bus] { return units::connectLogind(bus); };
+  auto connect = [bus, &clock] { return units::connectLogind(bus, clock); };
   auto drain = [&options, &clock]() {
     CommandClient c;
     kube::RestClientOptions rest;

@@ -58,7 +58,7 @@ class LogindTest : public ::testing::Test {
     ASSERT_GE(sd_bus_set_address(test_bus_, systemBusAddress(root_).c_str()), 0);
     ASSERT_GE(sd_bus_set_bus_client(test_bus_, 1), 0);
     ASSERT_GE(sd_bus_start(test_bus_), 0);
-    auto logind = connectLogind(systemBusAddress(root_));
+    auto logind = connectLogind(systemBusAddress(root_), clock_);
     ASSERT_TRUE(logind) << logind.error().message();
     logind_ = std::move(*logind);
   }
@@ -97,11 +97,13 @@ class LogindTest : public ::testing::Test {
   static inline std::string root_{};
   static inline fakes::SystemdBus* bus_ = nullptr;
   sd_bus* test_bus_ = nullptr;
+  base::SystemClock clock_;
   std::unique_ptr<Logind> logind_;
 };
 
 TEST(ConnectLogindTest, AMissingBusIsUnavailableAndNamesTheAddress) {
-  auto logind = connectLogind(systemBusAddress("/nonexistent/ekco-root"));
+  base::SystemClock clock;
+  auto logind = connectLogind(systemBusAddress("/nonexistent/ekco-root"), clock);
   ASSERT_FALSE(logind);
   EXPECT_EQ(logind.error().message(),
             "connect to logind at unix:path=/nonexistent/ekco-root/run/dbus/system_bus_socket: "
