@@ -43,11 +43,11 @@
 #include "base/clock.h"
 #include "base/process.h"
 #include "bench/bench_support.h"
+#include "demo/rook_join.h"
 #include "kube/timestamp.h"
 #include "tests/ceph/ceph_fixture.h"
 #include "tests/fakes/etcd_cluster.h"
 #include "tests/kubesim/server.h"
-#include "tests/rook/kurl_rook_objects.h"
 
 namespace {
 
@@ -242,16 +242,9 @@ class Demo {
     objects.insert(objects.end(), monitoring.begin(), monitoring.end());
     std::vector<kubesim::ExecReply> exec;
     if (ceph_) {
-      // kURL's Rook add-on on the first five nodes, sized for the two hosts with an OSD; ekco's
-      // RBAC for maintaining it; `ceph` in the rook-ceph-tools pod runs the real CLI.
       std::vector<std::string> storage;
       for (const auto& n : kNodes) storage.push_back(n.name);
-      for (auto& o : rook_testing::kurlRookObjects(
-               {.storage_nodes = storage, .pool_size = 2, .mons = 1, .mgrs = 2})) {
-        objects.push_back(std::move(o));
-      }
-      const std::vector<json> rook = manifests(source_ / "deploy-rook-ceph");
-      objects.insert(objects.end(), rook.begin(), rook.end());
+      for (auto& o : demo::rookObjects(storage, source_)) objects.push_back(std::move(o));
       exec.push_back(ceph_->toolsPodExec());
     }
 
@@ -275,24 +268,8 @@ class Demo {
   }
 
   void startCeph() {
-    if (!testing::CephFixture::available()) {
-      say("Ceph is not installed (scripts/setup installs it): running without Rook/Ceph");
-      return;
-    }
-    auto ceph = testing::CephFixture::start((work_ / "ceph").string());
-    if (!ceph) fail("ceph: " + ceph.error().message());
-    ceph_ = std::move(*ceph);
-    g_children.onCleanup([ceph = ceph_] { ceph->stop(); });
-    std::string osds;
-    for (const auto& [id, host] : kFirstOsds) {
-      if (auto added = ceph_->addOsd(id, host); !added) fail("ceph: " + added.error().message());
-      osds += fmt::format("{}osd.{} on {}", osds.empty() ? "" : ", ", id, host);
-    }
-    if (auto up = ceph_->waitForUpOsds(static_cast<int>(kFirstOsds.size()), seconds(60)); !up) {
-      fail("ceph: " + up.error().message());
-    }
-    say("Ceph 16: 1 mon, 1 mgr and memstore OSDs " + osds +
-        " (real daemons on 127.0.0.1; Rook's `rook-ceph-tools` pod runs the real `ceph` CLI)");
+    ceph_ = demo::startRookCeph((work_ / "ceph").string(), kFirstOsds, say);
+    if (ceph_) g_children.onCleanup([ceph = ceph_] { ceph->stop(); });
   }
 
   void writeConfig() {
@@ -562,103 +539,19 @@ class Demo {
     if (!others_intact) problem("ekco touched a live node's pods");
   }
 
-  // The Rook custom resource's spec (null when it is missing).
-  json rookSpec(const std::string& plural, const std::string& name) {
-    auto o = api_->get(plural + ".ceph.rook.io", "rook-ceph", name);
-    return o ? (*o).value("spec", json()) : json();
-  }
-  std::vector<std::string> storageNodes() {
-    std::vector<std::string> out;
-    for (const json& n :
-         rookSpec("cephclusters", "rook-ceph")["storage"].value("nodes", json::array())) {
-      out.push_back(n.value("name", ""));
-    }
-    return out;
-  }
-  // device_health_metrics is Ceph 16's built-in pool; -1 until the mgr created it.
-  std::int64_t builtinPoolSize() {
-    auto out = ceph_->ceph({"osd", "pool", "get", "device_health_metrics", "size", "-f", "json"});
-    return out ? json::parse(*out, nullptr, false).value("size", -1) : -1;
-  }
-  struct RookState {
-    int pool = 0;  // CephBlockPool replicapool
-    int fs = 0;    // CephFilesystem rook-shared-fs metadata pool
-    int mons = 0;
-    int mgrs = 0;
-    std::int64_t builtin = -1;
-    bool operator==(const RookState&) const = default;
-    std::string text() const {
-      return fmt::format(
-          "CephBlockPool replicapool size {}, CephFilesystem rook-shared-fs size {}, mons {}, "
-          "mgrs {}, device_health_metrics size {} (`ceph osd pool get`)",
-          pool, fs, mons, mgrs, builtin);
-    }
-  };
-  RookState rookState() {
-    const json cluster = rookSpec("cephclusters", "rook-ceph");
-    RookState s;
-    s.pool = rookSpec("cephblockpools", "replicapool")["replicated"].value("size", 0);
-    s.fs = rookSpec("cephfilesystems", "rook-shared-fs")["metadataPool"]["replicated"].value("size",
-                                                                                             0);
-    s.mons = cluster["mon"].value("count", 0);
-    s.mgrs = cluster["mgr"].value("count", 0);
-    s.builtin = builtinPoolSize();
-    return s;
-  }
-
   void joinStorageNode() {
-    // The leader sized everything for the two hosts with an OSD as soon as it led.
-    const RookState two = {.pool = 2, .fs = 2, .mons = 1, .mgrs = 2, .builtin = 2};
-    eventually([&] { return rookState() == two; }, seconds(20));
-    say("storage nodes: " + joined(storageNodes()) + "; " + rookState().text());
-
-    put(nodeObject(kJoining));
-    const auto joined_at = Steady::now();
-    startAgent(kJoining);
-    say("kubeadm join: Node worker-3 (127.0.0.23) is Ready and its ekco agent started");
-    const auto seconds_since = [](Steady::time_point t) {
-      return std::chrono::duration<double>(Steady::now() - t).count();
-    };
-    auto has_joining = [&] {
-      const auto nodes = storageNodes();
-      return std::find(nodes.begin(), nodes.end(), kJoining.name) != nodes.end();
-    };
-    if (!eventually(has_joining, seconds(20))) {
-      problem("the leader did not add worker-3 to CephCluster rook-ceph spec.storage.nodes");
-      return;
-    }
-    say(fmt::format(
-        "the leader appended worker-3 to CephCluster rook-ceph spec.storage.nodes {:.1f} s after "
-        "it joined: {}",
-        seconds_since(joined_at), joined(storageNodes())));
-
-    // What Rook's operator does with a new storage node: prepare its disk and start an OSD.
-    if (auto added = ceph_->addOsd(kJoiningOsd, kJoining.name); !added) {
-      problem("ceph: " + added.error().message());
-      return;
-    }
-    if (auto up = ceph_->waitForUpOsds(3, seconds(60)); !up) {
-      problem("ceph: " + up.error().message());
-      return;
-    }
-    const auto osd_up = Steady::now();
-    say(
-        fmt::format("Rook (played by the demo) started osd.{} on worker-3: `ceph osd tree` now has "
-                    "3 hosts with an up OSD",
-                    kJoiningOsd));
-    const RookState three = {.pool = 3, .fs = 3, .mons = 3, .mgrs = 2, .builtin = 3};
-    RookState last = rookState();
-    const auto deadline = Steady::now() + seconds(20);
-    while (last != three && Steady::now() < deadline) {
-      std::this_thread::sleep_for(milliseconds(100));
-      RookState now = rookState();
-      if (now != last) {
-        say(fmt::format("{:.1f} s after osd.{} came up: {}", seconds_since(osd_up), kJoiningOsd,
-                        now.text()));
-        last = now;
-      }
-    }
-    if (last != three) problem("Rook/Ceph not raised for 3 hosts: " + last.text());
+    demo::runRookJoin({.api = *api_,
+                       .ceph = *ceph_,
+                       .node = kJoining.name,
+                       .node_ip = kJoining.ip,
+                       .osd = kJoiningOsd,
+                       .say = say,
+                       .problem = [this](const std::string& text) { problem(text); },
+                       .join =
+                           [this] {
+                             put(nodeObject(kJoining));
+                             startAgent(kJoining);
+                           }});
     // The agent on worker-3 follows the leader like the others.
     if (!eventually(
             [&] {
