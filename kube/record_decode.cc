@@ -178,21 +178,6 @@ void stringMap(value& v, const Path& path, F&& f) {
   });
 }
 
-constexpr std::string_view kRolePrefix = "node-role.kubernetes.io/";
-
-std::uint16_t volumeBit(std::string_view kind) {
-  if (kind == "persistentVolumeClaim") return kVolumePersistentVolumeClaim;
-  if (kind == "hostPath") return kVolumeHostPath;
-  if (kind == "emptyDir") return kVolumeEmptyDir;
-  if (kind == "cephfs") return kVolumeCephFs;
-  if (kind == "rbd") return kVolumeRbd;
-  if (kind == "csi") return kVolumeCsi;
-  if (kind == "configMap" || kind == "secret" || kind == "projected" || kind == "downwardAPI") {
-    return kVolumeConfigLike;
-  }
-  return kVolumeOther;
-}
-
 // The top level of `text` with f(key, value) per member; meta from its metadata.
 template <typename F>
 void decodeTop(JsonText text, F&& f) {
@@ -274,8 +259,9 @@ base::Result<NodeRecord> decodeNode(JsonText text, ObjectMeta& meta) {
             r.hostname = Atom();
             r.control_plane = false;
             stringMap(m, "metadata.labels", [&](std::string_view label, std::string_view value) {
-              if (label.starts_with(kRolePrefix) && label.size() > kRolePrefix.size()) {
-                r.roles.emplace_back(label.substr(kRolePrefix.size()));
+              if (label.starts_with(kNodeRoleLabelPrefix) &&
+                  label.size() > kNodeRoleLabelPrefix.size()) {
+                r.roles.emplace_back(label.substr(kNodeRoleLabelPrefix.size()));
               }
               if (label == "kubernetes.io/hostname") r.hostname = Atom(value);
               if (label == "node-role.kubernetes.io/control-plane" ||
@@ -462,7 +448,7 @@ base::Result<PodRecord> decodePod(JsonText text, ObjectMeta& meta) {
                   claim_error = e;
                 }
               });
-              r.volume_kinds |= volumeBit(kind);
+              r.volume_kinds |= volumeKindBit(kind);
               if (kind == "persistentVolumeClaim" && claim_error) throw *claim_error;
             });
           }

@@ -4,11 +4,7 @@
 
 namespace ekco::kube {
 
-namespace {
-
-constexpr std::string_view kRolePrefix = "node-role.kubernetes.io/";
-
-std::uint16_t volumeBit(std::string_view kind) {
+std::uint16_t volumeKindBit(std::string_view kind) {
   if (kind == "persistentVolumeClaim") return kVolumePersistentVolumeClaim;
   if (kind == "hostPath") return kVolumeHostPath;
   if (kind == "emptyDir") return kVolumeEmptyDir;
@@ -20,8 +16,6 @@ std::uint16_t volumeBit(std::string_view kind) {
   }
   return kVolumeOther;
 }
-
-}  // namespace
 
 const ConditionRecord* NodeRecord::condition(std::string_view type) const {
   for (const auto& c : conditions) {
@@ -56,8 +50,8 @@ NodeRecord toRecord(const Node& node) {
   r.name = Atom(node.name);
   r.uid = node.uid;
   for (const auto& [key, value] : node.labels) {
-    if (key.starts_with(kRolePrefix) && key.size() > kRolePrefix.size()) {
-      r.roles.emplace_back(std::string_view(key).substr(kRolePrefix.size()));
+    if (key.starts_with(kNodeRoleLabelPrefix) && key.size() > kNodeRoleLabelPrefix.size()) {
+      r.roles.emplace_back(std::string_view(key).substr(kNodeRoleLabelPrefix.size()));
     }
   }
   // std::map iterates in key order, so roles are already sorted.
@@ -103,7 +97,7 @@ PodRecord toRecord(const Pod& pod) {
   }
   r.deletion_timestamp = pod.deletion_timestamp;
   r.deletion_grace_period_seconds = pod.deletion_grace_period_seconds;
-  for (const auto& kind : pod.volume_kinds) r.volume_kinds |= volumeBit(kind);
+  for (const auto& kind : pod.volume_kinds) r.volume_kinds |= volumeKindBit(kind);
   const auto clamp = [](std::size_t n) {
     return static_cast<std::uint16_t>(std::min<std::size_t>(n, UINT16_MAX));
   };

@@ -89,6 +89,11 @@ enum VolumeKind : std::uint16_t {
   kVolumeConfigLike = 1U << 6U,  // configMap, secret, projected, downwardAPI
   kVolumeOther = 1U << 7U,
 };
+// The VolumeKind bit of a pod volume's source key ("persistentVolumeClaim", "hostPath", ...);
+// kVolumeOther for any other. Shared by both projections (records.cc, record_decode.cc).
+std::uint16_t volumeKindBit(std::string_view kind);
+// Node labels "node-role.kubernetes.io/<role>" name the node's roles.
+inline constexpr std::string_view kNodeRoleLabelPrefix = "node-role.kubernetes.io/";
 
 // 144 bytes, laid out without padding: the interned fields first, then the two strings that
 // are each pod's own, then the optionals and the counts. Fields no controller reads are not kept
