@@ -159,8 +159,8 @@ class Agent::Impl {
   std::unique_ptr<LeaderElector> elector_;
   std::unique_ptr<Caches> caches_;
   // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
-  std::unique_ptr<kube::Informer<std::string>> lease_holder_;
-  std::thread lease_holder_thread_;
+  std::unique_ptr<kube::Informer<json>> lease_watch_;
+  std::thread lease_watch_thread_;
   std::unique_ptr<MaintenanceWatch> maintenance_;  // ekco-maintenance, on every agent
   std::unique_ptr<ShutdownInhibitor> inhibitor_;   // logind's delay lock (null: reboot unit off)
   std::thread inhibitor_thread_;
@@ -313,10 +313,12 @@ base::Status Agent::Impl::initElection() {
            }});
   if (!elector) return std::move(elector).error();
   elector_ = std::move(*elector);
-  // Every agent's elector asks the API every retry period (up to 2.2 of them with jitter when not
-  // leading), each call bounded by lease_timeout: longer than this without an answer means an
-  // API that is down or hangs, whatever the caches' watches (silent for up to
-  // watch_idle_timeout) still say.
+  // Every agent's elector hears from the API at least every lease duration: the leader renews
+  // every retry period; a candidate sees those renewals on its Lease watch (observeWatched) and
+  // reads the Lease itself once the watch has been silent for a lease duration, or every 2.2
+  // retry periods without a watch. Each call is bounded by lease_timeout: longer than this
+  // without an answer means an API that is down or hangs, whatever the caches' watches (silent
+  // for up to watch_idle_timeout) still say.
   api_silence_limit_ =
       std::max(ms(c.leader_election_lease_duration), 3 * ms(c.leader_election_retry_period)) +
       lease_timeout;
@@ -334,29 +336,20 @@ void Agent::Impl::initCaches() {
                       onCacheError(cache, what, e);
                     }});
 
-  // A released (holder "") or deleted Lease makes the elector step now: a clean hand-over then
-  // takes one round trip, not up to 2.2 retry periods. Renewals change only renewTime, so the
-  // projection (the holder) is unchanged and they call nothing.
-  auto nudge = [this] { elector_->nudge(); };
-  lease_holder_ = std::make_unique<kube::Informer<std::string>>(
+  // The elector learns every change of the Lease from this watch: a renewal restarts a
+  // candidate's expiry wait (so idle candidates read nothing), and a released (holder "") or
+  // deleted Lease makes it step now, so a clean hand-over takes one round trip, not up to 2.2
+  // retry periods. The record is the whole Lease (a few hundred bytes), so every renewal is an
+  // update.
+  lease_watch_ = std::make_unique<kube::Informer<json>>(
       *platform_.client, clock_, kube::resources::kLeases, c.leader_election_namespace,
       kube::InformerOptions{.field_selector = "metadata.name=ekco-leader",
                             .max_backoff = kCacheMaxBackoff},
-      [](const json& object) -> base::Result<std::string> {
-        auto lease = kube::parseLease(object);
-        if (!lease) return std::move(lease).error();
-        return lease->holder_identity;
-      },
-      kube::InformerHandlers<std::string>{
-          .on_add =
-              [nudge](const std::string& holder) {
-                if (holder.empty()) nudge();
-              },
-          .on_update =
-              [nudge](const std::string&, const std::string& holder) {
-                if (holder.empty()) nudge();
-              },
-          .on_delete = [nudge](const std::string&) { nudge(); },
+      [](const json& object) -> base::Result<json> { return object; },
+      kube::InformerHandlers<json>{
+          .on_add = [this](const json& lease) { elector_->observeWatched(lease); },
+          .on_update = [this](const json&, const json& lease) { elector_->observeWatched(lease); },
+          .on_delete = [this](const json&) { elector_->nudge(); },
           .on_error = [this](const Error& e) { errors_.report("lease watch", e.message()); }});
 
   // Maintenance mode: the pausable controllers wait until the ConfigMap has been read.
@@ -643,7 +636,7 @@ int Agent::Impl::run() {
                                   {"dry_run", options_.dry_run}});
 
   caches_->start();
-  lease_holder_thread_ = std::thread([this] { lease_holder_->run(); });
+  lease_watch_thread_ = std::thread([this] { lease_watch_->run(); });
   maintenance_->start();
   std::thread manager_thread([this] { manager_->run(); });
   std::thread elector_thread([this] { elector_->run(); });
@@ -696,8 +689,8 @@ int Agent::Impl::run() {
                   {{"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
   }
   caches_->stop();
-  lease_holder_->stop();
-  if (lease_holder_thread_.joinable()) lease_holder_thread_.join();
+  lease_watch_->stop();
+  if (lease_watch_thread_.joinable()) lease_watch_thread_.join();
   maintenance_->stop();
   // Last: a drain under the inhibitor lock (the system is going down) finishes first.
   if (inhibitor_) inhibitor_->stop();

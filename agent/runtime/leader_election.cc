@@ -16,6 +16,7 @@ using base::Error;
 using base::ErrorCode;
 using kube::Json;
 using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
 
 namespace {
 
@@ -318,15 +319,62 @@ void LeaderElector::run() {
     // Failures are in status(); the next step tries again.
     static_cast<void>(tryAcquireOrRenew());
     std::unique_lock lock(mu_);
-    milliseconds wait = config_.retry_period;
     // Acquirers spread out so they do not all read and write in step.
-    if (!leader_) {
-      wait = std::chrono::duration_cast<milliseconds>(
-          std::chrono::duration<double, std::milli>(wait) * (1.0 + jitter(random_)));
+    const double spread = jitter(random_);
+    const base::MonoTime stepped = clock_.monoNow();
+    while (true) {
+      const std::uint64_t seen = watched_;
+      const auto wait =
+          std::max(nanoseconds(0), nextStepLocked(stepped, spread) - clock_.monoNow());
+      if (!cv_.wait_for(lock, wait, [&] { return stopped_ || nudged_ || watched_ != seen; })) {
+        break;  // the wait is over: step
+      }
+      if (stopped_) return;
+      if (nudged_) {
+        nudged_ = false;
+        break;
+      }
+      // A watched record moved the expiry: wait again for the new one.
     }
-    if (cv_.wait_for(lock, wait, [this] { return stopped_ || nudged_; }) && stopped_) return;
-    nudged_ = false;
   }
+}
+
+base::MonoTime LeaderElector::nextStepLocked(base::MonoTime stepped, double spread) const {
+  if (leader_) return stepped + config_.retry_period;
+  const auto jittered = std::chrono::duration_cast<nanoseconds>(
+      std::chrono::duration<double, std::milli>(config_.retry_period) * spread);
+  const base::MonoTime poll = stepped + config_.retry_period + jittered;
+  // Without a live watch, or with a record that may be ours (a restart) or nobody's: poll.
+  if (!observed_ || !last_watched_ || clock_.monoNow() - *last_watched_ >= config_.lease_duration ||
+      observed_->holder_identity.empty() || observed_->holder_identity == config_.identity) {
+    return poll;
+  }
+  // Step once the record we saw last could have expired, or once the API has been silent for a
+  // lease duration (whatever duration the record names), never sooner than polling would.
+  base::MonoTime expiry = observed_at_ + durationOf(*observed_) + jittered;
+  if (last_answer_) expiry = std::min(expiry, *last_answer_ + config_.lease_duration);
+  return std::max(poll, expiry);
+}
+
+void LeaderElector::observeWatched(const Json& object) {
+  std::lock_guard step(step_mu_);  // callbacks stay in the order of the records
+  Pending pending;
+  {
+    std::lock_guard lock(mu_);
+    const base::MonoTime now = clock_.monoNow();
+    last_answer_ = now;
+    last_watched_ = now;
+    ++watched_;
+    if (!leader_) {
+      auto lease = kube::parseLease(object);
+      if (lease && !lease->resource_version.empty()) {
+        observeLocked(object, *lease, pending);
+        if (lease->holder_identity.empty()) nudged_ = true;
+      }
+    }
+    cv_.notify_all();
+  }
+  fire(pending);
 }
 
 void LeaderElector::nudge() {

@@ -44,13 +44,14 @@
 //     never stretches freshness beyond what other agents grant (they date their observation
 //     after the write).
 //
-// Thread-safety: every public method may be called from any thread. Steps and release() are
-// serialized; isLeader(), isLeaderFresh() and status() never wait for an API call. Callbacks run
-// synchronously on the thread doing the step (run()'s thread) just after the state they report
-// has changed (isLeader() may already be true before on_started_leading has run), in the order
-// the changes happened, with no lock of the elector held: they may call isLeader(),
-// isLeaderFresh() and status(), not tryAcquireOrRenew() or release(). They should return
-// quickly (start or signal the controllers, do not run them).
+// Thread-safety: every public method may be called from any thread. Steps, release() and
+// observeWatched() are serialized; isLeader(), isLeaderFresh() and status() never wait for an API
+// call. Callbacks run synchronously on the thread doing the step (run()'s thread, or
+// observeWatched()'s caller for on_new_leader) just after the state they report has changed
+// (isLeader() may already be true before on_started_leading has run), in the order the changes
+// happened, with no lock of the elector held: they may call isLeader(), isLeaderFresh() and
+// status(), not tryAcquireOrRenew() or release(). They should return quickly (start or signal the
+// controllers, do not run them).
 //
 // Libraries do not log: errors come back as values and in status().last_error.
 #pragma once
@@ -143,10 +144,25 @@ class LeaderElector {
   [[nodiscard]] base::Result<bool> tryAcquireOrRenew();
 
   // Steps until stop(): every retry_period while leading, every retry_period plus up to 120 %
-  // jitter otherwise (client-go's JitterFactor 1.2). Waits on real time with a condition
+  // jitter otherwise (client-go's JitterFactor 1.2), or later while watched records show a live
+  // holder (observeWatched). Waits on real time with a condition
   // variable, so stop() ends it as soon as the step in flight (bounded by the client's request
   // timeout) returns. Errors are not returned; see status(). Returns at once after stop().
   void run();
+
+  // A record of the Lease delivered by a watch (the agent's informer of `ekco-leader`): an
+  // answer of the API server, and, while we do not lead, an observation like a read's (a changed
+  // record restarts the expiry wait; a released one makes run() step now). A record that does not
+  // parse is left to the next step. It never writes and never ends a term (a leader learns from
+  // its own renewals), so a stale or reordered event can only delay a takeover, never hasten it:
+  // a takeover still needs a read of the same record, unchanged for the lease duration.
+  //
+  // With watched records arriving, a candidate's run() needs no reads: it steps once the
+  // observed record could have expired (observed + its lease duration + the jitter below), not
+  // every retry period, so an idle agent polls nothing. When nothing has been watched for a
+  // lease duration (the watch is down, or the holder died and stopped renewing), run() steps
+  // every jittered retry period again, as client-go does.
+  void observeWatched(const kube::Json& object);
 
   // Makes run() step now instead of at the end of its wait. The agent calls it when its watch
   // of the Lease sees it released or deleted, so a clean hand-over takes one API round trip
@@ -198,6 +214,9 @@ class LeaderElector {
   void endTermLocked(Pending& pending);
   void checkDeadlineLocked(Pending& pending);
   bool freshLocked() const;
+  // When run() steps next, after a step that ended at `stepped`; `spread` is this wait's jitter
+  // in [0, kJitterFactor).
+  base::MonoTime nextStepLocked(base::MonoTime stepped, double spread) const;
   std::chrono::nanoseconds durationOf(const kube::Lease& lease) const;
   kube::Json specFor(const std::string& holder, std::int64_t duration_seconds,
                      std::optional<base::WallTime> acquire, base::WallTime renew,
@@ -216,6 +235,8 @@ class LeaderElector {
   std::condition_variable cv_;
   bool stopped_ = false;
   bool nudged_ = false;
+  std::uint64_t watched_ = 0;                     // records given to observeWatched()
+  std::optional<base::MonoTime> last_watched_{};  // when the last one came
   bool leader_ = false;
   base::MonoTime last_success_{};                // when our last successful write was sent
   std::optional<base::MonoTime> last_answer_{};  // lastAnswer()

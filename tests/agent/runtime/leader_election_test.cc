@@ -668,5 +668,147 @@ TEST_F(LeaderElectionTest, NudgeStepsAtOnceInsteadOfAfterTheRetryPeriod) {
   t.join();
 }
 
+// --- Watched records (observeWatched): what the agent's Lease informer feeds the elector ---
+
+TEST_F(LeaderElectionTest, AWatchedRenewalRestartsTheExpiryWaitLikeARead) {
+  Recorder rec;
+  auto a = elector(kube_, clock_, "node-a");
+  auto b = elector(kube_, clock_, "node-b", &rec);
+  ASSERT_TRUE(step(*a));
+  EXPECT_FALSE(step(*b));
+  clock_.advance(seconds(14));
+  ASSERT_TRUE(step(*a));  // A renews; B only sees it on its watch
+  b->observeWatched(storedLease().value());
+  EXPECT_EQ(b->lastAnswer(), clock_.monoNow());
+  EXPECT_EQ(b->status().resource_version, storedLease().value()["metadata"]["resourceVersion"]);
+  // A stops. Without the watched renewal B would take over at 15 s; with it, 15 s after it.
+  clock_.advance(seconds(14));
+  EXPECT_FALSE(step(*b));
+  clock_.advance(seconds(1));
+  EXPECT_TRUE(step(*b));
+  EXPECT_EQ(rec.take(), (Events{"leader node-a", "leader node-b", "started"}));
+}
+
+TEST_F(LeaderElectionTest, AStaleWatchedRecordNeverHastensATakeover) {
+  auto a = elector(kube_, clock_, "node-a");
+  auto b = elector(kube_, clock_, "node-b");
+  ASSERT_TRUE(step(*a));
+  const Json first = storedLease().value();
+  EXPECT_FALSE(step(*b));
+  clock_.advance(seconds(10));
+  ASSERT_TRUE(step(*a));
+  EXPECT_FALSE(step(*b));  // B read the renewal at 10 s
+  // A watch event of the first record arrives late: it changes what B saw, so B's wait restarts
+  // (later, never sooner).
+  clock_.advance(seconds(4));
+  b->observeWatched(first);
+  clock_.advance(seconds(11));  // 15 s after the renewal B read
+  EXPECT_FALSE(step(*b)) << "the read differs from the stale record: a new observation";
+  clock_.advance(seconds(14));
+  EXPECT_FALSE(step(*b));
+  clock_.advance(seconds(1));
+  EXPECT_TRUE(step(*b));
+}
+
+TEST_F(LeaderElectionTest, AWatchedRecordIsIgnoredByTheLeaderAndAnUnreadableOneByAll) {
+  auto a = elector(kube_, clock_, "node-a");
+  ASSERT_TRUE(step(*a));
+  const Json created = storedLease().value();
+  ASSERT_TRUE(step(*a));
+  // The leader renews on top of what it wrote, not on a stale watched record: one PUT.
+  a->observeWatched(created);
+  const int before = kube_.callCount();
+  const int gets = kube_.count(Verb::kGet);
+  ASSERT_TRUE(step(*a));
+  EXPECT_EQ(kube_.callCount(), before + 1);
+  EXPECT_EQ(kube_.count(Verb::kGet), gets);
+
+  auto b = elector(kube_, clock_, "node-b");
+  EXPECT_FALSE(step(*b));
+  const std::string rv = b->status().resource_version;
+  b->observeWatched(Json{{"metadata", {{"resourceVersion", "999"}}}, {"spec", 42}});
+  b->observeWatched(Json::array());
+  EXPECT_EQ(b->status().resource_version, rv);
+  EXPECT_EQ(b->status().holder, a->config().identity);
+}
+
+// run() with watched records: a candidate that sees the holder's renewals reads nothing until
+// they stop, then takes over once the last one has expired (never sooner).
+class WatchedRunTest : public LeaderElectionTest {
+ protected:
+  static constexpr LeaderElectionConfig kFast{.lease_duration = milliseconds(1500),
+                                              .renew_deadline = milliseconds(1000),
+                                              .retry_period = milliseconds(50)};
+  base::SystemClock real_;
+};
+
+TEST_F(WatchedRunTest, ACandidateFedRenewalsReadsNothingThenTakesOverWhenTheyStop) {
+  auto a = elector(kube_, real_, "node-a", nullptr, kFast);
+  auto b = elector(kube_, real_, "node-b", nullptr, kFast);
+  ASSERT_TRUE(step(*a));
+  b->observeWatched(storedLease().value());  // the informer's initial list
+  const int gets = kube_.count(Verb::kGet);
+  std::thread t([&] { b->run(); });
+  // A renews every 50 ms for 1 s; B's watch delivers each renewal.
+  auto last_renewal = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(milliseconds(50));
+    ASSERT_TRUE(step(*a));
+    last_renewal = std::chrono::steady_clock::now();
+    b->observeWatched(storedLease().value());
+  }
+  // Polling, B would have read the Lease every 50-110 ms (9 or more times in 1 s).
+  EXPECT_EQ(kube_.count(Verb::kGet), gets + 1) << "B's first step reads; then the watch serves it";
+  EXPECT_FALSE(b->isLeader());
+  // A stops renewing: B takes over 1.5 s (+ up to 60 ms of jitter) after the last renewal.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (!b->isLeader() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const auto took = std::chrono::steady_clock::now() - last_renewal;
+  ASSERT_TRUE(b->isLeader());
+  EXPECT_GE(took, milliseconds(1500));
+  EXPECT_LT(took, milliseconds(1500) + seconds(1));
+  b->stop();
+  t.join();
+}
+
+TEST_F(WatchedRunTest, WithoutWatchedRecordsACandidatePollsEveryJitteredRetryPeriod) {
+  auto a = elector(kube_, real_, "node-a", nullptr, kFast);
+  auto b = elector(kube_, real_, "node-b", nullptr, kFast);
+  ASSERT_TRUE(step(*a));
+  std::thread t([&] { b->run(); });
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(milliseconds(50));
+    ASSERT_TRUE(step(*a));
+  }
+  b->stop();
+  t.join();
+  EXPECT_GE(kube_.count(Verb::kGet), 8);
+  EXPECT_FALSE(b->isLeader());
+}
+
+TEST_F(WatchedRunTest, AWatchedReleaseMakesACandidateTakeOverAtOnce) {
+  LeaderElectionConfig slow = kFast;
+  slow.lease_duration = seconds(60);
+  slow.renew_deadline = seconds(40);
+  slow.retry_period = seconds(20);
+  auto a = elector(kube_, real_, "node-a", nullptr, slow);
+  auto b = elector(kube_, real_, "node-b", nullptr, slow);
+  ASSERT_TRUE(step(*a));
+  std::thread t([&] { b->run(); });
+  while (kube_.count(Verb::kGet) == 0) std::this_thread::sleep_for(milliseconds(1));
+  b->observeWatched(storedLease().value());
+  ASSERT_TRUE(a->release());
+  const auto released = std::chrono::steady_clock::now();
+  b->observeWatched(storedLease().value());
+  while (!b->isLeader() && std::chrono::steady_clock::now() - released < seconds(5)) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_TRUE(b->isLeader()) << "a released Lease must not wait for a 20 s retry period";
+  b->stop();
+  t.join();
+}
+
 }  // namespace
 }  // namespace ekco::agent
