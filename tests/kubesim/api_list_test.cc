@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <tuple>
+#include <vector>
 
 #include "tests/kubesim/api_test_support.h"
 
@@ -141,6 +143,48 @@ TEST_F(ApiTest, FieldSelectorsCompareTheTypedValueSoUnsetBooleansAreFalse) {
   ASSERT_TRUE(server_->put(cordoned));
   EXPECT_EQ(list("spec.unschedulable%3Dfalse"), V{"node-a"});
   EXPECT_EQ(list("spec.unschedulable%3Dtrue"), V{"node-b"});
+}
+
+TEST_F(ApiTest, OneNodesPodsComeFromTheNodeNameIndexExactlyAsFromAScan) {
+  start();
+  for (const auto& [ns, name, node] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{{"ns", "p1", "node-a"},
+                                                                      {"ns", "p2", "node-b"},
+                                                                      {"ns", "p3", "node-a"},
+                                                                      {"kurl", "p4", "node-a"},
+                                                                      {"ns", "p5", ""}}) {
+    ASSERT_TRUE(server_->put(testing::pod(ns, name, node)));
+  }
+  auto list = [&](const std::string& path) { return names(client_->get(path).json()); };
+  const std::string on_a = "fieldSelector=spec.nodeName%3Dnode-a";
+  EXPECT_EQ(list("/api/v1/pods?" + on_a), (V{"p4", "p1", "p3"}));
+  EXPECT_EQ(list("/api/v1/namespaces/ns/pods?" + on_a), (V{"p1", "p3"}));
+  EXPECT_EQ(list("/api/v1/pods?fieldSelector=spec.nodeName%3D"), V{"p5"});
+  EXPECT_EQ(list("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-x"), V{});
+  EXPECT_EQ(list("/api/v1/pods?fieldSelector=spec.nodeName%21%3Dnode-a"), (V{"p2", "p5"}));
+  EXPECT_EQ(list("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a,status.phase%3DPending"), V{});
+  // Pages of one in key order, each with a token but the last.
+  V paged;
+  std::string token;
+  for (int page = 0; page < 5; ++page) {
+    json got =
+        client_->get("/api/v1/pods?limit=1&" + on_a + (token.empty() ? "" : "&continue=" + token))
+            .json();
+    for (const auto& n : names(got)) paged.push_back(n);
+    if (!got["metadata"].contains("continue")) break;
+    token = got["metadata"]["continue"];
+  }
+  EXPECT_EQ(paged, (V{"p4", "p1", "p3"}));
+  // The index follows deletes and a pod created again on another node; an older resourceVersion
+  // still lists the pods as they were then.
+  const std::string rv = client_->get("/api/v1/pods").json()["metadata"]["resourceVersion"];
+  ASSERT_TRUE(server_->store().remove("pods", "ns", "p1"));
+  ASSERT_TRUE(server_->store().remove("pods", "ns", "p3"));
+  ASSERT_TRUE(server_->put(testing::pod("ns", "p3", "node-b")));
+  EXPECT_EQ(list("/api/v1/pods?" + on_a), V{"p4"});
+  EXPECT_EQ(list("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-b"), (V{"p2", "p3"}));
+  EXPECT_EQ(list("/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=" + rv + "&" + on_a),
+            (V{"p4", "p1", "p3"}));
 }
 
 TEST_F(ApiTest, WatchAcceptsEveryGoBooleanSpellingOfTrue) {

@@ -187,6 +187,13 @@ bool FieldSelector::matches(const nlohmann::json& object) const {
   return true;
 }
 
+std::optional<std::string> FieldSelector::equalTo(std::string_view label) const {
+  for (const Requirement& req : reqs_) {
+    if (req.label == label && !req.negate) return req.value;
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> FieldSelector::labels() const {
   std::vector<std::string> out;
   for (const Requirement& req : reqs_) out.push_back(req.label);

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,8 @@ class FieldSelector {
   [[nodiscard]] static base::Result<FieldSelector> parse(std::string_view text);
   bool matches(const nlohmann::json& object) const;
   bool empty() const { return reqs_.empty(); }
+  // The value a non-negated requirement on `label` demands ("node-1" of spec.nodeName=node-1).
+  std::optional<std::string> equalTo(std::string_view label) const;
   // The labels, as written ("spec.nodeName").
   std::vector<std::string> labels() const;
   // Reads the labels found in `labels` through their FieldLabel (path and unset value).

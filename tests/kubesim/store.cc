@@ -136,6 +136,33 @@ const json* Store::findLocked(const ResourceInfo& r, const std::string& ns,
   return it == d->second.objects.end() ? nullptr : &it->second;
 }
 
+namespace {
+
+// spec.nodeName as a field selector reads it: "" when absent or null, a non-string as JSON.
+std::string podNodeName(const json& pod) {
+  const json* spec = pod.contains("spec") ? &pod["spec"] : nullptr;
+  if (spec == nullptr || !spec->is_object()) return "";
+  auto it = spec->find("nodeName");
+  if (it == spec->end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+}  // namespace
+
+void Store::indexPodLocked(const std::string& key, const json* pod) {
+  if (auto was = pod_node_.find(key); was != pod_node_.end()) {
+    if (pod != nullptr && podNodeName(*pod) == was->second) return;
+    auto bucket = pods_by_node_.find(was->second);
+    bucket->second.erase(key);
+    if (bucket->second.empty()) pods_by_node_.erase(bucket);
+    pod_node_.erase(was);
+  }
+  if (pod == nullptr) return;
+  std::string node = podNodeName(*pod);
+  pods_by_node_[node].insert(key);
+  pod_node_.emplace(key, std::move(node));
+}
+
 json Store::commitLocked(const ResourceInfo& r, const std::string& type, json object, json old) {
   if (crd::isDefinitionResource(r) && type != "DELETED") crd::setStatus(object, old, nowText());
   if (dry_run_) return object;  // dryRun=All: the answer without the write
@@ -151,6 +178,7 @@ json Store::commitLocked(const ResourceInfo& r, const std::string& type, json ob
     } else {
       terminating_pods_.erase(objectKey(ns, name));
     }
+    indexPodLocked(objectKey(ns, name), type == "DELETED" ? nullptr : &object);
   }
   if (type == "DELETED") {
     objects.erase(objectKey(ns, name));

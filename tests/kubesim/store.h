@@ -196,6 +196,8 @@ class Store {
   const nlohmann::json* findLocked(const ResourceInfo& r, const std::string& ns,
                                    const std::string& name) const;
   // Assigns the next resourceVersion, stores (or erases, for DELETED) and records the event.
+  // Keeps pods_by_node_ and pod_node_ in step with a pod's write (nullptr: deleted).
+  void indexPodLocked(const std::string& key, const nlohmann::json* pod);
   nlohmann::json commitLocked(const ResourceInfo& r, const std::string& type, nlohmann::json object,
                               nlohmann::json old);
   static std::optional<Reply> undecodable(const ResourceInfo& r, const nlohmann::json& object);
@@ -259,6 +261,11 @@ class Store {
   std::deque<WatchEvent> history_;
   // Keys of pods with a deletionTimestamp, so the simulated kubelet does not scan every pod.
   std::set<std::string> terminating_pods_;
+  // Pods by spec.nodeName ("" when unset), as kube-apiserver's watch cache indexes them: a list
+  // of one node's pods reads its keys, not every pod (store_list.cc). pod_node_ is each pod's
+  // entry, to move it when the pod changes node.
+  std::map<std::string, std::set<std::string>> pods_by_node_;
+  std::map<std::string, std::string> pod_node_;
   // Set while a dryRun=All request holds the lock: commitLocked stores and records nothing.
   bool dry_run_ = false;
   // Set while an API write holds the lock: whose managedFields entry it records (apply.cc).

@@ -2,6 +2,7 @@
 // page's for later pages), as kube-apiserver reads etcd at a revision.
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "tests/kubesim/list_options.h"
 #include "tests/kubesim/selector.h"
@@ -143,43 +144,63 @@ Reply Store::list(const ResourceInfo& r, const std::string& ns, const ListOption
   auto from = [&](const std::map<std::string, json>& m) {
     return start_after.empty() ? m.lower_bound(prefix) : m.upper_bound(start_after);
   };
-  auto li = from(live);
-  auto oi = from(overlay);
   const bool selective = !options.label_selector.empty() || !options.field_selector.empty();
   json items = json::array();
   bool more = false;
   std::string last;
   static const json kNoLabels = json::object();
-  while (li != live.end() || oi != overlay.end()) {
-    // The next key in order; the overlay's state replaces the live one for the same key.
-    const std::string* key;
-    const json* obj;
-    if (oi == overlay.end() || (li != live.end() && li->first < oi->first)) {
-      key = &li->first;
-      obj = &li->second;
-      ++li;
-    } else {
-      if (li != live.end() && li->first == oi->first) ++li;
-      key = &oi->first;
-      obj = &oi->second;
-      ++oi;
-    }
-    if (!prefix.empty() && key->compare(0, prefix.size(), prefix) != 0) break;
-    if (obj->is_null()) continue;
+  // Takes one object in order; false once the page is full (and more is known).
+  auto take = [&](const std::string& key, const json& obj) {
+    if (obj.is_null()) return true;
     if (selective) {
       const json* obj_labels = &kNoLabels;
-      if (auto meta = obj->find("metadata"); meta != obj->end() && meta->is_object()) {
+      if (auto meta = obj.find("metadata"); meta != obj.end() && meta->is_object()) {
         if (auto l = meta->find("labels"); l != meta->end()) obj_labels = &*l;
       }
-      if (!labels->matches(*obj_labels)) continue;
-      if (!fields->matches(*obj)) continue;
+      if (!labels->matches(*obj_labels)) return true;
+      if (!fields->matches(obj)) return true;
     }
     if (options.limit > 0 && static_cast<std::int64_t>(items.size()) >= options.limit) {
       more = true;
-      break;
+      return false;
     }
-    items.push_back(*obj);
-    last = *key;
+    items.push_back(obj);
+    last = key;
+    return true;
+  };
+  const auto node = r.key() == "/v1/pods" ? fields->equalTo("spec.nodeName") : std::nullopt;
+  if (node && overlay.empty()) {
+    // One node's pods at the current state: their keys from the spec.nodeName index, in the
+    // same order, every selector still applied to each.
+    static const std::set<std::string> kNone;
+    auto bucket = pods_by_node_.find(*node);
+    const auto& keys = bucket == pods_by_node_.end() ? kNone : bucket->second;
+    for (auto k = start_after.empty() ? keys.lower_bound(prefix) : keys.upper_bound(start_after);
+         k != keys.end(); ++k) {
+      if (!prefix.empty() && k->compare(0, prefix.size(), prefix) != 0) break;
+      auto found = live.find(*k);
+      if (found != live.end() && !take(*k, found->second)) break;
+    }
+  } else {
+    auto li = from(live);
+    auto oi = from(overlay);
+    while (li != live.end() || oi != overlay.end()) {
+      // The next key in order; the overlay's state replaces the live one for the same key.
+      const std::string* key;
+      const json* obj;
+      if (oi == overlay.end() || (li != live.end() && li->first < oi->first)) {
+        key = &li->first;
+        obj = &li->second;
+        ++li;
+      } else {
+        if (li != live.end() && li->first == oi->first) ++li;
+        key = &oi->first;
+        obj = &oi->second;
+        ++oi;
+      }
+      if (!prefix.empty() && key->compare(0, prefix.size(), prefix) != 0) break;
+      if (!take(*key, *obj)) break;
+    }
   }
   json list_meta = {{"resourceVersion", std::to_string(list_rv)}};
   if (more) list_meta["continue"] = continueToken(std::to_string(list_rv), last);
