@@ -13,6 +13,7 @@ import tempfile
 import time
 
 EKCO, SIM, SYNC = os.environ["EKCO"], os.environ["SIM"], os.environ["SYNC"]
+FLOOR = os.environ["FLOOR"]
 KUBECTL = os.environ["KUBECTL"]
 NODES, PODS = int(os.environ["NODES"]), int(os.environ["PODS"])
 PAGE_SIZE, UNHEALTHY = int(os.environ["PAGE_SIZE"]), int(os.environ["UNHEALTHY"])
@@ -295,7 +296,26 @@ def idle_section():
         f"{per_min[leader]:.1f}", "≤ 2", verdict(per_min[leader], 2))
     for p in agents.values():
         stop(p)
+    floor_section()
     stop(sim)
+
+
+def floor_section():
+    """The RSS of bench/floor.cc on the same libraries, after one HTTPS GET to the same server."""
+    server = next(line.split()[1] for line in open(f"{work}/small.kubeconfig")
+                  if line.strip().startswith("server:"))
+    p = subprocess.Popen([FLOOR, f"{server}/version", "--seconds", "60"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    children.append(p)
+    if p.stdout.readline().strip() != "ready":
+        raise SystemExit(f"ekco-bench-floor failed: {p.stderr.read().strip()}")
+    time.sleep(2)
+    rss = rss_mib(p.pid)
+    mem = memory_kib(p.pid)
+    stop(p)
+    add("floor: a C++ program after one HTTPS GET through Debian's libcurl + OpenSSL, idle "
+        "(bench/floor.cc; the least an agent on the required libraries can have)",
+        f"{rss:.1f} MiB (PSS {mem['Pss'] / 1024:.1f} MiB)")
 
 
 def existing_section():
