@@ -206,6 +206,19 @@ TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigte
     EXPECT_FALSE((*s)["host_checks"].empty());
   }
 
+  // Idle candidates read no Lease: they learn the leader's renewals from their watch (client-go's
+  // candidates would read it every 1-2.2 retry periods: 6 or more reads here).
+  const auto leaseReads = [&] {
+    int n = 0;
+    for (const auto& r : server_->requestLog()) {
+      if (r.resource == "leases" && r.name == "ekco-leader" && r.verb == "get") ++n;
+    }
+    return n;
+  };
+  const int reads_before = leaseReads();
+  std::this_thread::sleep_for(3 * kRetry + milliseconds(1500));
+  EXPECT_EQ(leaseReads(), reads_before) << "idle candidates polled the Lease";
+
   // kill -9: nobody releases the Lease; another agent takes it once it expires.
   auto killed = Clock::now();
   ::kill(pids_.at(first), SIGKILL);
