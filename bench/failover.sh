@@ -14,7 +14,8 @@ build=${BUILD_DIR:-build-bench}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --parallel "$(nproc)" --target ekco ekco-kubesim >/dev/null
 
-export EKCO="$build/ekco" SIM="$build/tests/kubesim/ekco-kubesim" KUBECTL=${KUBECTL:-/usr/bin/kubectl}
+export EKCO="$build/ekco" SIM="$build/tests/kubesim/ekco-kubesim"
+export KUBECTL=${KUBECTL:-/usr/bin/kubectl}
 export LEASE=${LEASE:-15s} RENEW=${RENEW:-10s} RETRY=${RETRY:-2s} TRIALS=${TRIALS:-3}
 exec python3 - <<'PY'
 import json, os, signal, socket, subprocess, sys, tempfile, time, http.client
