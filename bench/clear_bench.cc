@@ -169,6 +169,21 @@ struct Action {
   std::vector<std::size_t> pods{};  // else: these pods are deleted
 };
 
+// One line on why the agent is not the synced leader, from its last /status.
+std::string whyNotLeading(const json& s, bool running) {
+  if (!running) return "it exited";
+  if (!s.is_object()) return "no answer on its /status socket";
+  if (!s.value("ready", false)) return "not ready: " + s.value("ready_reason", std::string());
+  if (!s.value("is_leader", false)) {
+    std::string err;
+    if (s.contains("lease") && s["lease"].is_object() && s["lease"]["last_error"].is_string()) {
+      err = s["lease"]["last_error"].get<std::string>();
+    }
+    return "not the leader" + (err.empty() ? std::string() : " (lease error: " + err + ")");
+  }
+  return "clear-nodes did not sync";
+}
+
 int run(const Options& opt) {
   base::SystemClock clock;
   fs::path dir = opt.work_dir;
@@ -186,8 +201,9 @@ int run(const Options& opt) {
   if (live < 1) fail("at least one node must stay alive (the agent's)");
   const int control_nodes = std::min(opt.dead, live - 1);  // node-2.., never the agent's node-1
 
-  // The cluster: N Ready nodes, P running pods each.
-  std::vector<json> objects;
+  // The cluster: the Lease's namespace (as on a kURL cluster), N Ready nodes, P running pods
+  // each.
+  std::vector<json> objects = {kubesim::namespaceObject("kurl")};
   for (int i = 0; i < opt.nodes; ++i) {
     objects.push_back(readyNode(nodeName(i)));
     for (int j = 0; j < opt.pods_per_node; ++j) {
@@ -229,16 +245,19 @@ int run(const Options& opt) {
     return json::parse(reply->body, nullptr, false);
   };
   const auto started = std::chrono::steady_clock::now();
+  json last = nullptr;  // the agent's last /status: why it does not lead, if it does not
   if (!eventually(
           [&] {
             if (!g_children.running(agent)) return true;
             json s = status();
+            if (s.is_object()) last = s;
             return s.is_object() && s.value("is_leader", false) && s.value("ready", false) &&
                    s["clear_nodes"].is_object() && s["clear_nodes"].value("synced", false);
           },
           seconds(30)) ||
       !g_children.running(agent)) {
-    fail("the agent did not lead and sync:\n" + readFile(log));
+    fail("the agent did not lead and sync in 30 s: " +
+         whyNotLeading(last, g_children.running(agent)) + "; its log:\n" + readFile(log));
   }
   std::fprintf(stderr, "ekco-bench-clear: the agent leads, clear-nodes synced after %.0f ms\n",
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)

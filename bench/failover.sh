@@ -3,7 +3,8 @@
 # the default lease timings (15 s / 10 s / 2 s). Measures, over TRIALS rounds each, how long the
 # cluster is without a leader after the leader is killed (kill -9: the Lease must expire) and
 # after it is stopped (SIGTERM: the Lease is released), and the agents' idle memory. Prints a
-# Markdown table (BENCHMARKS.md).
+# Markdown table (BENCHMARKS.md). The Lease lives in the kurl namespace, as on a kURL cluster;
+# ekco-kubesim's generated cluster has none, so the script creates it (kubectl: KUBECTL).
 #
 #   bench/failover.sh            # TRIALS=3
 #   LEASE=3s RENEW=2s RETRY=500ms TRIALS=5 bench/failover.sh
@@ -14,11 +15,12 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --parallel "$(nproc)" --target ekco ekco-kubesim >/dev/null
 
 export EKCO="$build/ekco" SIM="$build/tests/kubesim/ekco-kubesim"
+export KUBECTL=${KUBECTL:-/usr/bin/kubectl}
 export LEASE=${LEASE:-15s} RENEW=${RENEW:-10s} RETRY=${RETRY:-2s} TRIALS=${TRIALS:-3}
 exec python3 - <<'PY'
 import json, os, signal, socket, subprocess, sys, tempfile, time, http.client
 
-EKCO, SIM = os.environ["EKCO"], os.environ["SIM"]
+EKCO, SIM, KUBECTL = os.environ["EKCO"], os.environ["SIM"], os.environ["KUBECTL"]
 TRIALS = int(os.environ["TRIALS"])
 work = tempfile.mkdtemp(prefix="ekco-failover-")
 procs, sim = {}, None
@@ -56,13 +58,26 @@ def start(name):
         stderr=log, stdout=log)
     wait(lambda: get(name, "/readyz")[0] == 200, 30, f"{name} ready")
 
+def lease_errors():
+    """Each running agent's last Lease error from /status (why no one leads), if any."""
+    out = []
+    for n in procs:
+        status, body = get(n, "/status")
+        if status == 200:
+            err = (json.loads(body).get("lease") or {}).get("last_error")
+            if err:
+                out.append(f"{n}: {err}")
+    return out
+
 def wait(pred, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pred():
             return
         time.sleep(0.01)
-    sys.exit(f"failover bench: timed out waiting for {what}")
+    why = "; ".join(lease_errors())
+    sys.exit(f"failover bench: timed out after {timeout} s waiting for {what}"
+             + (f" (lease errors: {why})" if why else ""))
 
 def leader():
     found = [n for n in procs if is_leader(n)]
@@ -79,9 +94,18 @@ try:
         f"leader_election_lease_duration: {os.environ['LEASE']}\n"
         f"leader_election_renew_deadline: {os.environ['RENEW']}\n"
         f"leader_election_retry_period: {os.environ['RETRY']}\n")
+    sim_log = open(f"{work}/sim.log", "w")
     sim = subprocess.Popen([SIM, "--listen", "127.0.0.1:0", "--kubeconfig-out", f"{work}/kubeconfig",
-                            "--generate-nodes", "3"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    sim.stdout.readline()  # "ekco-kubesim: serving ..."
+                            "--generate-nodes", "3"], stdout=sim_log, stderr=subprocess.STDOUT)
+    wait(lambda: "serving" in open(f"{work}/sim.log").read() or sim.poll() is not None, 30,
+         "ekco-kubesim to serve")
+    if sim.poll() is not None:
+        sys.exit(f"failover bench: ekco-kubesim exited: {open(f'{work}/sim.log').read().strip()}")
+    # The Lease's namespace: a kURL cluster has it, the generated one has not.
+    made = subprocess.run([KUBECTL, "--kubeconfig", f"{work}/kubeconfig", "create", "namespace",
+                           "kurl"], capture_output=True, text=True)
+    if made.returncode != 0:
+        sys.exit(f"failover bench: kubectl create namespace kurl: {made.stderr.strip()}")
     names = ["node-0", "node-1", "node-2"]
     for n in names:
         start(n)

@@ -12,6 +12,8 @@ import sys
 import tempfile
 import time
 
+import run_existing  # bench/run_existing.py: the failover / clear / lb scripts' rows
+
 EKCO, SIM, SYNC = os.environ["EKCO"], os.environ["SIM"], os.environ["SYNC"]
 FLOOR = os.environ["FLOOR"]
 KUBECTL = os.environ["KUBECTL"]
@@ -120,14 +122,7 @@ def start_agent(name, kubeconfig, config=""):
                  f"agent-{name}.log")
 
 
-def table_rows(text):
-    """The `| metric | value |` rows of a bench program's Markdown table, as a dict."""
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^\| (.+?) \| (.+?) \|$", line)
-        if m and not m.group(1).startswith("metric") and not m.group(1).startswith("---"):
-            out[m.group(1)] = m.group(2)
-    return out
+table_rows = run_existing.table_rows  # `| metric | value |` rows as a dict
 
 
 def verdict(value, goal, lower_is_better=True):
@@ -324,38 +319,21 @@ def floor_section():
 
 
 def existing_section():
-    for script, env in (("bench/failover.sh", {}), ("bench/clear.sh", {}), ("bench/lb.sh", {})):
+    """bench/failover.sh, bench/clear.sh and bench/lb.sh (bench/run_existing.py): their rows, or
+    rows saying why they were not measured; never an exception out of bench/run."""
+    # Without this run's NODES/PODS/PAGE_SIZE: the scripts read their own defaults from them.
+    clean = {k: v for k, v in os.environ.items() if k not in ("NODES", "PODS", "PAGE_SIZE")}
+    for script, prefix in run_existing.SCRIPTS:
         log(script)
-        # Without this run's NODES/PODS/PAGE_SIZE: the scripts read their own defaults from them.
-        clean = {k: v for k, v in os.environ.items() if k not in ("NODES", "PODS", "PAGE_SIZE")}
-        out = subprocess.run([script], capture_output=True, text=True, env=dict(clean, **env))
-        if out.returncode != 0:
-            add(f"{script}", f"failed: {out.stderr.strip().splitlines()[-1:]}")
-            continue
-        r = table_rows(out.stdout)
-        if script == "bench/failover.sh":
-            k9 = r["leader failover after kill -9 (min / median / max)"]
-            add("failover after kill -9, min / median / max (3 trials, lease 15 s, retry 2 s)", k9,
-                "≤ 19.4 s (lease + 2.2 × retry)",
-                verdict(float(k9.split("/")[2].split()[0]), 19400))
-            term = r["leader failover after SIGTERM (min / median / max)"]
-            add("failover after SIGTERM, min / median / max", term)
-            add("failover: agent RSS, idle, synced (min / max of 3)",
-                r["agent RSS, idle, synced (min / max of 3)"])
-        elif script == "bench/clear.sh":
-            lat = next(v for k, v in r.items() if k.startswith("reaction latency"))
-            worst = float(lat.split("/")[-1].split()[0])
-            add("clear-nodes: threshold → force delete, p50 / p95 / p99 / max (50 nodes, 5 dead)",
-                lat, "< 1 s", verdict(worst, 1000))
-            early = next((v for k, v in r.items() if k.startswith("early deletes")), "-")
-            add("clear-nodes: early deletes (must be 0)", early)
-        else:
-            served = next(v for k, v in r.items() if k.startswith("change → new connections"))
-            worst = float(served.split("/")[-1].split()[0])
-            add("internal LB: endpoint change → new connections served, p50 / p95 / max "
-                "(3 nodes)", served, "< 2 s", verdict(worst, 2000))
-            add("internal LB: agent RSS, idle, LB enabled",
-                next(v for k, v in r.items() if k.startswith("agent RSS")))
+        try:
+            rc, out, err = run_existing.run_script(script, clean)
+            script_rows = run_existing.rows_for(script, rc, out, err, prefix)
+        except Exception as e:  # noqa: BLE001 - a row says why, the table is still printed
+            script_rows = [(figure, f"not measured: {script}: {type(e).__name__}: {e}", goal,
+                            "**not measured**" if goal else "")
+                           for figure, _, goal, _ in run_existing.FIGURES[script]]
+        for row in script_rows:
+            add(*row)
 
 
 def main():
