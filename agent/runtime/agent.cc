@@ -310,7 +310,11 @@ base::Status Agent::Impl::initElection() {
                            {{"leader", holder.empty() ? "-" : leaseHolderNode(holder)},
                             {"holder", holder.empty() ? "-" : holder},
                             {"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
-           }});
+           },
+       // A Lease that cannot be created (no `kurl` namespace, no RBAC) must say so in the log,
+       // not only in /status: otherwise no agent leads and nothing says why.
+       .on_step_error =
+           [this](const Error& e) { errors_.report("leader election", e.message()); }});
   if (!elector) return std::move(elector).error();
   elector_ = std::move(*elector);
   // Every agent's elector hears from the API at least every lease duration: the leader renews

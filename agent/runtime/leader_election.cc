@@ -316,8 +316,10 @@ void LeaderElector::run() {
       std::lock_guard lock(mu_);
       if (stopped_) return;
     }
-    // Failures are in status(); the next step tries again.
-    static_cast<void>(tryAcquireOrRenew());
+    // Failures are in status() and go to on_step_error; the next step tries again.
+    if (auto stepped = tryAcquireOrRenew(); !stepped && callbacks_.on_step_error) {
+      callbacks_.on_step_error(stepped.error());
+    }
     std::unique_lock lock(mu_);
     // Acquirers spread out so they do not all read and write in step.
     const double spread = jitter(random_);

@@ -107,6 +107,9 @@ struct LeaderElectionCallbacks {
   std::function<void()> on_stopped_leading{};
   // The observed holder changed (including to us). "" means nobody holds it (released).
   std::function<void(const std::string& holder)> on_new_leader{};
+  // A step of run() failed (not a lost race): the API refused or did not answer, or the Lease
+  // is unusable. For the caller's (rate-limited) log: the elector itself does not log.
+  std::function<void(const base::Error& error)> on_step_error{};
 };
 
 class LeaderElector {

@@ -810,5 +810,40 @@ TEST_F(WatchedRunTest, AWatchedReleaseMakesACandidateTakeOverAtOnce) {
   t.join();
 }
 
+TEST_F(WatchedRunTest, AFailedStepGoesToOnStepErrorAndALostRaceDoesNot) {
+  std::mutex mu;
+  std::vector<std::string> errors;
+  LeaderElector::Callbacks callbacks{.on_step_error = [&](const base::Error& e) {
+    std::lock_guard lock(mu);
+    errors.push_back(e.message());
+  }};
+  LeaderElectionConfig cfg = kFast;
+  cfg.identity = "node-b";
+  auto a = elector(kube_, real_, "node-a", nullptr, kFast);
+  ASSERT_TRUE(step(*a));  // A leads: B's steps are answered, not failures
+  auto b = LeaderElector::create(kube_, real_, cfg, callbacks).value();
+  std::thread t([&] { b->run(); });
+  std::this_thread::sleep_for(milliseconds(300));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+  }
+  kube_.unavailable = true;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mu);
+      if (!errors.empty()) break;
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  kube_.unavailable = false;
+  b->stop();
+  t.join();
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_THAT(errors.front(), ::testing::HasSubstr("connection refused"));
+}
+
 }  // namespace
 }  // namespace ekco::agent
