@@ -276,15 +276,21 @@ Result<ReconcileResult> MinioHa::reconcile() {
     // failed one: a person looks at that first).
     auto want = desiredMinioScale(*sts);
     if (state->present || !want || *want) {
-      remember(result.summary, *state);
+      const std::string why =
+          state->present
+              ? fmt::format("waiting: ConfigMap {}/{} exists ({})", options_.migration_namespace,
+                            kStorageMigrationConfigMap, state->describe())
+              : std::string("waiting: ha-minio is not at its desired scale");
+      result.summary += "; rebalance " + why;
+      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.dry_run}});
       return result;
     }
     auto healthy = endpoint("app=ha-minio", /*healthy_only=*/true);
     if (!healthy) return std::move(healthy).error();
     if (!*healthy) {
-      result.summary += "; rebalance waiting: no ha-minio pod reports /minio/health/cluster 200";
-      remember(result.summary, *state,
-               {{"decision", "waiting: ha-minio is not healthy"}, {"dry_run", options_.dry_run}});
+      const std::string why = "waiting: no ha-minio pod reports /minio/health/cluster 200";
+      result.summary += "; rebalance " + why;
+      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.dry_run}});
       return result;
     }
     auto rebalanced = rebalancer_.pass(*sts, observed.nodes);

@@ -296,8 +296,11 @@ TEST_F(MinioRebalanceSimTest, NothingMovesWhileAStorageMigrationStateExists) {
   EXPECT_THAT(pass(c), HasSubstr("waiting: another storage migration is running"));
   // A failed MinIO migration: a person looks at it first.
   ASSERT_NO_FATAL_FAILURE(putMigrationState("minio", "failed"));
-  EXPECT_THAT(pass(c), HasSubstr("no single-replica MinIO left to migrate"));
-  EXPECT_EQ(c.status()["rebalance"], nullptr);
+  EXPECT_THAT(pass(c), HasSubstr("no single-replica MinIO left to migrate; rebalance waiting: "
+                                 "ConfigMap kurl/ekco-storage-migration exists (minio migration "
+                                 "failed)"));
+  EXPECT_EQ(c.status()["rebalance"]["decision"],
+            "waiting: ConfigMap kurl/ekco-storage-migration exists (minio migration failed)");
   // A MinIO migration running (copying, its source gone: the pass fails, nothing else).
   ASSERT_NO_FATAL_FAILURE(putMigrationState("minio", "copying"));
   auto r = c.reconcile();
@@ -335,7 +338,7 @@ TEST_F(MinioRebalanceSimTest, NothingMovesWhileTheOldMinioRemainsOrHaMinioIsUnhe
   (*sts)["metadata"]["annotations"]["kurl.sh/desired-scale"] = "6";
   ASSERT_TRUE(cluster_.server().put(*sts));
   EXPECT_THAT(pass(c), HasSubstr("scale ha-minio to 6"));
-  EXPECT_EQ(c.status()["rebalance"], nullptr);
+  EXPECT_EQ(c.status()["rebalance"]["decision"], "waiting: ha-minio is not at its desired scale");
   EXPECT_TRUE(deletes().empty());
 }
 
