@@ -52,16 +52,29 @@ std::string answered(const MinioRebalancePod& p) {
                               : fmt::format("{} did not answer", p.name);
 }
 
+// obj[key] when it is a string, else "": the decision reads API objects field by field and never
+// throws on a field of another type (json::value would).
+std::string text(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+const json& field(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it != obj.end() ? *it : kNull;
+}
+
 }  // namespace
 
 std::vector<std::string> claimTemplateNames(const json& sts) {
   std::vector<std::string> names;
-  const json templates =
-      sts.value("spec", json::object()).value("volumeClaimTemplates", json::array());
+  const json& templates = field(field(sts, "spec"), "volumeClaimTemplates");
   if (!templates.is_array()) return names;
   for (const json& t : templates) {
-    if (!t.is_object()) continue;
-    const std::string name = t.value("metadata", json::object()).value("name", "");
+    const std::string name = text(field(t, "metadata"), "name");
     if (!name.empty()) names.push_back(name);
   }
   return names;
@@ -69,39 +82,38 @@ std::vector<std::string> claimTemplateNames(const json& sts) {
 
 MinioRebalancePod minioRebalancePod(const json& pod, const std::vector<std::string>& templates) {
   MinioRebalancePod p;
-  const json meta = pod.value("metadata", json::object());
-  const json status = pod.value("status", json::object());
-  p.name = meta.value("name", "");
-  p.uid = meta.value("uid", "");
-  p.terminating = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
-  p.host_ip = status.value("hostIP", "");
-  p.phase = status.value("phase", "");
-  const json conditions = status.value("conditions", json::array());
+  const json& meta = field(pod, "metadata");
+  const json& status = field(pod, "status");
+  p.name = text(meta, "name");
+  p.uid = text(meta, "uid");
+  p.terminating = !field(meta, "deletionTimestamp").is_null();
+  p.host_ip = text(status, "hostIP");
+  p.phase = text(status, "phase");
+  const json& conditions = field(status, "conditions");
   if (conditions.is_array()) {
     for (const json& c : conditions) {
-      if (!c.is_object()) continue;
-      const std::string type = c.value("type", "");
-      const std::string value = c.value("status", "");
+      const std::string type = text(c, "type");
+      const std::string value = text(c, "status");
       if (type == "Ready") p.ready = value == "True";
       if (type == "PodScheduled" && value == "False") {
-        auto since = kube::parseRfc3339(c.value("lastTransitionTime", ""));
+        auto since = kube::parseRfc3339(text(c, "lastTransitionTime"));
         if (since) p.unschedulable_since = *since;
       }
     }
   }
   // The claim its StatefulSet gave it: <template>-<pod>, and the pod mounts exactly that one.
-  const json volumes = pod.value("spec", json::object()).value("volumes", json::array());
+  const json& volumes = field(field(pod, "spec"), "volumes");
   if (volumes.is_array()) {
     for (const json& v : volumes) {
-      if (!v.is_object() || !v.contains("persistentVolumeClaim")) continue;
-      const std::string volume = v.value("name", "");
-      const std::string claim = v["persistentVolumeClaim"].value("claimName", "");
+      const std::string volume = text(v, "name");
+      const std::string claim = text(field(v, "persistentVolumeClaim"), "claimName");
+      if (claim.empty()) continue;
       for (const std::string& t : templates) {
         if (volume == t && claim == t + "-" + p.name) p.claim = claim;
       }
     }
   }
-  p.s3_host = podS3Host(pod);
+  if (pod.is_object()) p.s3_host = podS3Host(pod);
   return p;
 }
 

@@ -302,6 +302,23 @@ TEST(MinioRebalance, PodJsonGivesItsNodeConditionsAndOnlyItsOwnStatefulSetClaim)
   ASSERT_TRUE(got.unschedulable_since);
   EXPECT_EQ(kube::formatRfc3339(*got.unschedulable_since), "2027-01-15T08:00:00Z");
   EXPECT_EQ(got.s3_host, "");
+  // Fields of another type are read as absent, never thrown on.
+  json odd = p;
+  odd["metadata"]["uid"] = 7;
+  odd["status"]["hostIP"] = json::array();
+  odd["status"]["conditions"] = {"Ready", 3, {{"type", 1}, {"status", true}}};
+  odd["spec"]["volumes"] = {{{"name", "minio-data"}, {"persistentVolumeClaim", "x"}}, 5};
+  got = minioRebalancePod(odd, templates);
+  EXPECT_EQ(got.name, "ha-minio-2");
+  EXPECT_EQ(got.uid, "");
+  EXPECT_EQ(got.host_ip, "");
+  EXPECT_FALSE(got.ready);
+  EXPECT_EQ(got.claim, "");
+  EXPECT_TRUE(
+      claimTemplateNames({{"spec", {{"volumeClaimTemplates", {1, "x", {{"metadata", 2}}}}}}})
+          .empty());
+  const MinioRebalancePod empty = minioRebalancePod(json("not an object"), templates);
+  EXPECT_EQ(empty.name, "");
 }
 
 }  // namespace
