@@ -4,9 +4,15 @@
 // says (tests/s3/s3rver/serve.js; one answers 412 in maintenance mode): one pod per pass, its PVC
 // deleted before it, only a pod whose MinIO answers 200 with maintenance=true, the guards checked
 // again right before deleting, nothing under --dry-run or while a storage migration exists, and
-// the 5-minute rule on the injected clock. (The decision's tables: minio_rebalance_test.cc.)
+// the 5-minute rule on the injected clock; and the real `ekco agent` (with and without
+// --dry-run) showing it in /status. (The decision's tables: minio_rebalance_test.cc.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <map>
 #include <string>
@@ -15,9 +21,12 @@
 #include "agent/controllers/minio_ha.h"
 #include "agent/controllers/minio_rebalance.h"
 #include "agent/controllers/storage_migration.h"
+#include "agent/serve/health_server.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 #include "tests/agent/controllers/minio_ha_fixture.h"
+#include "tests/agent/process_support.h"
+#include "tests/kubesim/store.h"
 
 namespace ekco::agent {
 namespace {
@@ -115,7 +124,7 @@ class MinioRebalanceSimTest : public ::testing::Test {
     std::string host_ip;
     bool safe = true;
   };
-  void start(const std::vector<Placement>& placement) {
+  void start(const std::vector<Placement>& placement, std::vector<json> extra = {}) {
     std::string error;
     safe_ = s3::testing::S3rver::start(dir_.path() + "/safe", &error);
     ASSERT_TRUE(safe_) << error;
@@ -128,6 +137,7 @@ class MinioRebalanceSimTest : public ::testing::Test {
       objects.push_back(haPod(static_cast<int>(i), placement[i].host_ip, port));
       objects.push_back(haClaim(static_cast<int>(i)));
     }
+    objects.insert(objects.end(), extra.begin(), extra.end());
     ASSERT_NO_FATAL_FAILURE(
         cluster_.start(dir_.path(), std::move(objects), {"/deploy", "/deploy-minio"}, wall_));
     nodes_ = {readyNode("node-a"), readyNode("node-b"), readyNode("node-c")};
@@ -415,6 +425,115 @@ TEST_F(MinioRebalanceSimTest, TheGuardsAreCheckedAgainRightBeforeDeleting) {
   ASSERT_TRUE(out) << out.error().message();
   EXPECT_EQ(out->summary, "waiting: ha-minio-0 was re-created since the decision; nothing deleted");
   EXPECT_TRUE(deletes().empty());
+}
+
+// The real agent, leader, as the ServiceAccount: under --dry-run /status shows the plan and
+// nothing is deleted; without it one pod is rescheduled, /status and an Event say so, and the
+// passes after it (every second) touch nothing else while that pod is away.
+TEST_F(MinioRebalanceSimTest, TheRealAgentShowsTheDecisionInStatusAndMovesOnePod) {
+  auto node = [](const std::string& ip) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Node"},
+                {"metadata", {{"name", "node-" + ip}}},
+                {"spec", json::object()},
+                {"status",
+                 {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
+                  {"addresses", {{{"type", "InternalIP"}, {"address", ip}}}}}}};
+  };
+  ASSERT_NO_FATAL_FAILURE(start({{"10.0.0.1"}, {"10.0.0.1"}, {"10.0.0.1"}, {"10.0.0.1"}},
+                                {node("10.0.0.1"), node("10.0.0.2"), node("10.0.0.3")}));
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(dir_.path()) / "host";
+  fs::create_directories(root / "etc/kubernetes");
+  fs::create_directories(root / "proc/sys/kernel/random");
+  std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
+  std::ofstream(root / "proc/mounts") << "/dev/sda1 / ext4 rw 0 0\n";
+  std::ofstream(root / "proc/sys/kernel/random/boot_id")
+      << "0a0a0a0a-0000-4000-8000-00000000000a\n";
+  std::ofstream(dir_.path() + "/config.yaml") << "leader_election_lease_duration: 3s\n"
+                                                 "leader_election_renew_deadline: 2s\n"
+                                                 "leader_election_retry_period: 500ms\n"
+                                                 "reconcile_interval: 1s\n"
+                                                 "enable_ha_minio: true\n"
+                                                 "minio_namespace: minio\n"
+                                                 "auto_resource_scaling: false\n"
+                                                 "rotate_certs: false\n"
+                                                 "restart_failed_envoy_pods: false\n"
+                                                 "auto_approve_kubelet_csrs: false\n";
+  const std::string socket = dir_.path() + "/agent.sock";
+  const std::string log = dir_.path() + "/agent.log";
+  auto run = [&](bool dry_run) {
+    std::vector<std::string> args = {EKCO_BIN,       "agent",
+                                     "--config",     dir_.path() + "/config.yaml",
+                                     "--kubeconfig", dir_.path() + "/sa.kubeconfig",
+                                     "--node-name",  "node-10.0.0.1",
+                                     "--host-root",  root.string(),
+                                     "--socket",     socket};
+    if (dry_run) args.push_back("--dry-run");
+    return testing::spawnLogged(args, log);
+  };
+  auto status = [&] {
+    auto reply = queryHealthSocket(socket, "/status", milliseconds(3000));
+    if (!reply || reply->status != 200) return json();
+    return json::parse(reply->body, nullptr, false);
+  };
+  auto rebalance = [&] {
+    const json s = status();
+    return s.is_object() && s.contains("minio_ha") && s["minio_ha"].is_object()
+               ? s["minio_ha"].value("rebalance", json())
+               : json();
+  };
+  auto decision = [&] {
+    const json r = rebalance();
+    return r.is_object() ? r.value("decision", "") : std::string();
+  };
+
+  pid_t agent = run(/*dry_run=*/true);
+  ASSERT_GT(agent, 0);
+  EXPECT_TRUE(testing::eventually(
+      [&] { return decision().starts_with("would reschedule ha-minio-0 (delete PVC"); },
+      std::chrono::seconds(30)))
+      << status().dump() << "\n"
+      << testing::readWholeFile(log);
+  EXPECT_EQ(rebalance()["dry_run"], true);
+  EXPECT_THAT(decision(), HasSubstr("(dry run)"));
+  testing::killAndReap(agent);
+  EXPECT_TRUE(deletes().empty());
+
+  agent = run(/*dry_run=*/false);
+  json seen;
+  ASSERT_GT(agent, 0);
+  EXPECT_TRUE(testing::eventually(
+      [&] {
+        seen = rebalance();
+        return seen.is_object() &&
+               seen.value("decision", "")
+                   .starts_with("rescheduled ha-minio-0 (PVC minio-data-ha-minio-0");
+      },
+      std::chrono::seconds(30)))
+      << status().dump() << "\n"
+      << testing::readWholeFile(log);
+  EXPECT_EQ(seen["rule"], "over-max");  // as shown while it was the last decision
+  // Three more passes: the moved pod is away, nothing else is touched.
+  EXPECT_TRUE(testing::eventually([&] { return decision().starts_with("waiting: "); },
+                                  std::chrono::seconds(10)))
+      << decision();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_THAT(decision(), ::testing::StartsWith("waiting: "));
+  testing::killAndReap(agent);
+  std::vector<std::string> minio_deletes;
+  for (const auto& r : cluster_.server().requestLog()) {
+    if (r.verb == "delete" && r.ns == "minio") minio_deletes.push_back(r.resource + " " + r.name);
+  }
+  EXPECT_EQ(minio_deletes, (std::vector<std::string>{"persistentvolumeclaims minio-data-ha-minio-0",
+                                                     "pods ha-minio-0"}));
+  auto& store = cluster_.server().store();
+  int events = 0;
+  const auto listed = store.list(*store.findQualified("events"), "minio", {});
+  for (const json& e : listed.body["items"]) {
+    events += e.value("reason", "") == "MinioPodRescheduled" ? 1 : 0;
+  }
+  EXPECT_EQ(events, 1);
 }
 
 }  // namespace
