@@ -82,6 +82,7 @@ MinioHa::MinioHa(std::function<ObservedNodes()> observe, kube::KubeClient& clien
       options_(std::move(options)),
       rebalancer_(client, clock,
                   {.ns = options_.ns,
+                   .migration_namespace = options_.migration_namespace,
                    .dry_run = options_.dry_run,
                    .is_leader_fresh = options_.is_leader_fresh,
                    .record_event = options_.record_event,

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "agent/controllers/minio_ha.h"
+#include "agent/controllers/storage_migration.h"
 #include "base/log.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
@@ -359,6 +360,16 @@ base::Status MinioRebalancer::reschedule(const MinioRebalanceDecision& d,
       return changed(fmt::format("is no longer safe to move ({})",
                                  health ? fmt::format("{} answered {}", kMaintenanceHealth, *health)
                                         : std::string("its MinIO did not answer")));
+    }
+  }
+  if (!options_.migration_namespace.empty()) {
+    auto migration = readStorageMigration(client_, options_.migration_namespace);
+    if (!migration) return std::move(migration).error().wrap(what);
+    if (migration->present) {
+      return Error(fmt::format("a storage migration state appeared ({}) since the decision; "
+                               "nothing deleted",
+                               migration->describe()),
+                   ErrorCode::kConflict);
     }
   }
   // (2)

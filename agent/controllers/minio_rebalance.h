@@ -98,6 +98,9 @@ std::int64_t countMinioNodes(const std::vector<kube::NodeRecord>& nodes);
 
 struct MinioRebalanceOptions {
   std::string ns = "minio";
+  // Where the storage migration state lives (agent/controllers/storage_migration.h): read again
+  // right before deleting; "" skips that re-check.
+  std::string migration_namespace{};
   bool dry_run = false;
   std::function<bool()> is_leader_fresh{};
   std::function<void(const kube::EventSpec& event)> record_event{};
@@ -117,9 +120,10 @@ struct MinioRebalanceOutcome {
 
 // Observes ha-minio's pods (API reads, not a cache), asks each running pod's MinIO its health
 // in maintenance mode, decides, and applies the decision: (1) re-reads the pod and asks its
-// health again, (2) asks is_leader_fresh, (3) deletes the PVC, (4) deletes the pod (uid
-// precondition), (5) records Event MinioPodRescheduled on the pod. The caller runs it only when
-// ha-minio is at its desired scale, healthy, and no migration is under way.
+// health again, and re-reads the storage migration state, (2) asks is_leader_fresh, (3) deletes the
+// PVC, (4) deletes the pod (uid precondition), (5) records Event MinioPodRescheduled on the pod.
+// The caller runs it only when ha-minio is at its desired scale, healthy, and no migration is under
+// way.
 class MinioRebalancer {
  public:
   MinioRebalancer(kube::KubeClient& client, const base::Clock& clock,

@@ -425,6 +425,22 @@ TEST_F(MinioRebalanceSimTest, TheGuardsAreCheckedAgainRightBeforeDeleting) {
   ASSERT_TRUE(out) << out.error().message();
   EXPECT_EQ(out->summary, "waiting: ha-minio-0 was re-created since the decision; nothing deleted");
   EXPECT_TRUE(deletes().empty());
+  // A storage migration state written between the decision and the act: nothing deleted.
+  asked = 0;
+  MinioRebalancer migrating(
+      cluster_.client(), clock_,
+      {.ns = "minio",
+       .migration_namespace = "kurl",
+       .health = [&](const std::string&, const std::string&) -> base::Result<int> {
+         if (++asked == 5) putMigrationState("rook", "copying");  // the re-check's answer
+         return 200;
+       }});
+  out = migrating.pass(*sts, nodes_);
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->summary,
+            "waiting: a storage migration state appeared (rook migration copying) since the "
+            "decision; nothing deleted");
+  EXPECT_TRUE(deletes().empty());
 }
 
 // The real agent, leader, as the ServiceAccount: under --dry-run /status shows the plan and
