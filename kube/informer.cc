@@ -190,6 +190,7 @@ InformerBase::ListOutcome InformerBase::list() {
       stats_.last_sync = clock_.wallNow();
     }
     cv_.notify_all();
+    notifySynced();
     return ListOutcome::kDone;
   }
   failed(Error("list " + description_ + ": continue token expired " +

@@ -144,6 +144,8 @@ class InformerBase {
   virtual void abortReplace() = 0;
   // Swaps the new store in and calls the handlers for the difference.
   virtual void commitReplace() = 0;
+  // The list is done and synced() is true (InformerHandlers::on_synced).
+  virtual void notifySynced() = 0;
   // Applies one watch event (never a bookmark) and calls its handler. `changed` is set false
   // when a MODIFIED event left the record as it was. `meta` gets the object's metadata, also
   // when the object is rejected.
@@ -189,6 +191,10 @@ struct InformerHandlers {
   // With the object's last state: from the DELETED event, or the cache after a re-list.
   std::function<void(const Record& last)> on_delete{};
   std::function<void(const base::Error& error)> on_error{};
+  // After each list has replaced the cache, once synced() is true. on_add runs before that
+  // (the records are in, the list is not marked done yet), so whoever a handler woke may have
+  // found the cache unsynced: this is its signal to look again.
+  std::function<void()> on_synced{};
 };
 
 template <typename Record>
@@ -271,6 +277,10 @@ class Informer final : public InformerBase {
   }
 
   void abortReplace() override { next_ = Store(); }
+
+  void notifySynced() override {
+    if (handlers_.on_synced) handlers_.on_synced();
+  }
 
   void commitReplace() override {
     Store old;

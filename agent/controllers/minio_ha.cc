@@ -76,7 +76,21 @@ std::string podS3Host(const json& pod) {
 
 MinioHa::MinioHa(std::function<ObservedNodes()> observe, kube::KubeClient& client,
                  const base::Clock& clock, MinioHaOptions options)
-    : observe_(std::move(observe)), client_(client), clock_(clock), options_(std::move(options)) {}
+    : observe_(std::move(observe)),
+      client_(client),
+      clock_(clock),
+      options_(std::move(options)),
+      rebalancer_(client, clock,
+                  {.ns = options_.ns,
+                   .migration_namespace = options_.migration_namespace,
+                   .dry_run = options_.dry_run,
+                   .is_leader_fresh = options_.is_leader_fresh,
+                   .record_event = options_.record_event,
+                   .count_action = options_.count_action,
+                   .health = [&clock](const std::string& host, const std::string& path) {
+                     s3::Client probe({.host = host}, clock);
+                     return probe.healthStatus(path);
+                   }}) {}
 
 base::Status MinioHa::fresh(const std::string& what) const {
   if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
@@ -104,7 +118,8 @@ void MinioHa::event(const kube::Resource& res, const std::string& name, const st
   if (options_.count_action) options_.count_action("minio_" + reason);
 }
 
-void MinioHa::remember(const std::string& decision, const StorageMigrationState& state) {
+void MinioHa::remember(const std::string& decision, const StorageMigrationState& state,
+                       json rebalance) {
   json migration = nullptr;
   if (state.present) {
     migration = json::object();
@@ -113,7 +128,7 @@ void MinioHa::remember(const std::string& decision, const StorageMigrationState&
     }
   }
   std::lock_guard lock(mu_);
-  status_ = {{"decision", decision}, {"migration", migration}};
+  status_ = {{"decision", decision}, {"migration", migration}, {"rebalance", std::move(rebalance)}};
 }
 
 Result<StorageMigrationState> MinioHa::save(const StorageMigrationState& current,
@@ -258,7 +273,32 @@ Result<ReconcileResult> MinioHa::reconcile() {
       return std::move(deployment).error().wrap("read Deployment minio");
     }
     result.summary = *scaled + "; no single-replica MinIO left to migrate";
-    remember(result.summary, *state);
+    // Rebalance only at the desired scale, healthy, and with no migration state (not even a
+    // failed one: a person looks at that first).
+    auto want = desiredMinioScale(*sts);
+    if (state->present || !want || *want) {
+      const std::string why =
+          state->present
+              ? fmt::format("waiting: ConfigMap {}/{} exists ({})", options_.migration_namespace,
+                            kStorageMigrationConfigMap, state->describe())
+              : std::string("waiting: ha-minio is not at its desired scale");
+      result.summary += "; rebalance " + why;
+      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.dry_run}});
+      return result;
+    }
+    auto healthy = endpoint("app=ha-minio", /*healthy_only=*/true);
+    if (!healthy) return std::move(healthy).error();
+    if (!*healthy) {
+      const std::string why = "waiting: no ha-minio pod reports /minio/health/cluster 200";
+      result.summary += "; rebalance " + why;
+      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.dry_run}});
+      return result;
+    }
+    auto rebalanced = rebalancer_.pass(*sts, observed.nodes);
+    if (!rebalanced) return std::move(rebalanced).error();
+    result.summary += "; " + rebalanced->summary;
+    if (rebalanced->status.value("rule", json()).is_string()) result.plan = rebalanced->summary;
+    remember(result.summary, *state, std::move(rebalanced->status));
     return result;
   }
   if (state->present) {  // failed

@@ -22,6 +22,9 @@
 //           state with them (Event MinioMigrationCompleted, with the offline window).
 //   - With no migration under way and ha-minio unhealthy, a Service left disabled is restored
 //     (EKCO's "make sure the Service isn't left disabled").
+//   - Once the Deployment `minio` is gone, ha-minio is at its desired scale and healthy, and no
+//     storage migration state exists, its pods are rebalanced over the nodes, at most one pod
+//     (its PVC, then it) per pass (agent/controllers/minio_rebalance.h).
 // A failed migration is not retried by itself: the old MinIO serves again, and deleting the
 // ConfigMap kurl/ekco-storage-migration retries it.
 //
@@ -40,6 +43,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/controllers/minio_rebalance.h"
 #include "agent/controllers/observed.h"
 #include "agent/controllers/spec.h"
 #include "agent/controllers/storage_migration.h"
@@ -93,13 +97,15 @@ class MinioHa final : public Controller {
   base::Status fresh(const std::string& what) const;
   void event(const kube::Resource& r, const std::string& name, const std::string& reason,
              const std::string& message, bool warning = false);
-  void remember(const std::string& decision, const StorageMigrationState& state);
+  void remember(const std::string& decision, const StorageMigrationState& state,
+                nlohmann::json rebalance = nullptr);
 
   std::function<ObservedNodes()> observe_;
   kube::KubeClient& client_;
   const base::Clock& clock_;
   MinioHaOptions options_;
   std::string planned_;
+  MinioRebalancer rebalancer_;
 
   mutable std::mutex mu_;
   nlohmann::json status_ = nullptr;

@@ -95,7 +95,10 @@ kube::InformerHandlers<Record> Caches::handlers(CacheName name, std::string what
                   return;
                 }
                 if (options_.on_error) options_.on_error(name, what, e);
-              }};
+              },
+          // A controller woken by on_add during the first list may have read the cache as not
+          // synced yet and gone back to sleep: wake it once the list is done.
+          .on_synced = [changed] { changed(); }};
 }
 
 void Caches::require(CacheName name, std::function<void()> on_change) {

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -126,6 +127,38 @@ TEST_F(InformerTest, ListsInPagesThenWatchesFromTheFirstPagesVersion) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->node_name, "n2");
   EXPECT_EQ(informer->stats().lists, 1U);
+}
+
+// A controller woken by on_add reads synced() on its own thread: during the first list that is
+// still false, so on_synced (after synced() turned true) is what tells it to look again.
+TEST_F(InformerTest, OnSyncedFollowsEveryListOnceTheCacheIsSynced) {
+  client_.scriptList(listOf({pod("a", "n1"), pod("b", "n1")}, "10"));
+  client_.scriptWatch({.end = Error("watch: too old resource version", ErrorCode::kGone)});
+  client_.scriptList(listOf({pod("a", "n1")}, "12"));
+  std::mutex mu;
+  std::vector<std::string> seen;
+  Informer<PodRecord>* self = nullptr;
+  auto note = [&](const std::string& what) {
+    std::lock_guard lock(mu);
+    seen.push_back(what + (self->synced() ? " (synced)" : " (not synced)"));
+  };
+  auto informer = std::make_unique<Informer<PodRecord>>(
+      client_, clock_, resources::kPods, "",
+      InformerOptions{.initial_backoff = milliseconds(1),
+                      .max_backoff = milliseconds(4),
+                      .short_watch = milliseconds(0)},
+      decodePod,
+      InformerHandlers<PodRecord>{
+          .on_add = [&](const PodRecord& p) { note("add " + p.name); },
+          .on_delete = [&](const PodRecord& p) { note("delete " + p.name); },
+          .on_synced = [&] { note("listed"); }});
+  self = informer.get();
+  runToIdle(*informer);
+  ASSERT_EQ(seen.size(), 5U);
+  std::sort(seen.begin(), seen.begin() + 2);  // the adds come in the store's order
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"add a (not synced)", "add b (not synced)", "listed (synced)",
+                                      "delete b (synced)", "listed (synced)"}));
 }
 
 TEST_F(InformerTest, WatchEventsUpdateTheCacheAndCallHandlersOnlyForRealChanges) {

@@ -164,6 +164,15 @@ TEST_F(S3ClientTest, ErrorsNameTheRequestAndTheServersCode) {
   health = client_->healthStatus("/minio/health/cluster?maintenance=true");
   ASSERT_TRUE(health);
   EXPECT_EQ(*health, 503);
+  // The query reaches the server: maintenance mode answers apart (412: "not without me").
+  server_->setHealth(200);
+  server_->setMaintenanceHealth(412);
+  health = client_->healthStatus("/minio/health/cluster?maintenance=true");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(*health, 412);
+  health = client_->healthStatus("/minio/health/cluster");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(*health, 200);
 
   Client nowhere({.host = "127.0.0.1:1", .connect_timeout = std::chrono::milliseconds(500)},
                  clock_);

@@ -89,6 +89,10 @@ class S3rver {
   const std::string& dir() const { return dir_; }
   // What /minio/health/* answers from now on.
   void setHealth(int status) const { std::ofstream(dir_ + ".health") << status; }
+  // What /minio/health/cluster?maintenance=true answers from now on (else as setHealth).
+  void setMaintenanceHealth(int status) const {
+    std::ofstream(dir_ + ".health-maintenance") << status;
+  }
 
  private:
   S3rver(pid_t pid, std::string dir) : pid_(pid), dir_(std::move(dir)) {}
