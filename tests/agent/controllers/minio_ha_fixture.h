@@ -29,6 +29,32 @@
 
 namespace ekco::agent::testing {
 
+// What an `ekco agent` of the MinIO tests reads in `dir`: a host root in dir/host (a joined node:
+// kubelet.conf, /proc/mounts, a boot id) and dir/config.yaml with MinIO HA on, the other
+// self-starting leader controllers off and short election timings.
+inline void writeMinioAgentFiles(const std::string& dir, const std::string& reconcile_interval) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(dir) / "host";
+  fs::create_directories(root / "etc/kubernetes");
+  fs::create_directories(root / "proc/sys/kernel/random");
+  std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
+  std::ofstream(root / "proc/mounts") << "/dev/sda1 / ext4 rw 0 0\n";
+  std::ofstream(root / "proc/sys/kernel/random/boot_id")
+      << "0a0a0a0a-0000-4000-8000-00000000000a\n";
+  std::ofstream(dir + "/config.yaml") << "leader_election_lease_duration: 3s\n"
+                                         "leader_election_renew_deadline: 2s\n"
+                                         "leader_election_retry_period: 500ms\n"
+                                         "reconcile_interval: "
+                                      << reconcile_interval
+                                      << "\n"
+                                         "enable_ha_minio: true\n"
+                                         "minio_namespace: minio\n"
+                                         "auto_resource_scaling: false\n"
+                                         "rotate_certs: false\n"
+                                         "restart_failed_envoy_pods: false\n"
+                                         "auto_approve_kubelet_csrs: false\n";
+}
+
 inline nlohmann::json minioPod(const std::string& name, const std::string& app, int port) {
   return {
       {"apiVersion", "v1"},

@@ -44,23 +44,7 @@ class MinioHaKillTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(minio_.start(dir_.path(), 0, kObjects, clock_,
                                          {node("node-a"), node("node-b"), node("node-c")}));
-    const fs::path root = fs::path(dir_.path()) / "host";
-    fs::create_directories(root / "etc/kubernetes");
-    fs::create_directories(root / "proc/sys/kernel/random");
-    std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
-    std::ofstream(root / "proc/mounts") << "/dev/sda1 / ext4 rw 0 0\n";
-    std::ofstream(root / "proc/sys/kernel/random/boot_id")
-        << "0a0a0a0a-0000-4000-8000-00000000000a\n";
-    std::ofstream(dir_.path() + "/config.yaml") << "leader_election_lease_duration: 3s\n"
-                                                   "leader_election_renew_deadline: 2s\n"
-                                                   "leader_election_retry_period: 500ms\n"
-                                                   "reconcile_interval: 2s\n"
-                                                   "enable_ha_minio: true\n"
-                                                   "minio_namespace: minio\n"
-                                                   "auto_resource_scaling: false\n"
-                                                   "rotate_certs: false\n"
-                                                   "restart_failed_envoy_pods: false\n"
-                                                   "auto_approve_kubelet_csrs: false\n";
+    testing::writeMinioAgentFiles(dir_.path(), "2s");
   }
   void TearDown() override {
     for (pid_t& p : agents_) testing::killAndReap(p);

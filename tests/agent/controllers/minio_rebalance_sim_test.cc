@@ -458,24 +458,7 @@ TEST_F(MinioRebalanceSimTest, TheRealAgentShowsTheDecisionInStatusAndMovesOnePod
   };
   ASSERT_NO_FATAL_FAILURE(start({{"10.0.0.1"}, {"10.0.0.1"}, {"10.0.0.1"}, {"10.0.0.1"}},
                                 {node("10.0.0.1"), node("10.0.0.2"), node("10.0.0.3")}));
-  namespace fs = std::filesystem;
-  const fs::path root = fs::path(dir_.path()) / "host";
-  fs::create_directories(root / "etc/kubernetes");
-  fs::create_directories(root / "proc/sys/kernel/random");
-  std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
-  std::ofstream(root / "proc/mounts") << "/dev/sda1 / ext4 rw 0 0\n";
-  std::ofstream(root / "proc/sys/kernel/random/boot_id")
-      << "0a0a0a0a-0000-4000-8000-00000000000a\n";
-  std::ofstream(dir_.path() + "/config.yaml") << "leader_election_lease_duration: 3s\n"
-                                                 "leader_election_renew_deadline: 2s\n"
-                                                 "leader_election_retry_period: 500ms\n"
-                                                 "reconcile_interval: 1s\n"
-                                                 "enable_ha_minio: true\n"
-                                                 "minio_namespace: minio\n"
-                                                 "auto_resource_scaling: false\n"
-                                                 "rotate_certs: false\n"
-                                                 "restart_failed_envoy_pods: false\n"
-                                                 "auto_approve_kubelet_csrs: false\n";
+  testing::writeMinioAgentFiles(dir_.path(), "1s");
   const std::string socket = dir_.path() + "/agent.sock";
   const std::string log = dir_.path() + "/agent.log";
   auto run = [&](bool dry_run) {
@@ -483,7 +466,7 @@ TEST_F(MinioRebalanceSimTest, TheRealAgentShowsTheDecisionInStatusAndMovesOnePod
                                      "--config",     dir_.path() + "/config.yaml",
                                      "--kubeconfig", dir_.path() + "/sa.kubeconfig",
                                      "--node-name",  "node-10.0.0.1",
-                                     "--host-root",  root.string(),
+                                     "--host-root",  dir_.path() + "/host",
                                      "--socket",     socket};
     if (dry_run) args.push_back("--dry-run");
     return testing::spawnLogged(args, log);
