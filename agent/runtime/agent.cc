@@ -149,7 +149,8 @@ class Agent::Impl {
   base::MonoTime started_at_;
   std::string socket_root_;  // the health socket is confined to it ("" = "/")
   // /readyz: how long the API may go without answering the elector (set in init()).
-  std::chrono::milliseconds api_silence_limit_{std::chrono::seconds(20)};
+  std::chrono::milliseconds api_silence_limit_{std::chrono::seconds(20)};  // while leading
+  std::chrono::milliseconds candidate_silence_limit_{std::chrono::seconds(25)};
 
   CommandClient platform_;  // process and host filesystems, connection, transport, client
   std::unique_ptr<kube::RestClient> lease_client_;
@@ -158,7 +159,7 @@ class Agent::Impl {
   std::unique_ptr<Manager> manager_;
   std::unique_ptr<LeaderElector> elector_;
   std::unique_ptr<Caches> caches_;
-  // The Lease's holder, watched so that a released Lease is taken over at once (nudge).
+  // The Lease ekco-leader, watched for the elector: renewals, releases and deletes.
   std::unique_ptr<kube::Informer<json>> lease_watch_;
   std::thread lease_watch_thread_;
   std::unique_ptr<MaintenanceWatch> maintenance_;  // ekco-maintenance, on every agent
@@ -317,15 +318,17 @@ base::Status Agent::Impl::initElection() {
            [this](const Error& e) { errors_.report("leader election", e.message()); }});
   if (!elector) return std::move(elector).error();
   elector_ = std::move(*elector);
-  // Every agent's elector hears from the API at least every lease duration: the leader renews
-  // every retry period; a candidate sees those renewals on its Lease watch (observeWatched) and
-  // reads the Lease itself once the watch has been silent for a lease duration, or every 2.2
-  // retry periods without a watch. Each call is bounded by lease_timeout: longer than this
-  // without an answer means an API that is down or hangs, whatever the caches' watches (silent
-  // for up to watch_idle_timeout) still say.
+  // Every agent's elector hears from the API regularly: the leader renews every retry period;
+  // a candidate sees those renewals on its Lease watch (observeWatched) and reads the Lease
+  // itself once the watch has been silent for a lease duration (+ up to 1.2 retry periods of
+  // jitter), or every 2.2 retry periods without a watch. Each call is bounded by lease_timeout:
+  // longer than this without an answer means an API that is down or hangs, whatever the caches'
+  // watches (silent for up to watch_idle_timeout) still say.
   api_silence_limit_ =
       std::max(ms(c.leader_election_lease_duration), 3 * ms(c.leader_election_retry_period)) +
       lease_timeout;
+  candidate_silence_limit_ = ms(c.leader_election_lease_duration) +
+                             ms(c.leader_election_retry_period) * 22 / 10 + lease_timeout;
   return base::ok();
 }
 
@@ -353,7 +356,7 @@ void Agent::Impl::initCaches() {
       kube::InformerHandlers<json>{
           .on_add = [this](const json& lease) { elector_->observeWatched(lease); },
           .on_update = [this](const json&, const json& lease) { elector_->observeWatched(lease); },
-          .on_delete = [this](const json&) { elector_->nudge(); },
+          .on_delete = [this](const json&) { elector_->observeDeleted(); },
           .on_error = [this](const Error& e) { errors_.report("lease watch", e.message()); }});
 
   // Maintenance mode: the pausable controllers wait until the ConfigMap has been read.
@@ -491,10 +494,13 @@ Health Agent::Impl::readyz() const {
             .reason = "the Kubernetes API is unreachable (pod cache): " + pod_stats.last_error};
   }
   // An API that accepts connections and answers nothing leaves open watches looking healthy
-  // until their idle bound: the elector's round trips notice first.
+  // until their idle bound: the elector notices first (the leader's renewals; a candidate's
+  // watched renewals or, with its watch silent, its own read of the Lease). A candidate whose
+  // Lease watch still delivers counts the API as answering even if its new requests would hang:
+  // it acts on nothing cluster-wide until it leads, and leading takes a read and a write.
   const auto now = clock_.monoNow();
   const auto silent_since = elector_->lastAnswer().value_or(started_at_);
-  if (now - silent_since > api_silence_limit_) {
+  if (now - silent_since > (elector_->isLeader() ? api_silence_limit_ : candidate_silence_limit_)) {
     const auto lease = elector_->status();
     return {.ok = false,
             .reason = "the Kubernetes API has not answered for " +

@@ -352,10 +352,23 @@ base::MonoTime LeaderElector::nextStepLocked(base::MonoTime stepped, double spre
     return poll;
   }
   // Step once the record we saw last could have expired, or once the API has been silent for a
-  // lease duration (whatever duration the record names), never sooner than polling would.
-  base::MonoTime expiry = observed_at_ + durationOf(*observed_) + jittered;
+  // lease duration (whatever duration the record names), never sooner than polling would; both
+  // jittered, so the candidates do not all read and write the moment a dead leader's Lease
+  // expires.
+  base::MonoTime expiry = observed_at_ + durationOf(*observed_);
   if (last_answer_) expiry = std::min(expiry, *last_answer_ + config_.lease_duration);
-  return std::max(poll, expiry);
+  return std::max(poll, expiry + jittered);
+}
+
+void LeaderElector::observeDeleted() {
+  std::lock_guard step(step_mu_);
+  std::lock_guard lock(mu_);
+  last_answer_ = clock_.monoNow();
+  // Nothing left to wait for: the next step reads (NotFound) and creates it; until a record is
+  // seen again, run() polls.
+  if (!leader_) observed_.reset();
+  nudged_ = true;
+  cv_.notify_all();
 }
 
 void LeaderElector::observeWatched(const Json& object) {

@@ -44,14 +44,15 @@
 //     never stretches freshness beyond what other agents grant (they date their observation
 //     after the write).
 //
-// Thread-safety: every public method may be called from any thread. Steps, release() and
-// observeWatched() are serialized; isLeader(), isLeaderFresh() and status() never wait for an API
-// call. Callbacks run synchronously on the thread doing the step (run()'s thread, or
-// observeWatched()'s caller for on_new_leader) just after the state they report has changed
-// (isLeader() may already be true before on_started_leading has run), in the order the changes
-// happened, with no lock of the elector held: they may call isLeader(), isLeaderFresh() and
-// status(), not tryAcquireOrRenew() or release(). They should return quickly (start or signal the
-// controllers, do not run them).
+// Thread-safety: every public method may be called from any thread. Steps, release(),
+// observeWatched() and observeDeleted() are serialized (one step lock); isLeader(),
+// isLeaderFresh() and status() never wait for an API call. Callbacks run synchronously on the
+// thread doing the step (run()'s thread, or observeWatched()'s caller for on_new_leader) just
+// after the state they report has changed (isLeader() may already be true before
+// on_started_leading has run), in the order the changes happened, with the state lock released
+// but the step lock held: they may call isLeader(), isLeaderFresh() and status(), not
+// tryAcquireOrRenew(), release(), observeWatched() or observeDeleted(). They should return
+// quickly (start or signal the controllers, do not run them).
 //
 // Libraries do not log: errors come back as values and in status().last_error.
 #pragma once
@@ -166,6 +167,9 @@ class LeaderElector {
   // lease duration (the watch is down, or the holder died and stopped renewing), run() steps
   // every jittered retry period again, as client-go does.
   void observeWatched(const kube::Json& object);
+  // The watch saw the Lease deleted: while we do not lead, the last record is forgotten (run()
+  // polls until one is seen again) and run() steps now.
+  void observeDeleted();
 
   // Makes run() step now instead of at the end of its wait. The agent calls it when its watch
   // of the Lease sees it released or deleted, so a clean hand-over takes one API round trip
@@ -192,10 +196,12 @@ class LeaderElector {
   bool isLeaderFresh() const;
   Status status() const;
   const LeaderElectionConfig& config() const { return config_; }
-  // When a step last got an answer from the API server (on the monotonic clock): a success, a
-  // lost race or a refusal the server itself gave; not a connection that failed or timed out,
-  // nor a 429/5xx. nullopt before the first. The agent's /readyz uses it to notice an API that
-  // accepts connections and answers nothing: every agent steps every retry period.
+  // When the elector last heard from the API server (on the monotonic clock): a step's success,
+  // lost race or refusal the server itself gave (not a connection that failed or timed out, nor
+  // a 429/5xx), or a watched record. nullopt before the first. The agent's /readyz uses it to
+  // notice an API that accepts connections and answers nothing: the leader steps every retry
+  // period, and a candidate hears the renewals or reads the Lease itself at most a lease
+  // duration (plus the jitter) after the last answer.
   std::optional<base::MonoTime> lastAnswer() const;
 
  private:

@@ -211,7 +211,7 @@ TEST_F(LeaderElectionTest, ContentionOnCreateTheLoserSeesAlreadyExists) {
   EXPECT_FALSE(a->isLeader());
   EXPECT_TRUE(b->isLeader());
   EXPECT_NE(a->status().last_error.find("AlreadyExists"), std::string::npos);
-  EXPECT_EQ(kube_.count(Verb::kCreate), 2);
+  EXPECT_EQ(kube_.count(Verb::kCreate), 3);  // A's, then B's failed one and its own
   EXPECT_EQ(spec()["holderIdentity"], "node-b");
 }
 
@@ -739,36 +739,70 @@ class WatchedRunTest : public LeaderElectionTest {
   static constexpr LeaderElectionConfig kFast{.lease_duration = milliseconds(1500),
                                               .renew_deadline = milliseconds(1000),
                                               .retry_period = milliseconds(50)};
+  // A renew deadline long enough that a stalled test thread does not end A's term (its
+  // re-acquisition would read the Lease and spoil the count of B's reads).
+  static constexpr LeaderElectionConfig kWatched{.lease_duration = milliseconds(3000),
+                                                 .renew_deadline = milliseconds(2500),
+                                                 .retry_period = milliseconds(100)};
   base::SystemClock real_;
 };
 
 TEST_F(WatchedRunTest, ACandidateFedRenewalsReadsNothingThenTakesOverWhenTheyStop) {
-  auto a = elector(kube_, real_, "node-a", nullptr, kFast);
-  auto b = elector(kube_, real_, "node-b", nullptr, kFast);
+  auto a = elector(kube_, real_, "node-a", nullptr, kWatched);
+  auto b = elector(kube_, real_, "node-b", nullptr, kWatched);
   ASSERT_TRUE(step(*a));
   b->observeWatched(storedLease().value());  // the informer's initial list
   const int gets = kube_.count(Verb::kGet);
   std::thread t([&] { b->run(); });
-  // A renews every 50 ms for 1 s; B's watch delivers each renewal.
+  // A renews every 100 ms for 2 s; B's watch delivers each renewal.
   auto last_renewal = std::chrono::steady_clock::now();
   for (int i = 0; i < 20; ++i) {
-    std::this_thread::sleep_for(milliseconds(50));
+    std::this_thread::sleep_for(milliseconds(100));
     ASSERT_TRUE(step(*a));
     last_renewal = std::chrono::steady_clock::now();
     b->observeWatched(storedLease().value());
   }
-  // Polling, B would have read the Lease every 50-110 ms (9 or more times in 1 s).
+  // Polling, B would have read the Lease every 100-220 ms (9 or more times in 2 s).
   EXPECT_EQ(kube_.count(Verb::kGet), gets + 1) << "B's first step reads; then the watch serves it";
   EXPECT_FALSE(b->isLeader());
-  // A stops renewing: B takes over 1.5 s (+ up to 60 ms of jitter) after the last renewal.
+  // A stops renewing: B takes over 3 s (+ up to 120 ms of jitter) after the last renewal.
   const auto deadline = std::chrono::steady_clock::now() + seconds(10);
   while (!b->isLeader() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(5));
   }
   const auto took = std::chrono::steady_clock::now() - last_renewal;
   ASSERT_TRUE(b->isLeader());
-  EXPECT_GE(took, milliseconds(1500));
-  EXPECT_LT(took, milliseconds(1500) + seconds(1));
+  EXPECT_GE(took, milliseconds(3000));
+  EXPECT_LT(took, milliseconds(3000) + seconds(1));
+  b->stop();
+  t.join();
+}
+
+TEST_F(WatchedRunTest, AfterAWatchedDeleteACandidateNeverWaitsForTheDeletedRecordsExpiry) {
+  // A long lease, a short retry: after the delete B's first create fails (the API hiccups); its
+  // next try must come a retry period later, not when the deleted record would have expired.
+  LeaderElectionConfig slow = kFast;
+  slow.lease_duration = seconds(60);
+  slow.renew_deadline = seconds(40);
+  slow.retry_period = milliseconds(200);
+  auto a = elector(kube_, real_, "node-a", nullptr, slow);
+  auto b = elector(kube_, real_, "node-b", nullptr, slow);
+  ASSERT_TRUE(step(*a));
+  b->observeWatched(storedLease().value());
+  std::thread t([&] { b->run(); });
+  while (kube_.count(Verb::kGet) < 2) std::this_thread::sleep_for(milliseconds(1));
+  kube_.inject({.verb = Verb::kCreate,
+                .error = Error("create leases/ekco-leader: the server is shutting down",
+                               ErrorCode::kUnavailable)});
+  erase();  // someone deletes the Lease (A does not notice until its next renewal)
+  const auto deleted = std::chrono::steady_clock::now();
+  b->observeDeleted();
+  while (!b->isLeader() && std::chrono::steady_clock::now() - deleted < seconds(5)) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_TRUE(b->isLeader()) << "a deleted Lease must not wait for the last record's expiry";
+  EXPECT_EQ(kube_.count(Verb::kCreate), 3);  // A's, then B's failed one and its own
+  EXPECT_EQ(spec()["holderIdentity"], b->config().identity);
   b->stop();
   t.join();
 }
@@ -819,17 +853,25 @@ TEST_F(WatchedRunTest, AFailedStepGoesToOnStepErrorAndALostRaceDoesNot) {
   }};
   LeaderElectionConfig cfg = kFast;
   cfg.identity = "node-b";
-  auto a = elector(kube_, real_, "node-a", nullptr, kFast);
-  ASSERT_TRUE(step(*a));  // A leads: B's steps are answered, not failures
+  // A released Lease: B's first write is applied but answered 409 (a lost race), then B reads
+  // the record naming it and leads. Neither is an error.
+  put(leaseObject("", "2023-11-14T22:13:20.000000Z", 1));
+  kube_.lost_update_answers = 1;
   auto b = LeaderElector::create(kube_, real_, cfg, callbacks).value();
   std::thread t([&] { b->run(); });
-  std::this_thread::sleep_for(milliseconds(300));
+  auto deadline = std::chrono::steady_clock::now() + seconds(5);
+  while (!b->isLeader() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_TRUE(b->isLeader());
+  EXPECT_EQ(kube_.lost_update_answers, 0) << "the lost race did not happen";
   {
     std::lock_guard lock(mu);
     EXPECT_TRUE(errors.empty()) << errors.front();
   }
+  // An API that refuses connections: every failed step is reported.
   kube_.unavailable = true;
-  const auto deadline = std::chrono::steady_clock::now() + seconds(5);
+  deadline = std::chrono::steady_clock::now() + seconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
     {
       std::lock_guard lock(mu);
