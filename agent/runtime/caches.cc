@@ -203,8 +203,28 @@ void Caches::stop() {
   host_jobs_.stop();
 }
 
+namespace {
+
+// Moves a running informer out so that it is stopped (its thread joined) after the caller has
+// released its lock: a watch stuck in a request to a hung API must not hold up the readers of
+// the other caches (/readyz, /status) while it winds down.
+template <typename Running>
+std::function<void()> retired(Running& running) {
+  return [r = std::make_shared<Running>(std::move(running))] { r->stop(); };
+}
+
+}  // namespace
+
 void Caches::setLeading(bool leading) {
-  std::lock_guard lock(leader_mu_);
+  std::vector<std::function<void()>> retire;
+  {
+    std::lock_guard lock(leader_mu_);
+    setLeadingLocked(leading, retire);
+  }
+  for (auto& stop : retire) stop();
+}
+
+void Caches::setLeadingLocked(bool leading, std::vector<std::function<void()>>& retire) {
   if (leading && cluster_nodes_wanted_ && !cluster_nodes_.informer) {
     cluster_nodes_.informer = std::make_unique<kube::Informer<kube::NodeRecord>>(
         client_, clock_, kube::resources::kNodes, "",
@@ -212,9 +232,8 @@ void Caches::setLeading(bool leading) {
         handlers<kube::NodeRecord>(CacheName::kClusterNodes, "cluster node cache"));
     cluster_nodes_.start();
   } else if (!leading && cluster_nodes_.informer) {
-    cluster_nodes_.stop();
-    cluster_nodes_.informer.reset();
-    for (auto& [name, running] : unhealthy_pods_) running->stop();
+    retire.push_back(retired(cluster_nodes_));
+    for (auto& [name, running] : unhealthy_pods_) retire.push_back(retired(*running));
     unhealthy_pods_.clear();
   }
   if (leading && csrs_wanted_ && !csrs_.informer) {
@@ -230,8 +249,7 @@ void Caches::setLeading(bool leading) {
                                                   "kubelet-serving CSR cache", &csrs_absent_));
     csrs_.start();
   } else if (!leading && csrs_.informer) {
-    csrs_.stop();
-    csrs_.informer.reset();
+    retire.push_back(retired(csrs_));
   }
   if (leading && envoy_pods_wanted_ && !envoy_pods_.informer) {
     // Full pods (container states and conditions), but only Envoy's: a few per cluster.
@@ -241,8 +259,7 @@ void Caches::setLeading(bool leading) {
         kube::parsePod, handlers<kube::Pod>(CacheName::kEnvoyPods, "envoy pod cache"));
     envoy_pods_.start();
   } else if (!leading && envoy_pods_.informer) {
-    envoy_pods_.stop();
-    envoy_pods_.informer.reset();
+    retire.push_back(retired(envoy_pods_));
   }
   if (leading && node_leases_wanted_ && !node_leases_.informer) {
     // One small object per node; a renewal (every 10 s per kubelet) changes renew_time only.
@@ -257,13 +274,20 @@ void Caches::setLeading(bool leading) {
         handlers<NodeLease>(CacheName::kNodeLeases, "node lease cache"));
     node_leases_.start();
   } else if (!leading && node_leases_.informer) {
-    node_leases_.stop();
-    node_leases_.informer.reset();
+    retire.push_back(retired(node_leases_));
   }
 }
 
 void Caches::superviseUnhealthyNodePods() {
-  std::lock_guard lock(leader_mu_);
+  std::vector<std::function<void()>> retire;
+  {
+    std::lock_guard lock(leader_mu_);
+    superviseUnhealthyNodePodsLocked(retire);
+  }
+  for (auto& stop : retire) stop();
+}
+
+void Caches::superviseUnhealthyNodePodsLocked(std::vector<std::function<void()>>& retire) {
   if (!unhealthy_pods_wanted_ || !cluster_nodes_.informer || !cluster_nodes_.informer->synced()) {
     return;
   }
@@ -273,7 +297,7 @@ void Caches::superviseUnhealthyNodePods() {
   });
   for (auto it = unhealthy_pods_.begin(); it != unhealthy_pods_.end();) {
     if (unhealthy.count(it->first) == 0) {
-      it->second->stop();
+      retire.push_back(retired(*it->second));
       it = unhealthy_pods_.erase(it);
     } else {
       ++it;

@@ -111,6 +111,9 @@ class Caches {
   using EndpointList = std::vector<haproxy::Endpoint>;
 
   void wake(CacheName name) const;
+  // Under leader_mu_; the informers to stop go to `retire`, run once the lock is released.
+  void setLeadingLocked(bool leading, std::vector<std::function<void()>>& retire);
+  void superviseUnhealthyNodePodsLocked(std::vector<std::function<void()>>& retire);
   template <typename Record>
   kube::InformerHandlers<Record> handlers(CacheName name, std::string what,
                                           std::atomic<bool>* absent = nullptr);
