@@ -744,6 +744,11 @@ class WatchedRunTest : public LeaderElectionTest {
   static constexpr LeaderElectionConfig kWatched{.lease_duration = milliseconds(3000),
                                                  .renew_deadline = milliseconds(2500),
                                                  .retry_period = milliseconds(100)};
+  // A one-minute lease: nothing expires during a test unless it is released or deleted.
+  static LeaderElectionConfig longLease(milliseconds retry_period) {
+    return {
+        .lease_duration = seconds(60), .renew_deadline = seconds(40), .retry_period = retry_period};
+  }
   base::SystemClock real_;
 };
 
@@ -781,10 +786,7 @@ TEST_F(WatchedRunTest, ACandidateFedRenewalsReadsNothingThenTakesOverWhenTheySto
 TEST_F(WatchedRunTest, AfterAWatchedDeleteACandidateNeverWaitsForTheDeletedRecordsExpiry) {
   // A long lease, a short retry: after the delete B's first create fails (the API hiccups); its
   // next try must come a retry period later, not when the deleted record would have expired.
-  LeaderElectionConfig slow = kFast;
-  slow.lease_duration = seconds(60);
-  slow.renew_deadline = seconds(40);
-  slow.retry_period = milliseconds(200);
+  const LeaderElectionConfig slow = longLease(milliseconds(200));
   auto a = elector(kube_, real_, "node-a", nullptr, slow);
   auto b = elector(kube_, real_, "node-b", nullptr, slow);
   ASSERT_TRUE(step(*a));
@@ -823,10 +825,7 @@ TEST_F(WatchedRunTest, WithoutWatchedRecordsACandidatePollsEveryJitteredRetryPer
 }
 
 TEST_F(WatchedRunTest, AWatchedReleaseMakesACandidateTakeOverAtOnce) {
-  LeaderElectionConfig slow = kFast;
-  slow.lease_duration = seconds(60);
-  slow.renew_deadline = seconds(40);
-  slow.retry_period = seconds(20);
+  const LeaderElectionConfig slow = longLease(seconds(20));
   auto a = elector(kube_, real_, "node-a", nullptr, slow);
   auto b = elector(kube_, real_, "node-b", nullptr, slow);
   ASSERT_TRUE(step(*a));
