@@ -392,12 +392,6 @@ void LeaderElector::observeWatched(const Json& object) {
   fire(pending);
 }
 
-void LeaderElector::nudge() {
-  std::lock_guard lock(mu_);
-  nudged_ = true;
-  cv_.notify_all();
-}
-
 void LeaderElector::stop() {
   std::lock_guard lock(mu_);
   stopped_ = true;

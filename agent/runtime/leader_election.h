@@ -168,13 +168,10 @@ class LeaderElector {
   // every jittered retry period again, as client-go does.
   void observeWatched(const kube::Json& object);
   // The watch saw the Lease deleted: while we do not lead, the last record is forgotten (run()
-  // polls until one is seen again) and run() steps now.
+  // polls until one is seen again) and run() steps now. (A released record seen by
+  // observeWatched makes run() step now too: a clean hand-over takes one API round trip rather
+  // than up to 2.2 retry periods. Only timing changes: the step decides as always.)
   void observeDeleted();
-
-  // Makes run() step now instead of at the end of its wait. The agent calls it when its watch
-  // of the Lease sees it released or deleted, so a clean hand-over takes one API round trip
-  // rather than up to 2.2 retry periods. Only timing changes: the step decides as always.
-  void nudge();
 
   // Idempotent and final: run() returns and does not start again. Does not release the Lease:
   // call release() after run() has returned.

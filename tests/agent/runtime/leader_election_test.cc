@@ -650,7 +650,7 @@ TEST_F(LeaderElectionTest, StopWaitsNoRetryPeriod) {
   EXPECT_LT(std::chrono::steady_clock::now() - before, seconds(1));
 }
 
-TEST_F(LeaderElectionTest, NudgeStepsAtOnceInsteadOfAfterTheRetryPeriod) {
+TEST_F(LeaderElectionTest, AWatchedDeleteStepsAtOnceInsteadOfAfterTheRetryPeriod) {
   auto a = elector(kube_, clock_, "node-a", nullptr,
                    {.lease_duration = seconds(600),
                     .renew_deadline = seconds(500),
@@ -658,12 +658,12 @@ TEST_F(LeaderElectionTest, NudgeStepsAtOnceInsteadOfAfterTheRetryPeriod) {
   std::thread t([&] { a->run(); });
   while (kube_.callCount() == 0) std::this_thread::sleep_for(milliseconds(1));
   const int before = kube_.callCount();
-  a->nudge();
+  a->observeDeleted();  // steps now, whatever the retry period
   const auto deadline = std::chrono::steady_clock::now() + seconds(5);
   while (kube_.callCount() == before && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(1));
   }
-  EXPECT_GT(kube_.callCount(), before) << "a nudge did not make run() step";
+  EXPECT_GT(kube_.callCount(), before) << "a watched delete did not make run() step";
   a->stop();
   t.join();
 }
