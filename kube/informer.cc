@@ -1,9 +1,8 @@
 #include "kube/informer.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 
+#include "base/heap.h"
 #include "kube/json_depth.h"
 
 namespace ekco::kube {
@@ -180,7 +179,7 @@ InformerBase::ListOutcome InformerBase::list() {
     commitReplace();
     // Give the heap the lists' pages and the old store freed back to the kernel: glibc keeps
     // freed memory in its arenas otherwise, and a large first list would stay in the RSS.
-    ::malloc_trim(0);
+    base::releaseFreeHeap();
     {
       std::lock_guard lock(mu_);
       stats_.synced = true;
