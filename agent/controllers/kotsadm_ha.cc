@@ -8,6 +8,7 @@
 
 #include "agent/controllers/storage_migration.h"
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {
@@ -44,17 +45,17 @@ std::int64_t countReadyNodes(const std::vector<kube::NodeRecord>& nodes) {
 std::optional<RqlitePlan> planKotsadmRqlite(const json& sts, std::int64_t ready_nodes) {
   if (ready_nodes < kKotsadmRqliteReplicas || !sts.is_object()) return std::nullopt;
   RqlitePlan plan;
-  const json spec = sts.value("spec", json::object());
-  plan.replicas_from = spec.value("replicas", json(1)).is_number_integer()
-                           ? spec.value("replicas", json(1)).get<std::int64_t>()
-                           : 1;
+  const json& spec = kube::jsonField(sts, "spec");
+  plan.replicas_from = kube::jsonInteger(spec, "replicas").value_or(1);
   plan.replicas_to = std::max(plan.replicas_from, kKotsadmRqliteReplicas);  // never down
-  const json containers = spec.value("template", json::object())
-                              .value("spec", json::object())
-                              .value("containers", json::array());
-  if (containers.is_array() && !containers.empty() && containers[0].is_object()) {
-    for (const json& a : containers[0].value("args", json::array())) {
-      plan.args_from.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+  const json& containers =
+      kube::jsonField(kube::jsonField(kube::jsonField(spec, "template"), "spec"), "containers");
+  if (containers.is_array() && !containers.empty()) {
+    const json& args = kube::jsonField(containers[0], "args");
+    if (args.is_array()) {
+      for (const json& a : args) {
+        plan.args_from.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+      }
     }
   }
   plan.args_to = plan.args_from;
@@ -140,7 +141,7 @@ Result<ReconcileResult> KotsadmHa::reconcile() {
     remember({{"present", true}, {"decision", result.summary}});
     return result;
   }
-  const std::string version = sts->value("metadata", json::object()).value("resourceVersion", "");
+  const std::string version = kube::jsonText(kube::jsonField(*sts, "metadata"), "resourceVersion");
   if (version.empty()) return Error(what + ": no metadata.resourceVersion; not patched");
   if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
     return Error(what + ": not patched: this agent's leadership is not fresh",

@@ -9,6 +9,7 @@
 #include "agent/tasks/minio_migration.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "kube/json_fields.h"
 #include "kube/kubeconfig.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
@@ -41,9 +42,8 @@ std::string nowText(const base::Clock& clock) { return kube::formatRfc3339Micro(
 }  // namespace
 
 Result<std::optional<std::int64_t>> desiredMinioScale(const json& sts) {
-  const json annotations =
-      sts.value("metadata", json::object()).value("annotations", json::object());
-  const std::string text = annotations.value(std::string(kDesiredScale), "");
+  const std::string text = kube::jsonText(
+      kube::jsonField(kube::jsonField(sts, "metadata"), "annotations"), kDesiredScale);
   std::int64_t want = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), want);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || want < 0) {
@@ -51,25 +51,26 @@ Result<std::optional<std::int64_t>> desiredMinioScale(const json& sts) {
                              kDesiredScale, base::quoteForMessage(text)),
                  ErrorCode::kInvalidArgument);
   }
-  const json replicas = sts.value("spec", json::object()).value("replicas", json(1));
-  const std::int64_t current = replicas.is_number_integer() ? replicas.get<std::int64_t>() : 1;
+  const std::int64_t current =
+      kube::jsonInteger(kube::jsonField(sts, "spec"), "replicas").value_or(1);
   if (current == want) return std::optional<std::int64_t>();
   return std::optional<std::int64_t>(want);
 }
 
 std::string podS3Host(const json& pod) {
-  const json status = pod.value("status", json::object());
-  if (status.value("phase", "") != "Running" || status.value("podIP", "").empty()) return "";
-  if (pod.value("metadata", json::object()).contains("deletionTimestamp")) return "";
-  int port = 9000;
-  const json containers = pod.value("spec", json::object()).value("containers", json::array());
+  const json& status = kube::jsonField(pod, "status");
+  const std::string ip = kube::jsonText(status, "podIP");
+  if (kube::jsonText(status, "phase") != "Running" || ip.empty()) return "";
+  if (!kube::jsonField(kube::jsonField(pod, "metadata"), "deletionTimestamp").is_null()) return "";
+  std::int64_t port = 9000;
+  const json& containers = kube::jsonField(kube::jsonField(pod, "spec"), "containers");
   if (containers.is_array() && !containers.empty()) {
-    const json ports = containers[0].value("ports", json::array());
-    if (ports.is_array() && !ports.empty() && ports[0].value("containerPort", json()).is_number()) {
-      port = ports[0]["containerPort"].get<int>();
+    const json& ports = kube::jsonField(containers[0], "ports");
+    if (ports.is_array() && !ports.empty()) {
+      const auto declared = kube::jsonInteger(ports[0], "containerPort");
+      if (declared && *declared > 0 && *declared <= 65535) port = *declared;
     }
   }
-  const std::string ip = status["podIP"].get<std::string>();
   return ip.find(':') != std::string::npos ? fmt::format("[{}]:{}", ip, port)
                                            : fmt::format("{}:{}", ip, port);
 }
@@ -142,8 +143,10 @@ Result<StorageMigrationState> MinioHa::save(const StorageMigrationState& current
 Result<bool> MinioHa::storageClassPresent() {
   auto list = client_.listAll(kStorageClasses, "", {.limit = 500});
   if (!list) return std::move(list).error().wrap("list StorageClasses");
-  for (const json& sc : list->value("items", json::array())) {
-    if (sc.value("provisioner", "") == kLocalPvProvisioner) return true;
+  const json& items = kube::jsonField(*list, "items");
+  if (!items.is_array()) return false;
+  for (const json& sc : items) {
+    if (kube::jsonText(sc, "provisioner") == kLocalPvProvisioner) return true;
   }
   return false;
 }
@@ -156,7 +159,10 @@ Result<std::string> MinioHa::scale(const json& sts) {
   if (options_.dry_run) return "would " + change + " (dry run)";
   auto current = client_.get(r::kStatefulSets, options_.ns, "ha-minio", "scale");
   if (!current) return std::move(current).error().wrap("read ha-minio's scale");
-  const std::int64_t from = current->value("spec", json::object()).value("replicas", 0);
+  if (!kube::jsonField(*current, "spec").is_object()) {
+    return Error("read ha-minio's scale: the Scale has no spec object", ErrorCode::kParse);
+  }
+  const std::int64_t from = kube::jsonInteger((*current)["spec"], "replicas").value_or(0);
   (*current)["spec"]["replicas"] = **want;
   if (auto ok = fresh(change); !ok) return std::move(ok).error();
   auto updated = client_.update(r::kStatefulSets, options_.ns, *current, "scale");
@@ -169,11 +175,11 @@ Result<std::string> MinioHa::scale(const json& sts) {
 Result<s3::Credentials> MinioHa::credentials() {
   auto secret = client_.get(r::kSecrets, options_.ns, "minio-credentials");
   if (!secret) return std::move(secret).error().wrap("read Secret minio-credentials");
-  const json data = secret->value("data", json::object());
+  const json& data = kube::jsonField(*secret, "data");
   s3::Credentials c;
   for (auto [key, out] : {std::pair{"MINIO_ACCESS_KEY", &c.access_key},
                           std::pair{"MINIO_SECRET_KEY", &c.secret_key}}) {
-    auto decoded = kube::base64Decode(data.value(key, ""));
+    auto decoded = kube::base64Decode(kube::jsonText(data, key));
     if (!decoded || decoded->empty()) {
       return Error(fmt::format("Secret {}/minio-credentials has no {}", options_.ns, key),
                    ErrorCode::kInvalidArgument);
@@ -189,11 +195,16 @@ Result<std::optional<s3::Endpoint>> MinioHa::endpoint(const std::string& selecto
   if (!pods) return std::move(pods).error().wrap("list pods " + selector);
   auto creds = credentials();
   if (!creds) return std::move(creds).error();
-  std::vector<json> items = pods->value("items", json::array());
-  std::sort(items.begin(), items.end(), [](const json& a, const json& b) {
-    return a["metadata"].value("name", "") < b["metadata"].value("name", "");
-  });
-  for (const json& pod : items) {
+  std::vector<std::pair<std::string, const json*>> items;  // by name
+  if (const json& list = kube::jsonField(*pods, "items"); list.is_array()) {
+    for (const json& pod : list) {
+      items.emplace_back(kube::jsonText(kube::jsonField(pod, "metadata"), "name"), &pod);
+    }
+  }
+  std::sort(items.begin(), items.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& item : items) {
+    const json& pod = *item.second;
     const std::string host = podS3Host(pod);
     if (host.empty()) continue;
     s3::Endpoint e{.host = host, .credentials = *creds};
@@ -210,14 +221,15 @@ Result<std::optional<s3::Endpoint>> MinioHa::endpoint(const std::string& selecto
 base::Status MinioHa::setSelector(const json& selector, const std::string& why) {
   auto svc = client_.get(r::kServices, options_.ns, "minio");
   if (!svc) return std::move(svc).error().wrap("read Service minio");
-  const json current = svc->value("spec", json::object()).value("selector", json::object());
+  json current = kube::jsonField(kube::jsonField(*svc, "spec"), "selector");
+  if (!current.is_object()) current = json::object();
   if (current == selector) return {};
   if (auto ok = fresh("set Service minio's selector"); !ok) return std::move(ok).error();
-  const json patch =
-      json::array({{{"op", "test"},
-                    {"path", "/metadata/resourceVersion"},
-                    {"value", svc->value("metadata", json::object()).value("resourceVersion", "")}},
-                   {{"op", "add"}, {"path", "/spec/selector"}, {"value", selector}}});
+  const json patch = json::array(
+      {{{"op", "test"},
+        {"path", "/metadata/resourceVersion"},
+        {"value", kube::jsonText(kube::jsonField(*svc, "metadata"), "resourceVersion")}},
+       {{"op", "add"}, {"path", "/spec/selector"}, {"value", selector}}});
   auto patched = client_.patch(r::kServices, options_.ns, "minio", kube::PatchType::kJson, patch);
   if (!patched) return std::move(patched).error().wrap("set Service minio's selector");
   event(r::kServices, "minio", "SelectorChanged",
@@ -314,8 +326,7 @@ Result<ReconcileResult> MinioHa::reconcile() {
   if (!*target) {
     // EKCO: "make sure the Service isn't left disabled".
     auto svc = client_.get(r::kServices, options_.ns, "minio");
-    if (svc &&
-        svc->value("spec", json::object()).value("selector", json::object()) == kDisabledSelector) {
+    if (svc && kube::jsonField(kube::jsonField(*svc, "spec"), "selector") == kDisabledSelector) {
       if (!options_.dry_run) {
         if (auto ok = setSelector({{"app", "minio"}}, "no migration is running"); !ok) {
           return std::move(ok).error();
@@ -341,7 +352,8 @@ Result<ReconcileResult> MinioHa::reconcile() {
   // (1) Record the Service's selector, then disable it.
   auto svc = client_.get(r::kServices, options_.ns, "minio");
   if (!svc) return std::move(svc).error().wrap("read Service minio");
-  const json selector = svc->value("spec", json::object()).value("selector", json::object());
+  json selector = kube::jsonField(kube::jsonField(*svc, "spec"), "selector");
+  if (!selector.is_object()) selector = json::object();
   auto started = save(*state, {{"phase", "stopping-writes"},
                                {"started", nowText(clock_)},
                                {"service-selector", selector.dump()}});

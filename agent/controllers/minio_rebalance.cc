@@ -12,6 +12,7 @@
 #include "agent/controllers/minio_ha.h"
 #include "agent/controllers/storage_migration.h"
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 
@@ -53,29 +54,18 @@ std::string answered(const MinioRebalancePod& p) {
                               : fmt::format("{} did not answer", p.name);
 }
 
-// obj[key] when it is a string, else "": the decision reads API objects field by field and never
-// throws on a field of another type (json::value would).
-std::string text(const json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-const json& field(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it != obj.end() ? *it : kNull;
-}
+// The decision reads API objects field by field and never throws on a field of another type.
+using kube::jsonField;
+using kube::jsonText;
 
 }  // namespace
 
 std::vector<std::string> claimTemplateNames(const json& sts) {
   std::vector<std::string> names;
-  const json& templates = field(field(sts, "spec"), "volumeClaimTemplates");
+  const json& templates = jsonField(jsonField(sts, "spec"), "volumeClaimTemplates");
   if (!templates.is_array()) return names;
   for (const json& t : templates) {
-    const std::string name = text(field(t, "metadata"), "name");
+    const std::string name = jsonText(jsonField(t, "metadata"), "name");
     if (!name.empty()) names.push_back(name);
   }
   return names;
@@ -83,31 +73,31 @@ std::vector<std::string> claimTemplateNames(const json& sts) {
 
 MinioRebalancePod minioRebalancePod(const json& pod, const std::vector<std::string>& templates) {
   MinioRebalancePod p;
-  const json& meta = field(pod, "metadata");
-  const json& status = field(pod, "status");
-  p.name = text(meta, "name");
-  p.uid = text(meta, "uid");
-  p.terminating = !field(meta, "deletionTimestamp").is_null();
-  p.host_ip = text(status, "hostIP");
-  p.phase = text(status, "phase");
-  const json& conditions = field(status, "conditions");
+  const json& meta = jsonField(pod, "metadata");
+  const json& status = jsonField(pod, "status");
+  p.name = jsonText(meta, "name");
+  p.uid = jsonText(meta, "uid");
+  p.terminating = !jsonField(meta, "deletionTimestamp").is_null();
+  p.host_ip = jsonText(status, "hostIP");
+  p.phase = jsonText(status, "phase");
+  const json& conditions = jsonField(status, "conditions");
   if (conditions.is_array()) {
     for (const json& c : conditions) {
-      const std::string type = text(c, "type");
-      const std::string value = text(c, "status");
+      const std::string type = jsonText(c, "type");
+      const std::string value = jsonText(c, "status");
       if (type == "Ready") p.ready = value == "True";
       if (type == "PodScheduled" && value == "False") {
-        auto since = kube::parseRfc3339(text(c, "lastTransitionTime"));
+        auto since = kube::parseRfc3339(jsonText(c, "lastTransitionTime"));
         if (since) p.unschedulable_since = *since;
       }
     }
   }
   // The claim its StatefulSet gave it: <template>-<pod>, and the pod mounts exactly that one.
-  const json& volumes = field(field(pod, "spec"), "volumes");
+  const json& volumes = jsonField(jsonField(pod, "spec"), "volumes");
   if (volumes.is_array()) {
     for (const json& v : volumes) {
-      const std::string volume = text(v, "name");
-      const std::string claim = text(field(v, "persistentVolumeClaim"), "claimName");
+      const std::string volume = jsonText(v, "name");
+      const std::string claim = jsonText(jsonField(v, "persistentVolumeClaim"), "claimName");
       if (claim.empty()) continue;
       for (const std::string& t : templates) {
         if (volume == t && claim == t + "-" + p.name) p.claim = claim;

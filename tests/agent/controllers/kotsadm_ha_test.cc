@@ -77,6 +77,25 @@ TEST(KotsadmHaPlan, ThreeReplicasAndBootstrapExpectThreeAtThreeReadyNodesNeverDo
   EXPECT_EQ(countReadyNodes({node("a", true), node("b", false), node("c", true)}), 2);
 }
 
+// A StatefulSet with fields of another type is read as if they were absent; nothing throws.
+TEST(KotsadmHaRules, WronglyTypedFieldsReadAsAbsentNeverThrow) {
+  const json bad[] = {
+      {{"spec", "x"}},
+      {{"spec", {{"replicas", "1"}, {"template", json::array()}}}},
+      {{"spec", {{"template", {{"spec", {{"containers", "rqlite"}}}}}}}},
+      {{"spec", {{"template", {{"spec", {{"containers", json::array({"rqlite"})}}}}}}}},
+      {{"spec", {{"template", {{"spec", {{"containers", {{{"args", "-bootstrap-expect=1"}}}}}}}}}}},
+  };
+  for (const json& sts : bad) {
+    auto plan = planKotsadmRqlite(sts, 3);
+    ASSERT_TRUE(plan) << sts.dump();
+    EXPECT_EQ(plan->replicas_from, 1) << sts.dump();
+    EXPECT_EQ(plan->replicas_to, 3) << sts.dump();
+    EXPECT_TRUE(plan->args_from.empty()) << sts.dump();
+  }
+  EXPECT_FALSE(planKotsadmRqlite(json("kotsadm-rqlite"), 3));
+}
+
 class KotsadmHaTest : public ::testing::Test {
  protected:
   void start(std::vector<json> objects) {

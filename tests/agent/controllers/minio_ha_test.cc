@@ -52,6 +52,56 @@ TEST(MinioHaRules, DesiredScaleComesFromTheAnnotationAndPodsNeedAnIp) {
   EXPECT_EQ(podS3Host(pod), "");
 }
 
+// API objects are input: fields of another type read as absent, never as an exception (which
+// would end the agent from inside a controller).
+TEST(MinioHaRules, WronglyTypedFieldsReadAsAbsentNeverThrow) {
+  const json bad_sts[] = {
+      json(nullptr),
+      json("ha-minio"),
+      {{"metadata", "x"}, {"spec", {{"replicas", 3}}}},
+      {{"metadata", {{"annotations", {{"kurl.sh/desired-scale", 6}}}}}},
+      {{"metadata", {{"annotations", json::array({"6"})}}}},
+  };
+  for (const json& s : bad_sts) {
+    auto r = desiredMinioScale(s);
+    ASSERT_FALSE(r) << s.dump();
+    EXPECT_THAT(r.error().message(), HasSubstr("kurl.sh/desired-scale is \"\"")) << s.dump();
+  }
+  // A readable annotation and a replicas field of another type: counted as 1, as when absent.
+  json sts = {{"metadata", {{"annotations", {{"kurl.sh/desired-scale", "1"}}}}},
+              {"spec", {{"replicas", "3"}}}};
+  auto same = desiredMinioScale(sts);
+  ASSERT_TRUE(same);
+  EXPECT_FALSE(*same);
+
+  const json good = testing::minioPod("p", "minio", 19000);
+  auto with = [&](const char* at, json value) {
+    json p = good;
+    p[json::json_pointer(at)] = std::move(value);
+    return p;
+  };
+  // Not a pod, or no readable phase and IP: not an endpoint.
+  for (const json& p :
+       {json(nullptr), json::array(), json("pod"), with("/status", "Running"),
+        with("/status/phase", 1), with("/status/podIP", json::array({"127.0.0.1"}))}) {
+    EXPECT_EQ(podS3Host(p), "") << p.dump();
+  }
+  // Unreadable metadata hides no deletionTimestamp; an unreadable spec declares no port.
+  EXPECT_EQ(podS3Host(with("/metadata", 7)), "127.0.0.1:19000");
+  for (const json& p :
+       {with("/spec", json::array()), with("/spec/containers", "minio"),
+        with("/spec/containers/0", "minio"), with("/spec/containers/0/ports", "19000")}) {
+    EXPECT_EQ(podS3Host(p), "127.0.0.1:9000") << p.dump();
+  }
+  // A port that cannot be one falls back to MinIO's 9000; the pod itself still qualifies.
+  for (json port : {json("19000"), json(-1), json(70000), json(1.5), json(nullptr)}) {
+    json p = good;
+    p["spec"]["containers"][0]["ports"][0]["containerPort"] = port;
+    EXPECT_EQ(podS3Host(p), "127.0.0.1:9000") << port.dump();
+  }
+  EXPECT_EQ(podS3Host(with("/metadata/deletionTimestamp", "2026-11-26T00:00:00Z")), "");
+}
+
 kube::NodeRecord readyNode(const std::string& name) {
   kube::NodeRecord n;
   n.name = kube::Atom(name);

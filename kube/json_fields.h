@@ -1,0 +1,42 @@
+// Reading API objects held as nlohmann::json field by field, without exceptions: a field that is
+// absent or of another type reads as empty. nlohmann's value()/operator[]/get<>() throw (or, on
+// a const object, assert) on such input, and an API object is input (style.md: third-party
+// exceptions stop in their adapter). Where a wrongly typed field must be reported rather than
+// read as empty, parse into a typed view instead (kube/objects.h, kube/records.h).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ekco::kube {
+
+// obj[key], or a null value when obj is not an object or has no such key.
+inline const nlohmann::json& jsonField(const nlohmann::json& obj, std::string_view key) {
+  static const nlohmann::json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it != obj.end() ? *it : kNull;
+}
+
+// obj[key] when it is a string, else "".
+inline std::string jsonText(const nlohmann::json& obj, std::string_view key) {
+  const nlohmann::json& v = jsonField(obj, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+// obj[key] when it is an integer that fits in int64, else nullopt.
+inline std::optional<std::int64_t> jsonInteger(const nlohmann::json& obj, std::string_view key) {
+  const nlohmann::json& v = jsonField(obj, key);
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  return std::nullopt;
+}
+
+}  // namespace ekco::kube
