@@ -1,11 +1,31 @@
 #include "agent/runtime/manager.h"
 
 #include <algorithm>
+#include <exception>
+
+#include "base/log.h"
 
 namespace ekco::agent {
 
 using base::Error;
 using base::ErrorCode;
+
+namespace {
+
+// Controllers return errors as values, and third-party exceptions stop in their adapters, so an
+// exception out of reconcile() is a bug. It is this run's error, logged and backed off like any
+// other, rather than the end of the agent and of every other controller with it.
+base::Result<ReconcileResult> reconcileCatching(Controller& controller) {
+  try {
+    return controller.reconcile();
+  } catch (const std::exception& e) {
+    base::logError("controller threw; its run counts as failed",
+                   {{"controller", controller.name()}, {"exception", e.what()}});
+    return Error(std::string("internal error: reconcile threw: ") + e.what());
+  }
+}
+
+}  // namespace
 
 std::string_view scopeName(Scope scope) { return scope == Scope::kNode ? "node" : "leader"; }
 
@@ -151,7 +171,7 @@ std::optional<base::MonoTime> Manager::runDue(Scope scope) {
       worker(scope).busy_since = clock_.monoNow();
     }
     const auto started = clock_.monoNow();
-    auto result = e->controller->reconcile();
+    auto result = reconcileCatching(*e->controller);
     const auto finished = clock_.monoNow();
     ControllerStatus after;
     {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 namespace ekco::agent {
@@ -25,6 +26,10 @@ class FakeController final : public Controller {
   std::string name() const override { return name_; }
   base::Result<ReconcileResult> reconcile() override {
     ++runs;
+    if (throws > 0) {
+      --throws;
+      (void)nlohmann::json("not an object").value("spec", 0);  // type_error 306
+    }
     if (block) {
       while (block->load()) std::this_thread::sleep_for(milliseconds(1));
     }
@@ -38,6 +43,7 @@ class FakeController final : public Controller {
   std::atomic<int> runs{0};
   std::deque<base::Result<ReconcileResult>> script;
   std::atomic<bool>* block = nullptr;
+  int throws = 0;  // runs that end in an exception (a bug in a real controller)
 
  private:
   std::string name_;
@@ -154,6 +160,28 @@ TEST_F(ManagerTest, ErrorsBackOffExponentiallyAndWakesDoNotCutTheBackoffShort) {
   EXPECT_EQ(status("a").last_error, "");
   EXPECT_EQ(status("a").consecutive_errors, 0);
   EXPECT_EQ(status("a").errors, 5U);
+}
+
+// A controller that throws (a bug) fails that run and backs off; it neither ends the process nor
+// stops the other controllers, and its next run starts clean.
+TEST_F(ManagerTest, AnExceptionIsThatRunsErrorAndTheOthersRunOn) {
+  auto bad = add(Scope::kNode, "bad");
+  auto good = add(Scope::kNode, "good");
+  bad->throws = 1;
+  auto next = manager_.runDue(Scope::kNode);
+  EXPECT_EQ(bad->runs, 1);
+  EXPECT_EQ(good->runs, 1);
+  EXPECT_THAT(status("bad").last_error,
+              ::testing::StartsWith("internal error: reconcile threw: [json.exception.type_error"));
+  EXPECT_EQ(status("bad").consecutive_errors, 1);
+  EXPECT_EQ(status("good").last_error, "");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next - clock_.monoNow(), seconds(1));  // the first backoff step
+  clock_.advance(seconds(1));
+  EXPECT_EQ(manager_.runDue(Scope::kNode), std::nullopt);
+  EXPECT_EQ(bad->runs, 2);
+  EXPECT_EQ(status("bad").last_error, "");
+  EXPECT_EQ(status("bad").errors, 1U);
 }
 
 TEST_F(ManagerTest, LeaderControllersRunOnlyWhileLeaderAndAllRunOnGainingIt) {
