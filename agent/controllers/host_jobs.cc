@@ -8,6 +8,7 @@
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 
@@ -21,18 +22,16 @@ namespace {
 
 std::map<std::string, std::string> labelsOf(const json& node) {
   std::map<std::string, std::string> out;
-  if (!node.contains("metadata") || !node["metadata"].contains("labels")) return out;
-  for (const auto& [k, v] : node["metadata"]["labels"].items()) {
+  const json& labels = kube::jsonField(kube::jsonField(node, "metadata"), "labels");
+  if (!labels.is_object()) return out;
+  for (const auto& [k, v] : labels.items()) {
     if (v.is_string()) out[k] = v.get<std::string>();
   }
   return out;
 }
 
 std::string phaseOf(const json& status, const std::string& node) {
-  if (!status.is_object() || !status.contains("nodes") || !status["nodes"].is_object()) return "";
-  const json& nodes = status["nodes"];
-  if (!nodes.contains(node) || !nodes[node].is_object()) return "";
-  return nodes[node].value("phase", "");
+  return kube::jsonText(kube::jsonField(kube::jsonField(status, "nodes"), node), "phase");
 }
 
 std::string describeExit(const base::ProcessResult& r, std::chrono::seconds timeout) {
@@ -322,12 +321,11 @@ void HostJobs::checkCompletion(const std::string& job, const std::string& uid) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto current = kube_.get(kHostJobResource, "", job);
     if (!current) return;  // deleted meanwhile, or the API is away: the next result retries
-    if ((*current)["metadata"].value("uid", "") != uid) return;
-    json status = current->contains("status") && (*current)["status"].is_object()
-                      ? (*current)["status"]
-                      : json::object();
-    if (status.value("completed", false)) return;
-    ParsedHostJob parsed = parseHostJobSpec(current->value("spec", json(nullptr)));
+    if (kube::jsonText(kube::jsonField(*current, "metadata"), "uid") != uid) return;
+    json status = kube::jsonField(*current, "status");
+    if (!status.is_object()) status = json::object();
+    if (kube::jsonField(status, "completed") == json(true)) return;
+    ParsedHostJob parsed = parseHostJobSpec(kube::jsonField(*current, "spec"));
     if (!parsed.spec) return;
     auto nodes = kube_.listAll(kube::resources::kNodes, "");
     if (!nodes) {
@@ -335,14 +333,14 @@ void HostJobs::checkCompletion(const std::string& job, const std::string& uid) {
       return;
     }
     std::vector<std::string> selected;
-    for (const json& n : (*nodes)["items"]) {
-      const std::string name = n["metadata"].value("name", "");
+    const json& items = kube::jsonField(*nodes, "items");
+    for (const json& n : items.is_array() ? items : json::array()) {
+      const std::string name = kube::jsonText(kube::jsonField(n, "metadata"), "name");
       if (selectsNode(*parsed.spec, name, labelsOf(n))) selected.push_back(name);
     }
-    const JobProgress progress =
-        jobProgress(status.contains("nodes") ? status["nodes"] : json(nullptr), selected);
+    const JobProgress progress = jobProgress(kube::jsonField(status, "nodes"), selected);
     const bool complete = progress.complete();
-    if (status.value("summary", "") == progress.summary() && !complete) return;
+    if (kube::jsonText(status, "summary") == progress.summary() && !complete) return;
     status["summary"] = progress.summary();
     if (complete) status["completed"] = true;
     json object = *current;

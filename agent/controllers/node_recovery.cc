@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 
@@ -280,7 +281,7 @@ base::Result<bool> NodeRecoveryController::outOfServiceSupported() {
   if (!supported) return std::move(supported).error();
   oos_supported_ = *supported;
   std::lock_guard lock(mu_);
-  server_version_ = info->value("gitVersion", "");
+  server_version_ = kube::jsonText(*info, "gitVersion");
   return *supported;
 }
 
@@ -388,13 +389,15 @@ base::Result<std::string> NodeRecoveryController::act(const NodeRecovery& item) 
 
 base::Result<std::string> NodeRecoveryController::taint(const NodeRecovery& item,
                                                         const Fresh& fresh) {
-  json taints = fresh.object.value("spec", json::object()).value("taints", json::array());
+  json taints = kube::jsonField(kube::jsonField(fresh.object, "spec"), "taints");
+  if (!taints.is_array()) taints = json::array();
   taints.push_back({{"key", std::string(kTaintOutOfService)},
                     {"value", std::string(kOutOfServiceValue)},
                     {"effect", "NoExecute"},
                     {"timeAdded", kube::formatRfc3339(clock_.wallNow())}});
   json patch = {{"metadata",
-                 {{"resourceVersion", fresh.object["metadata"].value("resourceVersion", "")},
+                 {{"resourceVersion",
+                   kube::jsonText(kube::jsonField(fresh.object, "metadata"), "resourceVersion")},
                   {"annotations",
                    {{std::string(kOutOfServiceByAnnotation), std::string(kOutOfServiceByEkco)}}}}},
                 {"spec", {{"taints", taints}}}};
@@ -427,11 +430,13 @@ base::Result<std::string> NodeRecoveryController::taint(const NodeRecovery& item
 base::Result<std::string> NodeRecoveryController::untaint(const NodeRecovery& item,
                                                           const Fresh& fresh) {
   json taints = json::array();
-  for (const json& t : fresh.object.value("spec", json::object()).value("taints", json::array())) {
-    if (t.value("key", "") != kTaintOutOfService) taints.push_back(t);
+  const json& current = kube::jsonField(kube::jsonField(fresh.object, "spec"), "taints");
+  for (const json& t : current.is_array() ? current : json::array()) {
+    if (kube::jsonText(t, "key") != kTaintOutOfService) taints.push_back(t);
   }
   json patch = {{"metadata",
-                 {{"resourceVersion", fresh.object["metadata"].value("resourceVersion", "")},
+                 {{"resourceVersion",
+                   kube::jsonText(kube::jsonField(fresh.object, "metadata"), "resourceVersion")},
                   {"annotations",
                    {{std::string(kOutOfServiceByAnnotation), nullptr},
                     {std::string(kShutdownAtAnnotation), nullptr},

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/timestamp.h"
 #include "pki/certificate.h"
 #include "pki/issue.h"
@@ -29,10 +30,7 @@ json ownedServicePart(const json& want) {
 }
 
 std::string resourceVersionOf(const json& object) {
-  if (object.contains("metadata") && object["metadata"].is_object()) {
-    return object["metadata"].value("resourceVersion", "");
-  }
-  return {};
+  return kube::jsonText(kube::jsonField(object, "metadata"), "resourceVersion");
 }
 
 }  // namespace

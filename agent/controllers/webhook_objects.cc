@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "agent/serve/webhook_server.h"
+#include "kube/json_fields.h"
 #include "kube/kubeconfig.h"
 #include "pki/certificate.h"
 
@@ -47,7 +48,8 @@ base::Result<CaPair> caFromSecret(const Json& secret) {
   std::string where = "Secret";
   if (secret.is_object() && secret.contains("metadata") && secret["metadata"].is_object()) {
     const Json& meta = secret["metadata"];
-    where = fmt::format("Secret {}/{}", meta.value("namespace", ""), meta.value("name", ""));
+    where = fmt::format("Secret {}/{}", kube::jsonText(meta, "namespace"),
+                        kube::jsonText(meta, "name"));
   }
   const Json* data = secret.is_object() && secret.contains("data") ? &secret["data"] : nullptr;
   auto field = [&](const char* key) -> base::Result<std::string> {

@@ -12,6 +12,7 @@
 #include "agent/tasks/disruption_lease.h"
 #include "base/duration.h"
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 
@@ -78,15 +79,12 @@ std::string probeHost(std::string host) {
 }
 
 bool podReadyWith(const json& pod, std::string_view stamp) {
-  const json& annotations = pod.value("metadata", json::object()).value("annotations", json());
-  if (!annotations.is_object() ||
-      annotations.value(std::string(kCertsRenewedAnnotation), "") != stamp) {
-    return false;
-  }
-  const json& conditions = pod.value("status", json::object()).value("conditions", json());
+  const json& annotations = kube::jsonField(kube::jsonField(pod, "metadata"), "annotations");
+  if (kube::jsonText(annotations, kCertsRenewedAnnotation) != stamp) return false;
+  const json& conditions = kube::jsonField(kube::jsonField(pod, "status"), "conditions");
   if (!conditions.is_array()) return false;
   return std::any_of(conditions.begin(), conditions.end(), [](const json& c) {
-    return c.is_object() && c.value("type", "") == "Ready" && c.value("status", "") == "True";
+    return kube::jsonText(c, "type") == "Ready" && kube::jsonText(c, "status") == "True";
   });
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/kubeconfig.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
@@ -268,8 +269,9 @@ class Renewer {
     // The registry reads its certificate at start.
     EKCO_TRY_ASSIGN(pods,
                     kube_.list(kube::resources::kPods, ns, {.label_selector = "app=registry"}));
-    for (const Json& pod : pods.value("items", Json::array())) {
-      const std::string pod_name = pod["metadata"].value("name", "");
+    const Json& items = kube::jsonField(pods, "items");
+    for (const Json& pod : items.is_array() ? items : Json::array()) {
+      const std::string pod_name = kube::jsonText(kube::jsonField(pod, "metadata"), "name");
       auto removed = kube_.remove(kube::resources::kPods, ns, pod_name);
       if (!removed && removed.error().code() != ErrorCode::kNotFound) {
         return std::move(removed).error().wrap("restart registry pod " + ns + "/" + pod_name);

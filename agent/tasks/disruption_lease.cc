@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 
@@ -43,10 +44,8 @@ base::Status DisruptionLease::acquire() {
     if (!created) return std::move(created).error();
     return base::ok();
   }
-  const json& old = current->value("spec", json::object());
-  const std::string holder = old.contains("holderIdentity") && old["holderIdentity"].is_string()
-                                 ? old["holderIdentity"].get<std::string>()
-                                 : "";
+  const json& old = kube::jsonField(*current, "spec");
+  const std::string holder = kube::jsonText(old, "holderIdentity");
   if (!holder.empty() && holder != options_.holder) {
     // Someone else's: free only once its renewTime + leaseDurationSeconds has passed. A lease we
     // cannot read is treated as held for its duration from now (never taken early).
@@ -83,8 +82,8 @@ base::Status DisruptionLease::release() {
     if (current.error().code() == ErrorCode::kNotFound) return base::ok();
     return std::move(current).error();
   }
-  const json& spec = current->value("spec", json::object());
-  if (spec.value("holderIdentity", json()) != json(options_.holder)) return base::ok();
+  const json& holder = kube::jsonField(kube::jsonField(*current, "spec"), "holderIdentity");
+  if (holder != json(options_.holder)) return base::ok();
   json updated = *current;
   updated["spec"]["holderIdentity"] = "";
   updated["spec"].erase("renewTime");

@@ -9,6 +9,7 @@
 #include "base/duration.h"
 #include "base/log.h"
 #include "etcd/removal.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 #include "rook/purge_node.h"
@@ -212,7 +213,8 @@ class Purge {
     if (known.empty()) {
       auto nodes = deps_.client.list(kube::resources::kNodes, "", {});
       if (!nodes) return std::move(nodes).error();
-      for (const json& n : nodes->value("items", json::array())) {
+      const json& items = kube::jsonField(*nodes, "items");
+      for (const json& n : items.is_array() ? items : json::array()) {
         auto record = kube::projectNode(n);
         if (!record || !record->control_plane || record->name.str() == name_) continue;
         if (auto ip = record->address("InternalIP"); !ip.empty()) known.emplace_back(ip);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "haproxy/render.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {
@@ -140,12 +141,12 @@ base::Result<std::vector<std::string>> apiserverAddresses(kube::KubeClient& clie
                           {.label_selector = "component=kube-apiserver,tier=control-plane"});
   if (!pods) return std::move(pods).error().wrap("list kube-apiserver pods");
   std::vector<std::string> out;
-  for (const json& pod : pods->value("items", json::array())) {
-    if (pod.value("spec", json::object()).value("nodeName", "") == except_node) continue;
-    const json annotations =
-        pod.value("metadata", json::object()).value("annotations", json::object());
+  const json& items = kube::jsonField(*pods, "items");
+  for (const json& pod : items.is_array() ? items : json::array()) {
+    if (kube::jsonText(kube::jsonField(pod, "spec"), "nodeName") == except_node) continue;
     const std::string endpoint =
-        annotations.value("kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint", "");
+        kube::jsonText(kube::jsonField(kube::jsonField(pod, "metadata"), "annotations"),
+                       "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint");
     if (std::string host = hostOf(endpoint); !host.empty()) out.push_back(host);
   }
   std::sort(out.begin(), out.end());

@@ -11,6 +11,7 @@
 
 #include "base/duration.h"
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/kubeconfig.h"
 
 namespace ekco::agent {
@@ -59,19 +60,17 @@ std::string annotation(const json& object, std::string_view key) {
 }
 
 bool hasAnnotation(const json& object, std::string_view key) {
-  return object.contains("metadata") && object["metadata"].contains("annotations") &&
-         object["metadata"]["annotations"].is_object() &&
-         object["metadata"]["annotations"].contains(std::string(key));
+  const json& annotations = kube::jsonField(kube::jsonField(object, "metadata"), "annotations");
+  return annotations.is_object() && annotations.contains(key);
 }
 
 bool unschedulable(const json& node) {
-  return node.contains("spec") && node["spec"].is_object() &&
-         node["spec"].value("unschedulable", false);
+  const json& value = kube::jsonField(kube::jsonField(node, "spec"), "unschedulable");
+  return value.is_boolean() && value.get<bool>();
 }
 
 std::string metaString(const json& object, const char* field) {
-  if (!object.contains("metadata") || !object["metadata"].is_object()) return {};
-  return object["metadata"].value(field, "");
+  return kube::jsonText(kube::jsonField(object, "metadata"), field);
 }
 
 bool terminating(const json& object) {

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 
@@ -105,14 +106,15 @@ base::Result<json> settleBeaconOnStartup(kube::KubeClient& client, const json& n
   const bool untaint = rebooted && ours;
   if (untaint) {
     json taints = json::array();
-    for (const json& t : node.value("spec", json::object()).value("taints", json::array())) {
-      if (t.value("key", "") != kTaintOutOfService) taints.push_back(t);
+    const json& current = kube::jsonField(kube::jsonField(node, "spec"), "taints");
+    for (const json& t : current.is_array() ? current : json::array()) {
+      if (kube::jsonText(t, "key") != kTaintOutOfService) taints.push_back(t);
     }
     patch["spec"] = {{"taints", taints}};
     patch["metadata"]["annotations"][std::string(kOutOfServiceByAnnotation)] = nullptr;
   }
   // (2) Guarded by the resourceVersion read: a person's taint added meanwhile is never dropped.
-  const std::string rv = node["metadata"].value("resourceVersion", "");
+  const std::string rv = kube::jsonText(kube::jsonField(node, "metadata"), "resourceVersion");
   if (!rv.empty()) patch["metadata"]["resourceVersion"] = rv;
   const std::string why = !beacon ? "an unreadable beacon"
                           : rebooted

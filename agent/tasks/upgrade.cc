@@ -14,6 +14,7 @@
 #include "base/strings.h"
 #include "base/version_info.h"
 #include "kube/curl_transport.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 
@@ -180,7 +181,7 @@ Result<std::vector<std::string>> listNodeNames(kube::KubeClient& kube) {
   if (items == nodes->end() || items->is_null()) return names;
   if (!items->is_array()) return Error("count the cluster's nodes: items is not a list");
   for (const auto& item : *items) {
-    names.push_back(item.contains("metadata") ? item["metadata"].value("name", "") : "");
+    names.push_back(kube::jsonText(kube::jsonField(item, "metadata"), "name"));
   }
   return names;
 }

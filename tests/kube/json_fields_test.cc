@@ -1,0 +1,47 @@
+#include "kube/json_fields.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+
+namespace ekco::kube {
+namespace {
+
+using nlohmann::json;
+
+TEST(JsonFields, AbsentOrWronglyTypedReadsAsEmptyAndNeverThrows) {
+  const json pod = {{"metadata", {{"name", "p"}, {"uid", 7}}},
+                    {"spec", "not an object"},
+                    {"status", {{"phase", "Running"}, {"restarts", 3}}}};
+  EXPECT_EQ(jsonText(jsonField(pod, "metadata"), "name"), "p");
+  EXPECT_EQ(jsonText(jsonField(pod, "metadata"), "uid"), "");  // a number
+  EXPECT_EQ(jsonText(jsonField(pod, "metadata"), "absent"), "");
+  EXPECT_TRUE(jsonField(jsonField(pod, "spec"), "containers").is_null());  // spec is a string
+  EXPECT_TRUE(jsonField(jsonField(pod, "nope"), "deeper").is_null());
+  EXPECT_EQ(jsonText(jsonField(pod, "status"), "phase"), "Running");
+  EXPECT_EQ(jsonInteger(jsonField(pod, "status"), "restarts"), 3);
+  EXPECT_EQ(jsonInteger(jsonField(pod, "status"), "phase"), std::nullopt);
+  for (const json& not_an_object : {json(nullptr), json(1), json("x"), json::array({1})}) {
+    EXPECT_TRUE(jsonField(not_an_object, "a").is_null()) << not_an_object.dump();
+    EXPECT_EQ(jsonText(not_an_object, "a"), "") << not_an_object.dump();
+    EXPECT_EQ(jsonInteger(not_an_object, "a"), std::nullopt) << not_an_object.dump();
+  }
+}
+
+TEST(JsonFields, IntegersAreThoseThatFitInt64) {
+  const json o = {{"neg", -5},
+                  {"max", std::numeric_limits<std::int64_t>::max()},
+                  {"too_big", std::numeric_limits<std::uint64_t>::max()},
+                  {"float", 2.5},
+                  {"bool", true},
+                  {"text", "5"}};
+  EXPECT_EQ(jsonInteger(o, "neg"), -5);
+  EXPECT_EQ(jsonInteger(o, "max"), std::numeric_limits<std::int64_t>::max());
+  for (const char* k : {"too_big", "float", "bool", "text", "absent"}) {
+    EXPECT_EQ(jsonInteger(o, k), std::nullopt) << k;
+  }
+}
+
+}  // namespace
+}  // namespace ekco::kube
