@@ -21,6 +21,13 @@ inline const nlohmann::json& jsonField(const nlohmann::json& obj, std::string_vi
   return it != obj.end() ? *it : kNull;
 }
 
+// obj[key] when it is an array, else an empty array (a reference: nothing is copied).
+inline const nlohmann::json& jsonArray(const nlohmann::json& obj, std::string_view key) {
+  static const nlohmann::json kEmpty = nlohmann::json::array();
+  const nlohmann::json& v = jsonField(obj, key);
+  return v.is_array() ? v : kEmpty;
+}
+
 // obj[key] when it is a string, else "".
 inline std::string jsonText(const nlohmann::json& obj, std::string_view key) {
   const nlohmann::json& v = jsonField(obj, key);

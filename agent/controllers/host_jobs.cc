@@ -333,8 +333,8 @@ void HostJobs::checkCompletion(const std::string& job, const std::string& uid) {
       return;
     }
     std::vector<std::string> selected;
-    const json& items = kube::jsonField(*nodes, "items");
-    for (const json& n : items.is_array() ? items : json::array()) {
+    const json& items = kube::jsonArray(*nodes, "items");
+    for (const json& n : items) {
       const std::string name = kube::jsonText(kube::jsonField(n, "metadata"), "name");
       if (selectsNode(*parsed.spec, name, labelsOf(n))) selected.push_back(name);
     }

@@ -264,14 +264,13 @@ std::optional<int> MinioRebalancer::maintenanceStatus(const std::string& host) {
 Result<MinioRebalanceOutcome> MinioRebalancer::pass(const json& sts,
                                                     const std::vector<kube::NodeRecord>& nodes) {
   const std::vector<std::string> templates = claimTemplateNames(sts);
-  const json replicas = sts.value("spec", json::object()).value("replicas", json(1));
   MinioRebalanceInput in{
       .nodes = nodes,
-      .replicas = replicas.is_number_integer() ? replicas.get<std::int64_t>() : 1,
+      .replicas = kube::jsonInteger(jsonField(sts, "spec"), "replicas").value_or(1),
       .now = clock_.wallNow()};
   auto list = client_.list(r::kPods, options_.ns, {.label_selector = "app=ha-minio"});
   if (!list) return std::move(list).error().wrap("MinIO rebalance: list pods app=ha-minio");
-  for (const json& pod : list->value("items", json::array())) {
+  for (const json& pod : kube::jsonArray(*list, "items")) {
     in.pods.push_back(minioRebalancePod(pod, templates));
   }
   MinioRebalanceDecision decision = decideMinioRebalance(in);

@@ -430,8 +430,8 @@ base::Result<std::string> NodeRecoveryController::taint(const NodeRecovery& item
 base::Result<std::string> NodeRecoveryController::untaint(const NodeRecovery& item,
                                                           const Fresh& fresh) {
   json taints = json::array();
-  const json& current = kube::jsonField(kube::jsonField(fresh.object, "spec"), "taints");
-  for (const json& t : current.is_array() ? current : json::array()) {
+  const json& current = kube::jsonArray(kube::jsonField(fresh.object, "spec"), "taints");
+  for (const json& t : current) {
     if (kube::jsonText(t, "key") != kTaintOutOfService) taints.push_back(t);
   }
   json patch = {{"metadata",

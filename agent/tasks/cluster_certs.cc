@@ -269,8 +269,8 @@ class Renewer {
     // The registry reads its certificate at start.
     EKCO_TRY_ASSIGN(pods,
                     kube_.list(kube::resources::kPods, ns, {.label_selector = "app=registry"}));
-    const Json& items = kube::jsonField(pods, "items");
-    for (const Json& pod : items.is_array() ? items : Json::array()) {
+    const Json& items = kube::jsonArray(pods, "items");
+    for (const Json& pod : items) {
       const std::string pod_name = kube::jsonText(kube::jsonField(pod, "metadata"), "name");
       auto removed = kube_.remove(kube::resources::kPods, ns, pod_name);
       if (!removed && removed.error().code() != ErrorCode::kNotFound) {

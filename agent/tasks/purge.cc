@@ -213,8 +213,8 @@ class Purge {
     if (known.empty()) {
       auto nodes = deps_.client.list(kube::resources::kNodes, "", {});
       if (!nodes) return std::move(nodes).error();
-      const json& items = kube::jsonField(*nodes, "items");
-      for (const json& n : items.is_array() ? items : json::array()) {
+      const json& items = kube::jsonArray(*nodes, "items");
+      for (const json& n : items) {
         auto record = kube::projectNode(n);
         if (!record || !record->control_plane || record->name.str() == name_) continue;
         if (auto ip = record->address("InternalIP"); !ip.empty()) known.emplace_back(ip);

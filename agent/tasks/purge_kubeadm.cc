@@ -141,8 +141,8 @@ base::Result<std::vector<std::string>> apiserverAddresses(kube::KubeClient& clie
                           {.label_selector = "component=kube-apiserver,tier=control-plane"});
   if (!pods) return std::move(pods).error().wrap("list kube-apiserver pods");
   std::vector<std::string> out;
-  const json& items = kube::jsonField(*pods, "items");
-  for (const json& pod : items.is_array() ? items : json::array()) {
+  const json& items = kube::jsonArray(*pods, "items");
+  for (const json& pod : items) {
     if (kube::jsonText(kube::jsonField(pod, "spec"), "nodeName") == except_node) continue;
     const std::string endpoint =
         kube::jsonText(kube::jsonField(kube::jsonField(pod, "metadata"), "annotations"),

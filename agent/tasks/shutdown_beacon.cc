@@ -106,8 +106,8 @@ base::Result<json> settleBeaconOnStartup(kube::KubeClient& client, const json& n
   const bool untaint = rebooted && ours;
   if (untaint) {
     json taints = json::array();
-    const json& current = kube::jsonField(kube::jsonField(node, "spec"), "taints");
-    for (const json& t : current.is_array() ? current : json::array()) {
+    const json& current = kube::jsonArray(kube::jsonField(node, "spec"), "taints");
+    for (const json& t : current) {
       if (kube::jsonText(t, "key") != kTaintOutOfService) taints.push_back(t);
     }
     patch["spec"] = {{"taints", taints}};

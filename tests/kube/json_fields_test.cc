@@ -29,6 +29,16 @@ TEST(JsonFields, AbsentOrWronglyTypedReadsAsEmptyAndNeverThrows) {
   }
 }
 
+TEST(JsonFields, ArraysAreReferencesAndAnythingElseIsEmpty) {
+  const json o = {{"items", {1, 2}}, {"text", "a"}, {"object", {{"a", 1}}}};
+  EXPECT_EQ(&jsonArray(o, "items"), &o["items"]);  // not a copy
+  for (const char* k : {"text", "object", "absent"}) {
+    EXPECT_TRUE(jsonArray(o, k).is_array()) << k;
+    EXPECT_TRUE(jsonArray(o, k).empty()) << k;
+  }
+  EXPECT_TRUE(jsonArray(json("x"), "items").empty());
+}
+
 TEST(JsonFields, IntegersAreThoseThatFitInt64) {
   const json o = {{"neg", -5},
                   {"max", std::numeric_limits<std::int64_t>::max()},
