@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -13,12 +14,25 @@
 
 namespace ekco::kube {
 
+// The value at `path`, a key into each nested object in turn, or nullptr when a step is missing
+// or not an object: jsonFind(pod, {"metadata", "name"}).
+inline const nlohmann::json* jsonFind(const nlohmann::json& obj,
+                                      std::initializer_list<std::string_view> path) {
+  const nlohmann::json* cur = &obj;
+  for (std::string_view key : path) {
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(key);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
 // obj[key], or a null value when obj is not an object or has no such key.
 inline const nlohmann::json& jsonField(const nlohmann::json& obj, std::string_view key) {
   static const nlohmann::json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it != obj.end() ? *it : kNull;
+  const nlohmann::json* v = jsonFind(obj, {key});
+  return v != nullptr ? *v : kNull;
 }
 
 // obj[key] when it is an array, else an empty array (a reference: nothing is copied).

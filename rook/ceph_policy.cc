@@ -1,4 +1,5 @@
 #include "rook/ceph_policy.h"
+#include "kube/json_fields.h"
 
 #include <fmt/format.h>
 
@@ -21,17 +22,6 @@ std::string joinIds(const std::vector<std::int64_t>& ids) {
   std::string out;
   for (auto id : ids) out += (out.empty() ? "" : ", ") + fmt::format("osd.{}", id);
   return out;
-}
-
-const json* at(const json& object, std::initializer_list<const char*> path) {
-  const json* cur = &object;
-  for (const char* key : path) {
-    if (!cur->is_object()) return nullptr;
-    auto it = cur->find(key);
-    if (it == cur->end()) return nullptr;
-    cur = &*it;
-  }
-  return cur;
 }
 
 // "- name : C\n  resource:\n    requests:\n      memory: M\n      cpu: C\n    limits:..." for
@@ -79,28 +69,28 @@ base::Result<OsdTree> parseOsdTree(std::string_view text) {
   constexpr std::string_view kWhat = "ceph osd tree -f json";
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded()) return parseError(kWhat, "not JSON");
-  const json* nodes = at(doc, {"nodes"});
+  const json* nodes = kube::jsonFind(doc, {"nodes"});
   if (nodes == nullptr || !nodes->is_array()) return parseError(kWhat, "no \"nodes\" list");
   std::map<std::int64_t, OsdState> osds;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> hosts;
   for (const json& n : *nodes) {
     if (!n.is_object()) return parseError(kWhat, "a node is not an object");
-    const json* id = at(n, {"id"});
-    const json* type = at(n, {"type"});
+    const json* id = kube::jsonFind(n, {"id"});
+    const json* type = kube::jsonFind(n, {"type"});
     if (id == nullptr || !id->is_number_integer() || type == nullptr || !type->is_string()) {
       return parseError(kWhat, "a node without an integer \"id\" and a \"type\"");
     }
     const std::string t = type->get<std::string>();
     if (t == "osd") {
-      const json* status = at(n, {"status"});
-      const json* reweight = at(n, {"reweight"});
+      const json* status = kube::jsonFind(n, {"status"});
+      const json* reweight = kube::jsonFind(n, {"reweight"});
       OsdState s{.id = id->get<std::int64_t>()};
       s.up = status != nullptr && status->is_string() && status->get<std::string>() == "up";
       s.in = reweight != nullptr && reweight->is_number() && reweight->get<double>() > 0;
       osds[s.id] = s;
     } else if (t == "host") {
-      const json* name = at(n, {"name"});
-      const json* children = at(n, {"children"});
+      const json* name = kube::jsonFind(n, {"name"});
+      const json* children = kube::jsonFind(n, {"children"});
       if (name == nullptr || !name->is_string()) return parseError(kWhat, "a host without a name");
       std::vector<std::int64_t> ids;
       if (children != nullptr) {
@@ -204,7 +194,7 @@ std::optional<std::int64_t> desiredMgrCount(std::int64_t current, std::int64_t u
 
 std::vector<std::string> storageNodeNames(const json& ceph_cluster) {
   std::vector<std::string> out;
-  const json* nodes = at(ceph_cluster, {"spec", "storage", "nodes"});
+  const json* nodes = kube::jsonFind(ceph_cluster, {"spec", "storage", "nodes"});
   if (nodes == nullptr || !nodes->is_array()) return out;
   for (const json& n : *nodes) {
     if (n.is_object() && n.contains("name") && n["name"].is_string()) {
@@ -216,7 +206,7 @@ std::vector<std::string> storageNodeNames(const json& ceph_cluster) {
 
 std::optional<json> storageNodesAppendPatch(const json& ceph_cluster,
                                             const std::vector<std::string>& candidates) {
-  const json* use_all = at(ceph_cluster, {"spec", "storage", "useAllNodes"});
+  const json* use_all = kube::jsonFind(ceph_cluster, {"spec", "storage", "useAllNodes"});
   if (use_all != nullptr && use_all->is_boolean() && use_all->get<bool>()) return std::nullopt;
   const std::vector<std::string> names = storageNodeNames(ceph_cluster);
   const std::set<std::string> have(names.begin(), names.end());
@@ -225,13 +215,13 @@ std::optional<json> storageNodesAppendPatch(const json& ceph_cluster,
     if (!have.count(c)) missing.insert(c);
   }
   if (missing.empty()) return std::nullopt;
-  const json* rv = at(ceph_cluster, {"metadata", "resourceVersion"});
+  const json* rv = kube::jsonFind(ceph_cluster, {"metadata", "resourceVersion"});
   json patch = json::array();
   if (rv != nullptr && rv->is_string()) {
     patch.push_back({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", *rv}});
   }
-  const json* storage = at(ceph_cluster, {"spec", "storage"});
-  const json* nodes = at(ceph_cluster, {"spec", "storage", "nodes"});
+  const json* storage = kube::jsonFind(ceph_cluster, {"spec", "storage"});
+  const json* nodes = kube::jsonFind(ceph_cluster, {"spec", "storage", "nodes"});
   json added = json::array();
   for (const auto& m : missing) added.push_back({{"name", m}});
   if (storage == nullptr || !storage->is_object()) {
@@ -247,8 +237,9 @@ std::optional<json> storageNodesAppendPatch(const json& ceph_cluster,
 }
 
 bool hasSingleNodeMdsPlacement(const json& filesystem) {
-  const json* preferred = at(filesystem, {"spec", "metadataServer", "placement", "podAntiAffinity",
-                                          "preferredDuringSchedulingIgnoredDuringExecution"});
+  const json* preferred =
+      kube::jsonFind(filesystem, {"spec", "metadataServer", "placement", "podAntiAffinity",
+                                  "preferredDuringSchedulingIgnoredDuringExecution"});
   return preferred != nullptr && preferred->is_array() && preferred->size() == 2;
 }
 
@@ -298,12 +289,12 @@ const std::vector<std::pair<std::string, std::string>>& cephCsiResources() {
 }
 
 std::optional<json> cephCsiResourcesPatch(const json& config_map) {
-  const json* data = at(config_map, {"data"});
+  const json* data = kube::jsonFind(config_map, {"data"});
   bool differs = false;
   json values = json::object();
   for (const auto& [key, value] : cephCsiResources()) {
     values[key] = value;
-    const json* have = data != nullptr ? at(*data, {key.c_str()}) : nullptr;
+    const json* have = data != nullptr ? kube::jsonFind(*data, {key.c_str()}) : nullptr;
     if (have == nullptr || !have->is_string() || have->get<std::string>() != value) differs = true;
   }
   if (!differs) return std::nullopt;
@@ -313,7 +304,7 @@ std::optional<json> cephCsiResourcesPatch(const json& config_map) {
 base::Result<bool> safeToDestroy(std::string_view text, const std::vector<std::int64_t>& ids) {
   constexpr std::string_view kWhat = "ceph osd safe-to-destroy -f json";
   json doc = json::parse(text, nullptr, false);
-  const json* safe = doc.is_discarded() ? nullptr : at(doc, {"safe_to_destroy"});
+  const json* safe = doc.is_discarded() ? nullptr : kube::jsonFind(doc, {"safe_to_destroy"});
   if (safe == nullptr || !safe->is_array()) return parseError(kWhat, "no \"safe_to_destroy\" list");
   std::set<std::int64_t> ok;
   for (const json& id : *safe) {

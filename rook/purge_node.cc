@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 
 namespace ekco::rook {
@@ -15,19 +16,8 @@ using nlohmann::json;
 
 namespace {
 
-const json* at(const json& object, std::initializer_list<const char*> path) {
-  const json* cur = &object;
-  for (const char* key : path) {
-    if (!cur->is_object()) return nullptr;
-    auto it = cur->find(key);
-    if (it == cur->end()) return nullptr;
-    cur = &*it;
-  }
-  return cur;
-}
-
-std::string stringAt(const json& object, std::initializer_list<const char*> path) {
-  const json* v = at(object, path);
+std::string stringAt(const json& object, std::initializer_list<std::string_view> path) {
+  const json* v = kube::jsonFind(object, path);
   return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
 }
 
@@ -64,7 +54,7 @@ base::Result<std::string> cephPod(kube::KubeClient& client, const std::string& n
 base::Result<std::vector<OsdDeployment>> osdDeploymentsOnHost(const json& list,
                                                               std::string_view hostname) {
   std::vector<OsdDeployment> out;
-  const json* items = at(list, {"items"});
+  const json* items = kube::jsonFind(list, {"items"});
   if (items == nullptr || !items->is_array()) return out;
   for (const json& d : *items) {
     if (stringAt(d, {"spec", "template", "spec", "nodeSelector", "kubernetes.io/hostname"}) !=
@@ -86,9 +76,9 @@ base::Result<std::vector<OsdDeployment>> osdDeploymentsOnHost(const json& list,
 }
 
 std::optional<json> storageNodesPatch(const json& ceph_cluster, std::string_view node) {
-  const json* use_all = at(ceph_cluster, {"spec", "storage", "useAllNodes"});
+  const json* use_all = kube::jsonFind(ceph_cluster, {"spec", "storage", "useAllNodes"});
   if (use_all != nullptr && use_all->is_boolean() && use_all->get<bool>()) return std::nullopt;
-  const json* nodes = at(ceph_cluster, {"spec", "storage", "nodes"});
+  const json* nodes = kube::jsonFind(ceph_cluster, {"spec", "storage", "nodes"});
   if (nodes == nullptr || !nodes->is_array()) return std::nullopt;
   json kept = json::array();
   for (const json& n : *nodes) {

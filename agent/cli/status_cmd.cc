@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "agent/cli/cli.h"
+#include "kube/json_fields.h"
 #include "kube/timestamp.h"
 
 namespace ekco::agent {
@@ -43,16 +44,8 @@ std::string field(const json& obj, std::string_view key) {
 }
 
 // obj[key] as a time relative to now; a string that is not RFC 3339 is shown as it is.
-const json& member(const json& obj, std::string_view key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-// obj[key] as a time relative to now; a string that is not RFC 3339 is shown as it is.
 std::string timeField(const json& obj, std::string_view key, base::WallTime now) {
-  const json& v = member(obj, key);
+  const json& v = kube::jsonField(obj, key);
   if (!v.is_string() || v.get_ref<const std::string&>().empty()) return field(obj, key);
   auto t = kube::parseRfc3339(v.get_ref<const std::string&>());
   return t ? formatRelativeTime(*t, now) : cell(v.get<std::string>());
@@ -88,7 +81,7 @@ std::string renderTable(const std::vector<std::string>& header,
 std::string renderSection(const json& status, std::string_view key, std::string_view title,
                           const std::vector<std::string>& header,
                           const std::function<std::vector<std::string>(const json&)>& row) {
-  const json& items = member(status, key);
+  const json& items = kube::jsonField(status, key);
   if (!items.is_array()) return fmt::format("{}: -\n", title);
   if (items.empty()) return fmt::format("{}: none\n", title);
   std::vector<std::vector<std::string>> rows;
@@ -121,7 +114,7 @@ std::string formatRelativeTime(base::WallTime time, base::WallTime now) {
 
 std::string shutdownInhibitorLine(const json& inhibitor) {
   std::string line;
-  if (member(inhibitor, "held") == true) {
+  if (kube::jsonField(inhibitor, "held") == true) {
     line = "held";
   } else if (field(inhibitor, "state") == "released") {
     line = "released after the drain (" + field(inhibitor, "last_drain") + ")";
@@ -132,10 +125,10 @@ std::string shutdownInhibitorLine(const json& inhibitor) {
     }
     line += "; ekco-reboot.service's stop job drains";
   }
-  if (member(inhibitor, "inhibit_delay_max").is_string()) {
+  if (kube::jsonField(inhibitor, "inhibit_delay_max").is_string()) {
     line += ", logind InhibitDelayMaxSec " + field(inhibitor, "inhibit_delay_max") +
             " for a drain of up to " + field(inhibitor, "drain_bound");
-    if (member(inhibitor, "delay_too_short") == true) {
+    if (kube::jsonField(inhibitor, "delay_too_short") == true) {
       line +=
           " (warning: too short: logind goes on before a long drain ends; raise it in "
           "/etc/systemd/logind.conf.d/)";
@@ -146,9 +139,9 @@ std::string shutdownInhibitorLine(const json& inhibitor) {
 
 std::string renderStatusTable(const json& status, const Readiness& readiness, base::WallTime now) {
   std::string out;
-  const json& lease = member(status, "lease");
+  const json& lease = kube::jsonField(status, "lease");
   std::string renewed = timeField(lease, "renew_time", now);
-  if (const json& t = member(lease, "renew_time");
+  if (const json& t = kube::jsonField(lease, "renew_time");
       t.is_string() && renewed != field(lease, "renew_time")) {
     renewed += " (" + field(lease, "renew_time") + ")";
   }
@@ -164,16 +157,16 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
       {"lease transitions", field(lease, "transitions")},
   };
   // Maintenance mode (agent/runtime/maintenance.h), from agents that report it.
-  if (const json& m = member(status, "maintenance"); m.is_object()) {
-    std::string line = member(m, "on") == true ? "on (" + field(m, "reason") + ")" : "off";
-    if (member(m, "on") == true && member(m, "until").is_string()) {
+  if (const json& m = kube::jsonField(status, "maintenance"); m.is_object()) {
+    std::string line = kube::jsonField(m, "on") == true ? "on (" + field(m, "reason") + ")" : "off";
+    if (kube::jsonField(m, "on") == true && kube::jsonField(m, "until").is_string()) {
       line += ", until " + timeField(m, "until", now);
     }
-    if (member(m, "synced") == false) line = "not read yet";
+    if (kube::jsonField(m, "synced") == false) line = "not read yet";
     head.emplace_back("maintenance", line);
   }
   // The shutdown inhibitor (agent/runtime/shutdown_inhibitor.h), from agents that report it.
-  if (const json& i = member(status, "shutdown_inhibitor"); i.is_object()) {
+  if (const json& i = kube::jsonField(status, "shutdown_inhibitor"); i.is_object()) {
     head.emplace_back("shutdown inhibitor", shutdownInhibitorLine(i));
   }
   std::size_t width = 0;
@@ -196,7 +189,7 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
                          return std::vector<std::string>{field(c, "name"),
                                                          field(c, "scope"),
                                                          timeField(c, "last_run", now),
-                                                         member(c, "paused").is_string()
+                                                         kube::jsonField(c, "paused").is_string()
                                                              ? "paused: " + field(c, "paused")
                                                              : field(c, "last_result"),
                                                          timeField(c, "next_run", now),
@@ -210,67 +203,67 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
         return std::vector<std::string>{field(h, "name"), field(h, "ok"), field(h, "message")};
       });
   // The control-plane-certificates controller's view (on a control-plane node only).
-  if (const json& certs = member(status, "certificates");
-      certs.is_object() && member(certs, "control_plane") == true) {
+  if (const json& certs = kube::jsonField(status, "certificates");
+      certs.is_object() && kube::jsonField(certs, "control_plane") == true) {
     out += "\n";
     out += renderSection(
         certs, "certificates", "certificates",
         {"CERTIFICATE", "EXPIRES", "DAYS LEFT", "CA", "RENEW", "PROBLEM"}, [](const json& c) {
-          const bool missing = member(c, "missing") == true;
+          const bool missing = kube::jsonField(c, "missing") == true;
           return std::vector<std::string>{field(c, "name"),
                                           missing ? std::string("missing") : field(c, "expires"),
                                           field(c, "days_left"),
                                           field(c, "ca"),
-                                          member(c, "due") == true ? "yes" : "no",
+                                          kube::jsonField(c, "due") == true ? "yes" : "no",
                                           field(c, "problem")};
         });
-    const json& renewal = member(certs, "renewal");
+    const json& renewal = kube::jsonField(certs, "renewal");
     std::string line = field(renewal, "state");
-    if (member(renewal, "message").is_string()) line += ": " + field(renewal, "message");
-    if (member(renewal, "next_attempt").is_string())
+    if (kube::jsonField(renewal, "message").is_string()) line += ": " + field(renewal, "message");
+    if (kube::jsonField(renewal, "next_attempt").is_string())
       line += " (next attempt " + timeField(renewal, "next_attempt", now) + ")";
     out += fmt::format("certificate renewal: {}\n", line);
   }
   // The cluster-certificates controller's view (control-plane nodes: those with the CA key).
-  if (const json& secrets = member(status, "cluster_certificates");
-      secrets.is_object() && member(secrets, "control_plane") == true) {
+  if (const json& secrets = kube::jsonField(status, "cluster_certificates");
+      secrets.is_object() && kube::jsonField(secrets, "control_plane") == true) {
     out += "\n";
     out += renderSection(
         secrets, "secrets", "cluster certificates",
         {"SECRET", "NAME", "EXPIRES", "DAYS LEFT", "RENEW", "NOTE"}, [](const json& c) {
-          const bool present = member(c, "present") == true;
+          const bool present = kube::jsonField(c, "present") == true;
           std::string note = field(c, "problem");
           if (note == kNone) note = field(c, "note");
           return std::vector<std::string>{field(c, "secret"),
                                           field(c, "name"),
                                           present ? field(c, "expires") : std::string("absent"),
                                           field(c, "days_left"),
-                                          member(c, "due") == true ? "yes" : "no",
+                                          kube::jsonField(c, "due") == true ? "yes" : "no",
                                           note};
         });
-    if (const json& errors = member(member(secrets, "last"), "errors");
+    if (const json& errors = kube::jsonField(kube::jsonField(secrets, "last"), "errors");
         errors.is_array() && !errors.empty()) {
       std::string text;
       for (const json& e : errors)
         text += (text.empty() ? "" : "; ") + cell(e.is_string() ? e.get<std::string>() : e.dump());
       out += fmt::format("cluster certificate renewal failed ({}): {}\n",
-                         timeField(member(secrets, "last"), "at", now), text);
+                         timeField(kube::jsonField(secrets, "last"), "at", now), text);
     }
   }
   // Only when enable_internal_load_balancer is on (the agent sends null otherwise).
-  if (const json& lb = member(status, "internal_load_balancer"); lb.is_object()) {
+  if (const json& lb = kube::jsonField(status, "internal_load_balancer"); lb.is_object()) {
     std::string backends;
-    if (const json& list = member(lb, "backends"); list.is_array()) {
+    if (const json& list = kube::jsonField(lb, "backends"); list.is_array()) {
       for (const json& b : list) {
         if (!backends.empty()) backends += ", ";
         backends += b.is_string() ? cell(b.get<std::string>()) : cell(b.dump());
       }
     }
     std::string source = field(lb, "source");
-    if (member(lb, "written_at").is_string())
+    if (kube::jsonField(lb, "written_at").is_string())
       source += " (written " + timeField(lb, "written_at", now) + ")";
     std::string reload = field(lb, "last_reload");
-    if (member(lb, "reloaded_at").is_string())
+    if (kube::jsonField(lb, "reloaded_at").is_string())
       reload += " (" + timeField(lb, "reloaded_at", now) + ")";
     out += "\n";
     out += fmt::format("internal load balancer ({}):\n", field(lb, "bind"));
@@ -281,7 +274,7 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
   }
   // The leader's node-recovery view: nodes in planned shutdown, tainted out-of-service by ekco
   // (or by a person), and since when.
-  if (const json& nr = member(status, "node_recovery"); nr.is_object()) {
+  if (const json& nr = kube::jsonField(status, "node_recovery"); nr.is_object()) {
     out += "\n";
     out += renderSection(
         nr, "nodes", "node recovery", {"NODE", "STATE", "SINCE", "REASON"}, [now](const json& n) {

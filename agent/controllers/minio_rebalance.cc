@@ -104,7 +104,7 @@ MinioRebalancePod minioRebalancePod(const json& pod, const std::vector<std::stri
       }
     }
   }
-  if (pod.is_object()) p.s3_host = podS3Host(pod);
+  p.s3_host = podS3Host(pod);
   return p;
 }
 

@@ -8,6 +8,7 @@
 #include "agent/controllers/node_health.h"
 #include "base/log.h"
 #include "base/process.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "rook/purge_node.h"
 
@@ -23,25 +24,14 @@ namespace {
 constexpr std::size_t kHistory = 20;
 constexpr std::string_view kOperatorConfig = "rook-ceph-operator-config";
 
-const json* at(const json& object, std::initializer_list<const char*> path) {
-  const json* cur = &object;
-  for (const char* key : path) {
-    if (!cur->is_object()) return nullptr;
-    auto it = cur->find(key);
-    if (it == cur->end()) return nullptr;
-    cur = &*it;
-  }
-  return cur;
-}
-
-std::int64_t intAt(const json& object, std::initializer_list<const char*> path,
+std::int64_t intAt(const json& object, std::initializer_list<std::string_view> path,
                    std::int64_t fallback) {
-  const json* v = at(object, path);
+  const json* v = kube::jsonFind(object, path);
   return v != nullptr && v->is_number_integer() ? v->get<std::int64_t>() : fallback;
 }
 
 json testVersion(const json& object) {
-  const json* rv = at(object, {"metadata", "resourceVersion"});
+  const json* rv = kube::jsonFind(object, {"metadata", "resourceVersion"});
   return {{"op", "test"},
           {"path", "/metadata/resourceVersion"},
           {"value", rv != nullptr && rv->is_string() ? rv->get<std::string>() : std::string()}};
@@ -200,7 +190,7 @@ base::Status RookCephController::storageNodes(Pass& pass, const json& cluster,
         client_.list(kube::resources::kNodes, "", {.label_selector = options_.storage_nodes_label});
     if (!list) return std::move(list).error().wrap("list nodes " + options_.storage_nodes_label);
     for (const json& n : list->value("items", json::array())) {
-      const json* name = at(n, {"metadata", "name"});
+      const json* name = kube::jsonFind(n, {"metadata", "name"});
       if (name != nullptr && name->is_string()) labelled.insert(name->get<std::string>());
     }
   }
@@ -244,7 +234,7 @@ base::Status RookCephController::monMgrCounts(Pass& pass, const json& /*first_re
   std::vector<kube::EventSpec> events;
   std::vector<std::string> lines;
   auto raise = [&](const char* what, const char* field, std::int64_t from, std::int64_t to) {
-    const json* parent = at(*cluster, {"spec", field});
+    const json* parent = kube::jsonFind(*cluster, {"spec", field});
     if (parent != nullptr && parent->is_object()) {
       patch.push_back(
           {{"op", "add"}, {"path", fmt::format("/spec/{}/count", field)}, {"value", to}});

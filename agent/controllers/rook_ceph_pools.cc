@@ -3,6 +3,7 @@
 
 #include "agent/controllers/rook_ceph.h"
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {
@@ -13,26 +14,15 @@ using nlohmann::json;
 
 namespace {
 
-const json* at(const json& object, std::initializer_list<const char*> path) {
-  const json* cur = &object;
-  for (const char* key : path) {
-    if (!cur->is_object()) return nullptr;
-    auto it = cur->find(key);
-    if (it == cur->end()) return nullptr;
-    cur = &*it;
-  }
-  return cur;
-}
-
 // spec...replicated.size of one pool section, or nullopt (erasure-coded, or unset).
 std::optional<std::int64_t> replicatedSize(const json& pool) {
-  const json* size = at(pool, {"replicated", "size"});
+  const json* size = kube::jsonFind(pool, {"replicated", "size"});
   if (size == nullptr || !size->is_number_integer()) return std::nullopt;
   return size->get<std::int64_t>();
 }
 
 json testVersion(const json& object) {
-  const json* rv = at(object, {"metadata", "resourceVersion"});
+  const json* rv = kube::jsonFind(object, {"metadata", "resourceVersion"});
   return {{"op", "test"},
           {"path", "/metadata/resourceVersion"},
           {"value", rv != nullptr && rv->is_string() ? rv->get<std::string>() : std::string()}};
@@ -52,7 +42,7 @@ base::Status RookCephController::blockPool(Pass& pass, const rook::OsdTree& tree
     }
     return std::move(pool).error().wrap("read CephBlockPool " + options_.block_pool);
   }
-  const json* spec = at(*pool, {"spec"});
+  const json* spec = kube::jsonFind(*pool, {"spec"});
   auto current = spec != nullptr ? replicatedSize(*spec) : std::nullopt;
   if (!current) {
     pass.pools[key] = {{"present", true}, {"decision", "not replicated: left alone"}};
@@ -98,10 +88,12 @@ base::Status RookCephController::raiseOnlyPools(Pass& pass, const kube::Resource
   // The pool sections: CephFilesystem metadataPool + dataPools[i]; CephObjectStore metadataPool
   // + dataPool.
   std::vector<std::pair<std::string, const json*>> sections;
-  if (const json* m = at(*object, {"spec", "metadataPool"}))
+  if (const json* m = kube::jsonFind(*object, {"spec", "metadataPool"}))
     sections.emplace_back("/spec/metadataPool", m);
-  if (const json* d = at(*object, {"spec", "dataPool"})) sections.emplace_back("/spec/dataPool", d);
-  if (const json* ds = at(*object, {"spec", "dataPools"}); ds != nullptr && ds->is_array()) {
+  if (const json* d = kube::jsonFind(*object, {"spec", "dataPool"}))
+    sections.emplace_back("/spec/dataPool", d);
+  if (const json* ds = kube::jsonFind(*object, {"spec", "dataPools"});
+      ds != nullptr && ds->is_array()) {
     for (std::size_t i = 0; i < ds->size(); ++i) {
       sections.emplace_back(fmt::format("/spec/dataPools/{}", i), &(*ds)[i]);
     }
@@ -151,7 +143,7 @@ base::Status RookCephController::builtinPool(Pass& pass, const rook::OsdTree& tr
   auto got = ceph({"osd", "pool", "get", pool, "size", "-f", "json"});
   if (!got) return std::move(got).error();
   json size_doc = json::parse(*got, nullptr, false);
-  const json* size = size_doc.is_discarded() ? nullptr : at(size_doc, {"size"});
+  const json* size = size_doc.is_discarded() ? nullptr : kube::jsonFind(size_doc, {"size"});
   if (size == nullptr || !size->is_number_integer()) {
     return base::Error("`ceph osd pool get " + pool + " size -f json`: no integer \"size\"",
                        ErrorCode::kParse);

@@ -29,6 +29,17 @@ TEST(JsonFields, AbsentOrWronglyTypedReadsAsEmptyAndNeverThrows) {
   }
 }
 
+TEST(JsonFields, FindFollowsAPathOfObjectsAndPointsIntoTheObject) {
+  const json o = {{"spec", {{"storage", {{"nodes", {1}}, {"off", nullptr}}}}}, {"text", "a"}};
+  EXPECT_EQ(jsonFind(o, {"spec", "storage", "nodes"}), &o["spec"]["storage"]["nodes"]);
+  ASSERT_NE(jsonFind(o, {"spec", "storage", "off"}), nullptr);  // present, null
+  EXPECT_TRUE(jsonFind(o, {"spec", "storage", "off"})->is_null());
+  EXPECT_EQ(jsonFind(o, {}), &o);
+  EXPECT_EQ(jsonFind(o, {"spec", "absent"}), nullptr);
+  EXPECT_EQ(jsonFind(o, {"text", "deeper"}), nullptr);  // a string is not an object
+  EXPECT_EQ(jsonFind(json::array({o}), {"spec"}), nullptr);
+}
+
 TEST(JsonFields, ArraysAreReferencesAndAnythingElseIsEmpty) {
   const json o = {{"items", {1, 2}}, {"text", "a"}, {"object", {{"a", 1}}}};
   EXPECT_EQ(&jsonArray(o, "items"), &o["items"]);  // not a copy
