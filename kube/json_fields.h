@@ -60,4 +60,17 @@ inline std::optional<std::int64_t> jsonInteger(const nlohmann::json& obj, std::s
   return std::nullopt;
 }
 
+// metadata.resourceVersion when it is a string, else "".
+inline std::string jsonResourceVersion(const nlohmann::json& object) {
+  return jsonText(jsonField(object, "metadata"), "resourceVersion");
+}
+
+// The JSON-patch (PatchType::kJson) operation that makes the rest of the patch apply only while
+// the object is still at `resource_version`: otherwise the API answers 422 and nothing changes.
+inline nlohmann::json resourceVersionTest(std::string_view resource_version) {
+  return {{"op", "test"},
+          {"path", "/metadata/resourceVersion"},
+          {"value", std::string(resource_version)}};
+}
+
 }  // namespace ekco::kube

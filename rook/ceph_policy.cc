@@ -218,7 +218,7 @@ std::optional<json> storageNodesAppendPatch(const json& ceph_cluster,
   const json* rv = kube::jsonFind(ceph_cluster, {"metadata", "resourceVersion"});
   json patch = json::array();
   if (rv != nullptr && rv->is_string()) {
-    patch.push_back({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", *rv}});
+    patch.push_back(kube::resourceVersionTest(rv->get<std::string>()));
   }
   const json* storage = kube::jsonFind(ceph_cluster, {"spec", "storage"});
   const json* nodes = kube::jsonFind(ceph_cluster, {"spec", "storage", "nodes"});

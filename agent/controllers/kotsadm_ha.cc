@@ -141,14 +141,14 @@ Result<ReconcileResult> KotsadmHa::reconcile() {
     remember({{"present", true}, {"decision", result.summary}});
     return result;
   }
-  const std::string version = kube::jsonText(kube::jsonField(*sts, "metadata"), "resourceVersion");
+  const std::string version = kube::jsonResourceVersion(*sts);
   if (version.empty()) return Error(what + ": no metadata.resourceVersion; not patched");
   if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
     return Error(what + ": not patched: this agent's leadership is not fresh",
                  ErrorCode::kUnavailable);
   }
   json patch =
-      json::array({{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", version}},
+      json::array({kube::resourceVersionTest(version),
                    {{"op", "add"}, {"path", "/spec/replicas"}, {"value", plan->replicas_to}}});
   if (plan->args_changed) {
     patch.push_back({{"op", "replace"},

@@ -225,11 +225,9 @@ base::Status MinioHa::setSelector(const json& selector, const std::string& why) 
   if (!current.is_object()) current = json::object();
   if (current == selector) return {};
   if (auto ok = fresh("set Service minio's selector"); !ok) return std::move(ok).error();
-  const json patch = json::array(
-      {{{"op", "test"},
-        {"path", "/metadata/resourceVersion"},
-        {"value", kube::jsonText(kube::jsonField(*svc, "metadata"), "resourceVersion")}},
-       {{"op", "add"}, {"path", "/spec/selector"}, {"value", selector}}});
+  const json patch =
+      json::array({kube::resourceVersionTest(kube::jsonResourceVersion(*svc)),
+                   {{"op", "add"}, {"path", "/spec/selector"}, {"value", selector}}});
   auto patched = client_.patch(r::kServices, options_.ns, "minio", kube::PatchType::kJson, patch);
   if (!patched) return std::move(patched).error().wrap("set Service minio's selector");
   event(r::kServices, "minio", "SelectorChanged",

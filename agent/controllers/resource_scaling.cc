@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "kube/json_fields.h"
 
 namespace ekco::agent {
 
@@ -81,18 +82,9 @@ Result<ResourceScalingController::Outcome> ResourceScalingController::scale(
   }
   forbidden_warned_.erase(key);
   // The CRDs' default: an unset spec.replicas runs one.
-  std::int64_t current = 1;
-  if (auto spec = object->find("spec"); spec != object->end() && spec->is_object()) {
-    if (auto r = spec->find("replicas"); r != spec->end() && r->is_number_integer()) {
-      current = r->get<std::int64_t>();
-    }
-  }
-  std::string version;
-  if (auto meta = object->find("metadata"); meta != object->end() && meta->is_object()) {
-    if (auto rv = meta->find("resourceVersion"); rv != meta->end() && rv->is_string()) {
-      version = rv->get<std::string>();
-    }
-  }
+  const std::int64_t current =
+      kube::jsonInteger(kube::jsonField(*object, "spec"), "replicas").value_or(1);
+  const std::string version = kube::jsonResourceVersion(*object);
   const std::optional<std::int64_t> desired = desiredReplicas(current, nodes, target.cap);
   {
     std::lock_guard lock(mu_);
@@ -129,7 +121,7 @@ Result<ResourceScalingController::Outcome> ResourceScalingController::scale(
                  ErrorCode::kUnavailable);
   }
   const json patch =
-      json::array({{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", version}},
+      json::array({kube::resourceVersionTest(version),
                    {{"op", "add"}, {"path", "/spec/replicas"}, {"value", *desired}}});
   auto patched =
       client_.patch(target.resource, target.ns, target.name, kube::PatchType::kJson, patch);

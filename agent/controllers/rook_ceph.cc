@@ -30,13 +30,6 @@ std::int64_t intAt(const json& object, std::initializer_list<std::string_view> p
   return v != nullptr && v->is_number_integer() ? v->get<std::int64_t>() : fallback;
 }
 
-json testVersion(const json& object) {
-  const json* rv = kube::jsonFind(object, {"metadata", "resourceVersion"});
-  return {{"op", "test"},
-          {"path", "/metadata/resourceVersion"},
-          {"value", rv != nullptr && rv->is_string() ? rv->get<std::string>() : std::string()}};
-}
-
 std::string idList(const std::vector<std::int64_t>& ids) {
   std::string out;
   for (auto id : ids) out += (out.empty() ? "" : " ") + std::to_string(id);
@@ -230,7 +223,7 @@ base::Status RookCephController::monMgrCounts(Pass& pass, const json& /*first_re
   // Rook's defaults when unset: 3 mons, 1 mgr.
   const std::int64_t mons = intAt(*cluster, {"spec", "mon", "count"}, 3);
   const std::int64_t mgrs = intAt(*cluster, {"spec", "mgr", "count"}, 1);
-  json patch = json::array({testVersion(*cluster)});
+  json patch = json::array({kube::resourceVersionTest(kube::jsonResourceVersion(*cluster))});
   std::vector<kube::EventSpec> events;
   std::vector<std::string> lines;
   auto raise = [&](const char* what, const char* field, std::int64_t from, std::int64_t to) {

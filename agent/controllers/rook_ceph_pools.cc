@@ -21,13 +21,6 @@ std::optional<std::int64_t> replicatedSize(const json& pool) {
   return size->get<std::int64_t>();
 }
 
-json testVersion(const json& object) {
-  const json* rv = kube::jsonFind(object, {"metadata", "resourceVersion"});
-  return {{"op", "test"},
-          {"path", "/metadata/resourceVersion"},
-          {"value", rv != nullptr && rv->is_string() ? rv->get<std::string>() : std::string()}};
-}
-
 }  // namespace
 
 base::Status RookCephController::blockPool(Pass& pass, const rook::OsdTree& tree,
@@ -66,7 +59,7 @@ base::Status RookCephController::blockPool(Pass& pass, const rook::OsdTree& tree
     if (!*allowed) return base::ok();
   }
   const json patch =
-      json::array({testVersion(*pool),
+      json::array({kube::resourceVersionTest(kube::jsonResourceVersion(*pool)),
                    {{"op", "add"}, {"path", "/spec/replicated/size"}, {"value", *decision.set}}});
   return patchObject(pass, kube::resources::kCephBlockPools, options_.block_pool,
                      kube::PatchType::kJson, patch, {event},
@@ -98,7 +91,7 @@ base::Status RookCephController::raiseOnlyPools(Pass& pass, const kube::Resource
       sections.emplace_back(fmt::format("/spec/dataPools/{}", i), &(*ds)[i]);
     }
   }
-  json patch = json::array({testVersion(*object)});
+  json patch = json::array({kube::resourceVersionTest(kube::jsonResourceVersion(*object))});
   json sizes = json::object();
   std::string raised;
   for (const auto& [path, section] : sections) {

@@ -29,10 +29,6 @@ json ownedServicePart(const json& want) {
   return {{"spec", {{"selector", want["spec"]["selector"]}, {"ports", want["spec"]["ports"]}}}};
 }
 
-std::string resourceVersionOf(const json& object) {
-  return kube::jsonText(kube::jsonField(object, "metadata"), "resourceVersion");
-}
-
 }  // namespace
 
 std::string_view webhookStepName(WebhookStep step) {
@@ -181,9 +177,7 @@ base::Status WebhookConfigController::ensureService(Pass& pass) {
     if (!created) return std::move(created).error().wrap(what);
   } else {
     const json patch = json::array(
-        {{{"op", "test"},
-          {"path", "/metadata/resourceVersion"},
-          {"value", resourceVersionOf(**have)}},
+        {kube::resourceVersionTest(kube::jsonResourceVersion(**have)),
          {{"op", "add"}, {"path", "/spec/selector"}, {"value", want["spec"]["selector"]}},
          {{"op", "add"}, {"path", "/spec/ports"}, {"value", want["spec"]["ports"]}}});
     auto patched =
@@ -250,7 +244,7 @@ base::Status WebhookConfigController::ensureConfiguration(
     reason = "WebhookConfigurationCreated";
   } else if (step == WebhookStep::kUpdate) {
     json body = want;
-    body["metadata"]["resourceVersion"] = resourceVersionOf(**have);
+    body["metadata"]["resourceVersion"] = kube::jsonResourceVersion(**have);
     auto updated = client_.update(kMutatingWebhookConfigurations, "", body);
     if (!updated && (updated.error().code() == ErrorCode::kConflict ||
                      updated.error().code() == ErrorCode::kNotFound)) {
@@ -262,7 +256,7 @@ base::Status WebhookConfigController::ensureConfiguration(
     reason = "WebhookConfigurationUpdated";
   } else {
     kube::DeleteOptions opts;
-    opts.precondition_resource_version = resourceVersionOf(**have);
+    opts.precondition_resource_version = kube::jsonResourceVersion(**have);
     auto removed = client_.remove(kMutatingWebhookConfigurations, "", name, opts);
     if (!removed && removed.error().code() == ErrorCode::kConflict) {
       pass.conflict = true;

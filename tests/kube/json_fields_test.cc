@@ -50,6 +50,14 @@ TEST(JsonFields, ArraysAreReferencesAndAnythingElseIsEmpty) {
   EXPECT_TRUE(jsonArray(json("x"), "items").empty());
 }
 
+TEST(JsonFields, TheResourceVersionAndItsJsonPatchTest) {
+  EXPECT_EQ(jsonResourceVersion({{"metadata", {{"resourceVersion", "42"}}}}), "42");
+  EXPECT_EQ(jsonResourceVersion({{"metadata", {{"resourceVersion", 42}}}}), "");
+  EXPECT_EQ(jsonResourceVersion(json("x")), "");
+  EXPECT_EQ(resourceVersionTest("42"),
+            json::parse(R"({"op":"test","path":"/metadata/resourceVersion","value":"42"})"));
+}
+
 TEST(JsonFields, IntegersAreThoseThatFitInt64) {
   const json o = {{"neg", -5},
                   {"max", std::numeric_limits<std::int64_t>::max()},
