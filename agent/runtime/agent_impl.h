@@ -1,0 +1,138 @@
+// Agent::Impl, the agent's state and its parts: internal to agent/runtime (agent.cc builds and
+// runs it; agent_health.cc answers /healthz, /readyz, /status and /metrics and tells systemd).
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/controllers/spec.h"
+#include "agent/runtime/agent.h"
+#include "agent/runtime/caches.h"
+#include "agent/runtime/command_env.h"
+#include "agent/runtime/leader_election.h"
+#include "agent/runtime/maintenance_watch.h"
+#include "agent/runtime/manager.h"
+#include "agent/runtime/shutdown_inhibitor.h"
+#include "agent/serve/health_server.h"
+#include "agent/serve/metrics.h"
+#include "base/log.h"
+#include "kube/exec.h"
+#include "kube/informer.h"
+#include "kube/rest_client.h"
+
+namespace ekco::agent {
+
+// Logs an informer's or the elector's failures once per distinct message per minute, so an
+// API outage is one line, not one per retry.
+class ErrorLog {
+ public:
+  explicit ErrorLog(const base::Clock& clock) : clock_(clock) {}
+  void report(std::string_view what, const std::string& message) {
+    std::lock_guard lock(mu_);
+    const auto now = clock_.monoNow();
+    auto& last = last_[std::string(what)];
+    if (last.message == message && now - last.at < std::chrono::minutes(1)) return;
+    last = {message, now};
+    base::logWarn("api call failed", {{"source", what}, {"error", message}});
+  }
+
+ private:
+  struct Last {
+    std::string message;
+    base::MonoTime at{};
+  };
+  const base::Clock& clock_;
+  std::mutex mu_;
+  std::map<std::string, Last> last_;
+};
+
+class Agent::Impl {
+ public:
+  Impl(AgentOptions options, const base::Clock& clock)
+      : options_(std::move(options)), clock_(clock), errors_(clock), started_at_(clock.monoNow()) {
+    if (options_.holder_identity.empty())
+      options_.holder_identity = leaseIdentity(options_.node_name);
+  }
+
+  base::Status init();
+  int run();
+  void requestStop();
+  nlohmann::json status() const;
+
+ private:
+  // A controller built from its spec.
+  struct Built {
+    const ControllerSpec* spec = nullptr;
+    std::shared_ptr<Controller> controller{};  // null: disabled by the config
+  };
+
+  base::Status registerMetrics();
+  // (1) The side-effect edge: the client, the exec client.
+  base::Status initClient();
+  // (2) The manager, the Lease client and the elector.
+  base::Status initElection();
+  // (3) The caches and the Lease holder's informer.
+  void initCaches();
+  base::Status initControllers();
+  void onCacheError(CacheName cache, std::string_view what, const base::Error& e);
+  void onLeaderChange(bool leading);
+  void onMaintenanceChange(const MaintenanceChange& change);
+  void superviseLeaderCaches();
+  Health healthz() const;
+  Health readyz() const;
+  std::string metricsText() const;
+  void notifySystemd(const Health& ready, bool watchdog);
+
+  AgentOptions options_;
+  const base::Clock& clock_;
+  ErrorLog errors_;
+  base::MonoTime started_at_;
+  std::string socket_root_;  // the health socket is confined to it ("" = "/")
+  // /readyz: how long the API may go without answering the elector (set in init()).
+  std::chrono::milliseconds api_silence_limit_{std::chrono::seconds(20)};  // while leading
+  std::chrono::milliseconds candidate_silence_limit_{std::chrono::seconds(25)};
+
+  CommandClient platform_;  // process and host filesystems, connection, transport, client
+  std::unique_ptr<kube::RestClient> lease_client_;
+  std::unique_ptr<kube::WebSocketExecutor> exec_;
+
+  std::unique_ptr<Manager> manager_;
+  std::unique_ptr<LeaderElector> elector_;
+  std::unique_ptr<Caches> caches_;
+  // The Lease ekco-leader, watched for the elector: renewals, releases and deletes.
+  std::unique_ptr<kube::Informer<nlohmann::json>> lease_watch_;
+  std::thread lease_watch_thread_;
+  std::unique_ptr<MaintenanceWatch> maintenance_;  // ekco-maintenance, on every agent
+  std::unique_ptr<ShutdownInhibitor> inhibitor_;   // logind's delay lock (null: reboot unit off)
+  std::thread inhibitor_thread_;
+  std::vector<Built> controllers_;                        // the table's order
+  mutable std::set<std::string> exported_leader_caches_;  // cache labels last sent to /metrics
+
+  MetricsRegistry metrics_;
+  const Gauge* leader_gauge_ = nullptr;
+  const Gauge* api_gauge_ = nullptr;
+  const Gauge* maintenance_gauge_ = nullptr;
+  const Gauge* cache_objects_ = nullptr;
+  const Gauge* cache_synced_ = nullptr;
+  const Counter* reconciles_ = nullptr;
+  const Counter* reconcile_errors_ = nullptr;
+  const Histogram* reconcile_seconds_ = nullptr;
+  const Counter* actions_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_requested_ = false;
+  bool leading_ = false;             // as the elector last said
+  bool leader_changed_ = false;      // the supervisor has a leadership change to act on
+  bool api_down_ = false;            // "api unreachable" was logged and recovery not yet
+  bool ready_logged_ = false;        // "agent ready" was logged
+  bool systemd_ready_sent_ = false;  // READY=1 went to systemd (once, at start)
+  std::string last_status_;          // the last STATUS= sent to systemd
+};
+
+}  // namespace ekco::agent
