@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/utf8.h"
+
 namespace ekco::base {
 
 namespace {
@@ -71,7 +73,7 @@ std::string escapeForMessage(std::string_view value) {
 
 std::string quoteForMessage(std::string_view value, std::size_t max_shown) {
   std::string out = "\"";
-  appendEscaped(out, value.substr(0, max_shown));
+  appendEscaped(out, utf8Prefix(value, max_shown));  // never half a character
   if (value.size() > max_shown) out += "...";
   out += '"';
   return out;

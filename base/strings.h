@@ -24,7 +24,7 @@ std::string escapeForMessage(std::string_view value);
 // `value` in double quotes with Go-style escapes, for error messages, so a message stays one line
 // and cannot carry terminal escapes whatever the value: "a\nb", "say \"hi\"", "\x01", "\x1b".
 // Control characters (C0 and DEL) are escaped; other bytes are kept. At most `max_shown` bytes
-// of the value are shown; a longer value ends in "...".
+// of the value are shown, never ending inside a UTF-8 character; a longer value ends in "...".
 std::string quoteForMessage(std::string_view value, std::size_t max_shown = 80);
 
 // A size for messages: "16 MiB", "64 KiB" when it is a whole number of them, else "1000 bytes".

@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "kube/curl_transport.h"
 #include "kube/json_depth.h"
+#include "kube/json_fields.h"
 
 namespace ekco::etcd {
 
@@ -174,7 +175,7 @@ Error httpError(const kube::HttpResponse& response, const std::string& endpoint)
 // A JSON value shown in a message: ASCII only (nlohmann's dump escapes the C0 controls but
 // keeps DEL and other bytes unless asked), at most 200 bytes.
 std::string shown(const json& value) {
-  std::string text = value.dump(-1, ' ', /*ensure_ascii=*/true);
+  std::string text = kube::jsonDump(value, -1, /*ascii=*/true);
   if (text.size() > 200) text = text.substr(0, 200) + "...";
   return text;
 }

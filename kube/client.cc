@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "kube/json_fields.h"
+
 namespace ekco::kube {
 
 base::Result<Json> KubeClient::listAll(const Resource& resource, std::string_view ns,
@@ -55,7 +57,7 @@ base::Status KubeClient::watchText(const Resource& resource, std::string_view ns
                            : event.type == WatchEventType::kModified ? "MODIFIED"
                            : event.type == WatchEventType::kDeleted  ? "DELETED"
                                                                      : "BOOKMARK";
-        std::string line = Json{{"type", type}, {"object", event.object}}.dump();
+        std::string line = jsonDump(Json{{"type", type}, {"object", event.object}});
         bool keep_going = true;
         auto handled = on_line(padded(line), keep_going);
         if (!handled) {

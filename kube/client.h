@@ -53,13 +53,15 @@ struct DeleteOptions {
 
 // A core/v1 Event about one object. The client fills in the rest: name, source component
 // "ekco", reporting controller and instance, first/last timestamps from its clock, count 1.
+inline constexpr std::size_t kEventMessageBytes = 1024;  // kubectl shows one line
+
 struct EventSpec {
   Resource involved_resource{};      // for kind and apiVersion
   std::string involved_namespace{};  // "" for cluster-scoped objects (the Event goes to "default")
   std::string involved_name{};
   std::string involved_uid{};
-  std::string reason{};  // "NodePurged", UpperCamelCase
-  std::string message{};
+  std::string reason{};         // "NodePurged", UpperCamelCase
+  std::string message{};        // cut to kEventMessageBytes, never inside a UTF-8 character
   std::string type = "Normal";  // "Normal" or "Warning"
 };
 

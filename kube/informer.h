@@ -4,7 +4,7 @@
 //   Informer<PodRecord> pods(client, clock, resources::kPods, "",
 //                            {.field_selector = "spec.nodeName=" + node}, projectPod,
 //                            {.on_add = ..., .on_update = ..., .on_delete = ...});
-//   std::jthread t([&] { pods.run(); });
+//   std::thread t = base::startThread("pods", [&] { pods.run(); });
 //   pods.waitForSync(10s);  ... pods.get("kube-system", "etcd-a") ...  pods.stop();
 //
 // The loop (run()):

@@ -28,6 +28,14 @@ inline const nlohmann::json* jsonFind(const nlohmann::json& obj,
   return cur;
 }
 
+// The one serialiser of JSON in ekco's own code: `value` as text, with invalid UTF-8 in any string
+// replaced by U+FFFD. nlohmann's dump() throws (type_error 316) on such a string, and strings come
+// from outside: a command's output, a host path, an API object. Never throws.
+// `ascii` escapes every non-ASCII character as \uXXXX (for text shown in messages).
+inline std::string jsonDump(const nlohmann::json& value, int indent = -1, bool ascii = false) {
+  return value.dump(indent, ' ', ascii, nlohmann::json::error_handler_t::replace);
+}
+
 // obj[key], or a null value when obj is not an object or has no such key.
 inline const nlohmann::json& jsonField(const nlohmann::json& obj, std::string_view key) {
   static const nlohmann::json kNull;

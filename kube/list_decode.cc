@@ -1,5 +1,6 @@
 #include "kube/list_decode.h"
 
+#include "kube/json_fields.h"
 #include "kube/simdjson_support.h"
 
 namespace ekco::kube {
@@ -204,7 +205,7 @@ base::Result<WatchLine> JsonDecoder::watchLine(JsonText line, std::string_view o
   if (auto decoded = fast()) return *decoded;
   auto event = parseWatchEvent(line.text, std::string(op));
   if (!event) return std::move(event).error();
-  scratch = event->object.dump();
+  scratch = jsonDump(event->object);
   return WatchLine{.type = event->type, .object = padded(scratch)};
 }
 

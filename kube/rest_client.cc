@@ -7,8 +7,10 @@
 #include <random>
 #include <thread>
 
+#include "base/utf8.h"
 #include "kube/errors.h"
 #include "kube/json_depth.h"
+#include "kube/json_fields.h"
 #include "kube/timestamp.h"
 
 namespace ekco::kube {
@@ -187,7 +189,7 @@ Result<std::string> RestClient::listText(const Resource& resource, std::string_v
 
 Result<Json> RestClient::create(const Resource& resource, std::string_view ns, const Json& object) {
   const std::string op = opName("create", resource, ns, metadataString(object, "name"));
-  HttpRequest request{.method = "POST", .target = resource.path(ns), .body = object.dump()};
+  HttpRequest request{.method = "POST", .target = resource.path(ns), .body = jsonDump(object)};
   request.headers.emplace_back("Content-Type", "application/json");
   return executeJson(std::move(request), Idempotency::kNotIdempotent, op);
 }
@@ -198,7 +200,7 @@ Result<Json> RestClient::update(const Resource& resource, std::string_view ns, c
   const std::string op = opName("update", resource, ns, name, subresource);
   if (name.empty()) return Error(op + ": object has no metadata.name", ErrorCode::kInvalidArgument);
   HttpRequest request{
-      .method = "PUT", .target = resource.path(ns, name, subresource), .body = object.dump()};
+      .method = "PUT", .target = resource.path(ns, name, subresource), .body = jsonDump(object)};
   request.headers.emplace_back("Content-Type", "application/json");
   return executeJson(std::move(request), Idempotency::kIdempotent, op);
 }
@@ -208,7 +210,7 @@ Result<Json> RestClient::patch(const Resource& resource, std::string_view ns, st
   const std::string op = opName("patch", resource, ns, name, subresource);
   if (name.empty()) return Error(op + ": empty name", ErrorCode::kInvalidArgument);
   HttpRequest request{
-      .method = "PATCH", .target = resource.path(ns, name, subresource), .body = patch.dump()};
+      .method = "PATCH", .target = resource.path(ns, name, subresource), .body = jsonDump(patch)};
   request.headers.emplace_back("Content-Type", std::string(contentType(type)));
   return executeJson(std::move(request), Idempotency::kIdempotent, op);
 }
@@ -219,7 +221,7 @@ base::Status RestClient::remove(const Resource& resource, std::string_view ns,
   if (name.empty()) return Error(op + ": empty name", ErrorCode::kInvalidArgument);
   HttpRequest request{.method = "DELETE",
                       .target = resource.path(ns, name),
-                      .body = deleteOptionsJson(options).dump()};
+                      .body = jsonDump(deleteOptionsJson(options))};
   request.headers.emplace_back("Content-Type", "application/json");
   auto response = execute(std::move(request), Idempotency::kIdempotent, op);
   if (!response) return std::move(response).error();
@@ -239,8 +241,9 @@ base::Status RestClient::evict(std::string_view ns, std::string_view pod,
       !options.precondition_uid.empty() || !options.precondition_resource_version.empty()) {
     body["deleteOptions"] = deleteOptionsJson(options);
   }
-  HttpRequest request{
-      .method = "POST", .target = resources::kPods.path(ns, pod, "eviction"), .body = body.dump()};
+  HttpRequest request{.method = "POST",
+                      .target = resources::kPods.path(ns, pod, "eviction"),
+                      .body = jsonDump(body)};
   request.headers.emplace_back("Content-Type", "application/json");
   auto response = execute(std::move(request), Idempotency::kNotIdempotent, op);
   if (!response) return std::move(response).error();
@@ -271,7 +274,7 @@ base::Status RestClient::recordEvent(const EventSpec& event) {
                {"metadata", {{"name", event.involved_name + suffix}, {"namespace", ns}}},
                {"involvedObject", std::move(involved)},
                {"reason", event.reason},
-               {"message", event.message},
+               {"message", std::string(base::utf8Prefix(event.message, kEventMessageBytes))},
                {"type", event.type},
                {"source", std::move(source)},
                {"firstTimestamp", stamp},

@@ -9,6 +9,7 @@
 
 #include "base/strings.h"
 #include "kube/json_depth.h"
+#include "kube/json_fields.h"
 
 namespace ekco::agent::admission {
 
@@ -187,12 +188,12 @@ std::string respond(std::string_view api_version, const std::string& uid,
       patch.push_back({{"op", "replace"}, {"path", c.path}, {"value", c.to}});
     }
     response["patchType"] = "JSONPatch";
-    response["patch"] = base64(patch.dump());
+    response["patch"] = base64(kube::jsonDump(patch));
   }
   const json review = {
       {"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", std::move(response)}};
   // A uid is a string the parser checked as UTF-8; replace guards anything else.
-  return review.dump(-1, ' ', false, json::error_handler_t::replace);
+  return kube::jsonDump(review);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "agent/runtime/command_env.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 namespace ekco::agent {
 
@@ -62,7 +63,7 @@ int runAgentCommand(const Config& config, const std::string& config_source,
     return kExitFailure;
   }
   std::atomic<bool> done{false};
-  std::thread waiter([&] {
+  std::thread waiter = base::startThread("signals", [&] {
     while (!done.load()) {
       const timespec wait{0, 200'000'000};
       const int sig = sigtimedwait(&signals, nullptr, &wait);

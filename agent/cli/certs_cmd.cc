@@ -13,6 +13,7 @@
 #include "agent/tasks/certs.h"
 #include "agent/tasks/certs_renewal.h"
 #include "agent/tasks/cluster_certs.h"
+#include "kube/json_fields.h"
 #include "kube/timestamp.h"
 #include "pki/probe.h"
 
@@ -162,7 +163,7 @@ int runCertsCheckCommand(const Config& config, const CertsCheckArgs& args, const
       doc["secrets"] = json::array();
       for (const ClusterSecretState& s : secrets) doc["secrets"].push_back(toJson(s));
     }
-    *env.out << doc.dump(2) << "\n";
+    *env.out << kube::jsonDump(doc, 2) << "\n";
     return failing ? kExitFailure : kExitOk;
   }
 

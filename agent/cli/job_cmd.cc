@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/strings.h"
+#include "kube/json_fields.h"
 #include "kube/timestamp.h"
 
 namespace ekco::agent {
@@ -60,7 +61,7 @@ std::vector<std::string> setValues(const std::string& inside) {
 std::string cell(const json& v) {
   if (v.is_null()) return "-";
   if (v.is_string()) return v.get<std::string>().empty() ? "-" : v.get<std::string>();
-  return v.dump();
+  return kube::jsonDump(v);
 }
 
 }  // namespace
@@ -154,36 +155,48 @@ void addJobCommands(CLI::App& app, JobCli& c) {
 
 namespace {
 
+// Whether no node's entry in status.nodes failed or was rejected. Every field is read without
+// exceptions: status is written by agents and by anyone with access to the status subresource, so
+// a wrongly typed entry ("phase": 5) reads as absent instead of aborting the command.
+bool noNodeFailed(const json& status) {
+  const json& nodes = kube::jsonField(status, "nodes");
+  if (!nodes.is_object()) return true;
+  for (const auto& [node, e] : nodes.items()) {
+    const std::string phase = kube::jsonText(e, "phase");
+    if (phase == kPhaseFailed || phase == kPhaseRejected) return false;
+  }
+  return true;
+}
+
 // Prints the status; returns whether no node failed or was rejected.
 bool printStatus(const json& job, std::ostream& out) {
-  const json& meta = job["metadata"];
-  const json status =
-      job.contains("status") && job["status"].is_object() ? job["status"] : json::object();
-  const json spec = job.value("spec", json::object());
-  out << "name:       " << meta.value("name", "") << "\n"
-      << "command:    " << (spec.contains("command") ? spec["command"].dump() : "-") << "\n"
-      << "completed:  " << (status.value("completed", false) ? "true" : "false") << "\n"
-      << "progress:   " << cell(status.value("summary", json(nullptr))) << "\n";
-  if (status.contains("message")) out << "message:    " << cell(status["message"]) << "\n";
-  bool ok = true;
-  const json nodes = status.value("nodes", json::object());
+  const json& status = kube::jsonField(job, "status");
+  const json& command = kube::jsonField(kube::jsonField(job, "spec"), "command");
+  out << "name:       " << kube::jsonText(kube::jsonField(job, "metadata"), "name") << "\n"
+      << "command:    " << (command.is_null() ? "-" : kube::jsonDump(command)) << "\n"
+      << "completed:  " << (kube::jsonField(status, "completed") == json(true) ? "true" : "false")
+      << "\n"
+      << "progress:   " << cell(kube::jsonField(status, "summary")) << "\n";
+  if (!kube::jsonField(status, "message").is_null()) {
+    out << "message:    " << cell(kube::jsonField(status, "message")) << "\n";
+  }
+  const json& nodes = kube::jsonField(status, "nodes");
   out << fmt::format("\n{:<20} {:<10} {:<5} {:<21} {:<21} {}\n", "NODE", "PHASE", "EXIT", "START",
                      "END", "MESSAGE");
+  if (!nodes.is_object()) return true;
   for (const auto& [node, e] : nodes.items()) {
-    const std::string phase = e.value("phase", "");
-    if (phase == kPhaseFailed || phase == kPhaseRejected) ok = false;
     out << fmt::format("{:<20} {:<10} {:<5} {:<21} {:<21} {}\n", node,
-                       cell(e.value("phase", json())), cell(e.value("exitCode", json())),
-                       cell(e.value("startTime", json())), cell(e.value("endTime", json())),
-                       cell(e.value("message", json())));
+                       cell(kube::jsonField(e, "phase")), cell(kube::jsonField(e, "exitCode")),
+                       cell(kube::jsonField(e, "startTime")), cell(kube::jsonField(e, "endTime")),
+                       cell(kube::jsonField(e, "message")));
   }
   for (const auto& [node, e] : nodes.items()) {
-    const std::string output = e.value("output", "");
+    const std::string output = kube::jsonText(e, "output");
     if (output.empty()) continue;
     out << "\n--- " << node << " output (last " << kHostJobOutputBytes << " bytes) ---\n" << output;
     if (output.back() != '\n') out << "\n";
   }
-  return ok;
+  return noNodeFailed(status);
 }
 
 }  // namespace
@@ -256,20 +269,13 @@ int runJobCommand(const Config& config, const JobArgs& args, const CliEnv& env) 
       *env.err << "error: " << job.error().message() << "\n";
       return kExitFailure;
     }
-    const bool done =
-        job->contains("status") && (*job)["status"].is_object() &&
-        ((*job)["status"].value("completed", false) || (*job)["status"].contains("message"));
+    const json& status = kube::jsonField(*job, "status");
+    const bool done = kube::jsonField(status, "completed") == json(true) ||
+                      !kube::jsonField(status, "message").is_null();
     if (args.action == "status" || done || clock.monoNow() >= deadline) {
       if (args.json) {
-        *env.out << job->value("status", json::object()).dump(2) << "\n";
-        bool ok = true;
-        // Named: items() refers to its object, which must outlive the loop.
-        const json nodes = job->value("status", json::object()).value("nodes", json::object());
-        for (const auto& [node, e] : nodes.items()) {
-          const std::string phase = e.value("phase", "");
-          if (phase == kPhaseFailed || phase == kPhaseRejected) ok = false;
-        }
-        return ok ? kExitOk : kExitFailure;
+        *env.out << kube::jsonDump(status, 2) << "\n";
+        return noNodeFailed(status) ? kExitOk : kExitFailure;
       }
       const bool ok = printStatus(*job, *env.out);
       if (args.action == "run" && !done) {

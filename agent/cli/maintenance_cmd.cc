@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/strings.h"
+#include "kube/json_fields.h"
 
 namespace ekco::agent {
 
@@ -100,7 +101,7 @@ int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, con
     return kExitFailure;
   }
   if (args.json) {
-    *env.out << maintenanceJson(*state, clock.wallNow()).dump(2) << "\n";
+    *env.out << kube::jsonDump(maintenanceJson(*state, clock.wallNow()), 2) << "\n";
   } else {
     *env.out << "maintenance mode " << describeMaintenance(*state, clock.wallNow()) << "\n";
   }

@@ -38,7 +38,7 @@ std::string field(const json& obj, std::string_view key) {
   const json& v = *it;
   if (v.is_string()) return cell(v.get<std::string>());
   if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
+  if (v.is_number_integer() || v.is_number_unsigned()) return kube::jsonDump(v);
   if (v.is_number_float()) return fmt::format("{}", v.get<double>());
   return std::string(kNone);
 }
@@ -245,7 +245,8 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
         errors.is_array() && !errors.empty()) {
       std::string text;
       for (const json& e : errors)
-        text += (text.empty() ? "" : "; ") + cell(e.is_string() ? e.get<std::string>() : e.dump());
+        text += (text.empty() ? "" : "; ") +
+                cell(e.is_string() ? e.get<std::string>() : kube::jsonDump(e));
       out += fmt::format("cluster certificate renewal failed ({}): {}\n",
                          timeField(kube::jsonField(secrets, "last"), "at", now), text);
     }
@@ -256,7 +257,7 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
     if (const json& list = kube::jsonField(lb, "backends"); list.is_array()) {
       for (const json& b : list) {
         if (!backends.empty()) backends += ", ";
-        backends += b.is_string() ? cell(b.get<std::string>()) : cell(b.dump());
+        backends += b.is_string() ? cell(b.get<std::string>()) : cell(kube::jsonDump(b));
       }
     }
     std::string source = field(lb, "source");

@@ -7,6 +7,7 @@
 
 #include "base/duration.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
 #include "pki/probe.h"
@@ -230,8 +231,15 @@ void ControlPlaneCerts::start(const std::vector<std::string>& due) {
         {"state", "running"}, {"since", kube::formatRfc3339(j->started)}, {"certificates", due}};
     job_ = std::move(job);
   }
-  j->thread = std::thread([this, j, options = std::move(options)] {
-    j->result = d_.run_renewal(options, [this](milliseconds d) { return waitUnlessStopping(d); });
+  j->thread = base::startThread("certs-renewal", [this, j, options = std::move(options)] {
+    try {
+      j->result = d_.run_renewal(options, [this](milliseconds d) { return waitUnlessStopping(d); });
+    } catch (const std::exception& e) {
+      // A bug, recovered: the renewal's journal makes the next run finish or undo what this one
+      // left, exactly as after a crash; this run is reported failed.
+      j->result = base::Error(std::string("internal error: the renewal threw: ") + e.what(),
+                              base::ErrorCode::kUnknown);
+    }
     j->done.store(true);
   });
 }

@@ -6,6 +6,7 @@
 
 #include "base/duration.h"
 #include "base/strings.h"
+#include "kube/json_fields.h"
 
 namespace ekco::agent {
 
@@ -87,9 +88,9 @@ base::Result<HostJobRecord> projectHostJob(const json& object) {
   }
   const json& meta = object["metadata"];
   HostJobRecord r;
-  r.name = meta.value("name", "");
+  r.name = kube::jsonText(meta, "name");
   if (r.name.empty()) return base::Error("hostjob: no name", base::ErrorCode::kParse);
-  r.uid = meta.value("uid", "");
+  r.uid = kube::jsonText(meta, "uid");
   r.deleting = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
   r.spec = object.contains("spec") ? object["spec"] : json(nullptr);
   r.status = object.contains("status") ? object["status"] : json(nullptr);
@@ -238,7 +239,8 @@ JobProgress jobProgress(const json& status_nodes, const std::vector<std::string>
   for (const std::string& node : selected) {
     if (!status_nodes.is_object() || !status_nodes.contains(node)) continue;
     const json& entry = status_nodes[node];
-    const std::string phase = entry.is_object() ? entry.value("phase", "") : "";
+    // Read without exceptions: anyone with access to the status subresource can write an entry.
+    const std::string phase = kube::jsonText(entry, "phase");
     if (!isFinalPhase(phase)) continue;
     ++p.finished;
     if (phase != kPhaseSucceeded) ++p.failed;

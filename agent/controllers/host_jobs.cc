@@ -8,6 +8,7 @@
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/thread.h"
 #include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
@@ -118,7 +119,7 @@ void HostJobs::event(const std::string& job, const std::string& uid, const std::
                                      .involved_name = job,
                                      .involved_uid = uid,
                                      .reason = reason,
-                                     .message = message.substr(0, 1024),
+                                     .message = message,
                                      .type = type});
   if (!recorded && o_.report) o_.report("event", recorded.error().message());
 }
@@ -233,8 +234,8 @@ base::Result<ReconcileResult> HostJobs::reconcile() {
       std::lock_guard lock(mu_);
       auto& slot = runs_[job.uid];
       slot = std::move(run);
-      ref.thread =
-          std::thread([this, &ref, spec = std::move(*parsed.spec), dir = std::move(working_dir),
+      ref.thread = base::startThread(
+          "host-job", [this, &ref, spec = std::move(*parsed.spec), dir = std::move(working_dir),
                        now]() mutable { execute(ref, std::move(spec), std::move(dir), now); });
     }
     if (o_.count_action) o_.count_action("host_job_started");
@@ -254,6 +255,40 @@ base::Result<ReconcileResult> HostJobs::reconcile() {
 
 void HostJobs::execute(Run& run, HostJobSpec spec, std::string working_dir,
                        base::WallTime started) {
+  std::string message;
+  try {
+    message = runAndReport(run, spec, working_dir, started);
+  } catch (const std::exception& e) {
+    // A bug, recovered here: the job must not stay Running, and the agent runs on.
+    message = std::string("failed inside the agent: ") + e.what();
+    base::logError("host job failed inside the agent",
+                   {{"job", run.job}, {"node", o_.node_name}, {"error", e.what()}});
+    if (!run.cancel) {
+      try {
+        const json entry = {{"phase", kPhaseFailed},
+                            {"message", message},
+                            {"startTime", kube::formatRfc3339(started)},
+                            {"endTime", kube::formatRfc3339(clock_.wallNow())}};
+        if (auto w = writeEntry(run.job, entry); !w && o_.report) {
+          o_.report("host job status", w.error().message());
+        }
+      } catch (const std::exception& again) {
+        base::logError("host job status not written",
+                       {{"job", run.job}, {"node", o_.node_name}, {"error", again.what()}});
+      }
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++finished_here_;
+    finished_uids_.insert(run.uid);
+    last_ = run.job + ": " + message;
+  }
+  run.done = true;
+}
+
+std::string HostJobs::runAndReport(Run& run, const HostJobSpec& spec,
+                                   const std::string& working_dir, base::WallTime started) {
   base::ProcessRequest request;
   request.argv = spec.command;
   request.inherit_env = false;
@@ -308,13 +343,7 @@ void HostJobs::execute(Run& run, HostJobSpec spec, std::string working_dir,
       checkCompletion(run.job, run.uid);
     }
   }
-  {
-    std::lock_guard lock(mu_);
-    ++finished_here_;
-    finished_uids_.insert(run.uid);
-    last_ = run.job + ": " + message;
-  }
-  run.done = true;
+  return message;
 }
 
 void HostJobs::checkCompletion(const std::string& job, const std::string& uid) {

@@ -31,8 +31,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -73,7 +73,12 @@ class HostJobs final : public Controller {
     std::thread thread;
   };
 
+  // The job's thread: runAndReport, and whatever happens in it the job ends (a status written
+  // when the API answers) and the run is marked done.
   void execute(Run& run, HostJobSpec spec, std::string working_dir, base::WallTime started);
+  // Runs the command and writes its result and Event; returns the result's message.
+  std::string runAndReport(Run& run, const HostJobSpec& spec, const std::string& working_dir,
+                           base::WallTime started);
   base::Status writeEntry(const std::string& job, const nlohmann::json& entry,
                           const nlohmann::json& extra = nlohmann::json::object());
   void event(const std::string& job, const std::string& uid, const std::string& reason,

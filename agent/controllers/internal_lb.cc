@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "base/log.h"
+#include "kube/json_fields.h"
 #include "kube/timestamp.h"
 
 namespace ekco::agent {
@@ -79,7 +80,8 @@ base::Result<Endpoint> endpointOf(const json& address, std::uint16_t port,
   const bool has_port =
       text.find('[') != std::string::npos || std::count(text.begin(), text.end(), ':') == 1;
   if (!endpoint || has_port) {
-    return Error(fmt::format("{}: invalid address {}", what, address.dump()), ErrorCode::kParse);
+    return Error(fmt::format("{}: invalid address {}", what, kube::jsonDump(address)),
+                 ErrorCode::kParse);
   }
   endpoint->port = port;
   return std::move(*endpoint);

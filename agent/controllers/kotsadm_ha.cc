@@ -54,7 +54,7 @@ std::optional<RqlitePlan> planKotsadmRqlite(const json& sts, std::int64_t ready_
     const json& args = kube::jsonField(containers[0], "args");
     if (args.is_array()) {
       for (const json& a : args) {
-        plan.args_from.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+        plan.args_from.push_back(a.is_string() ? a.get<std::string>() : kube::jsonDump(a));
       }
     }
   }

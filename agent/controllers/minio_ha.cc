@@ -231,7 +231,8 @@ base::Status MinioHa::setSelector(const json& selector, const std::string& why) 
   auto patched = client_.patch(r::kServices, options_.ns, "minio", kube::PatchType::kJson, patch);
   if (!patched) return std::move(patched).error().wrap("set Service minio's selector");
   event(r::kServices, "minio", "SelectorChanged",
-        fmt::format("ekco set the selector {} -> {}: {}", current.dump(), selector.dump(), why));
+        fmt::format("ekco set the selector {} -> {}: {}", kube::jsonDump(current),
+                    kube::jsonDump(selector), why));
   return {};
 }
 
@@ -354,7 +355,7 @@ Result<ReconcileResult> MinioHa::reconcile() {
   if (!selector.is_object()) selector = json::object();
   auto started = save(*state, {{"phase", "stopping-writes"},
                                {"started", nowText(clock_)},
-                               {"service-selector", selector.dump()}});
+                               {"service-selector", kube::jsonDump(selector)}});
   if (!started) return std::move(started).error();
   event(r::kDeployments, "minio", "MinioMigrationStarted",
         "ekco is migrating the single-replica MinIO's data to ha-minio; MinIO is offline until "

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/log.h"
+#include "base/utf8.h"
 #include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
@@ -187,7 +188,8 @@ base::Result<bool> supportsOutOfService(const json& info) {
     }
   }
   if (!major || !minor) {
-    return Error("cannot read the server's version from " + info.dump().substr(0, 200),
+    return Error("cannot read the server's version from " +
+                     std::string(base::utf8Prefix(kube::jsonDump(info), 200)),
                  ErrorCode::kParse);
   }
   return *major > 1 || (*major == 1 && *minor >= 28);

@@ -8,6 +8,7 @@
 #include "agent/controllers/node_health.h"
 #include "base/log.h"
 #include "base/process.h"
+#include "base/utf8.h"
 #include "kube/json_fields.h"
 #include "kube/resource.h"
 #include "rook/purge_node.h"
@@ -69,7 +70,7 @@ Result<std::string> RookCephController::ceph(const std::vector<std::string>& arg
     std::string err = ran->stderr_data.empty() ? ran->stdout_data : ran->stderr_data;
     std::replace(err.begin(), err.end(), '\n', ' ');
     return Error(fmt::format("`ceph {}` exited {}: {}", base::formatArgv(args), ran->exit_code,
-                             err.substr(0, 512)),
+                             base::utf8Prefix(err, 512)),
                  ErrorCode::kUnknown);
   }
   return std::move(ran->stdout_data);
@@ -272,7 +273,7 @@ Result<bool> RookCephController::decreaseAllowed(Pass& pass, const rook::OsdTree
     std::string err = ran->stderr_data;
     std::replace(err.begin(), err.end(), '\n', ' ');
     why = fmt::format("`ceph osd safe-to-destroy {}` could not answer (exit {}: {})", idList(down),
-                      ran->exit_code, err.substr(0, 200));
+                      ran->exit_code, base::utf8Prefix(err, 200));
   } else {
     auto safe = rook::safeToDestroy(ran->stdout_data, down);
     if (!safe) return std::move(safe).error();

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "agent/runtime/agent_impl.h"
+#include "base/thread.h"
 #include "base/version_info.h"
 #include "kube/timestamp.h"
 
@@ -342,6 +343,14 @@ void Agent::Impl::superviseLeaderCaches() {
 }
 
 int Agent::Impl::run() {
+  // Every thread started from here on (and every thread those start) stops this agent if an
+  // exception escapes it, instead of std::terminate (base/thread.h).
+  base::ThreadFailureScope on_thread_failure([this](std::string_view thread, std::string_view) {
+    std::lock_guard lock(mu_);
+    if (failed_thread_.empty()) failed_thread_ = std::string(thread);
+    stop_requested_ = true;
+    cv_.notify_all();
+  });
   auto server = HealthServer::start({.socket_path = options_.socket_path,
                                      .host_root = socket_root_,
                                      .handlers = {.healthz = [this] { return healthz(); },
@@ -367,11 +376,13 @@ int Agent::Impl::run() {
                                   {"dry_run", options_.dry_run}});
 
   caches_->start();
-  lease_watch_thread_ = std::thread([this] { lease_watch_->run(); });
+  lease_watch_thread_ = base::startThread("lease-watch", [this] { lease_watch_->run(); });
   maintenance_->start();
-  std::thread manager_thread([this] { manager_->run(); });
-  std::thread elector_thread([this] { elector_->run(); });
-  if (inhibitor_) inhibitor_thread_ = std::thread([this] { inhibitor_->run(); });
+  std::thread manager_thread = base::startThread("manager", [this] { manager_->run(); });
+  std::thread elector_thread = base::startThread("elector", [this] { elector_->run(); });
+  if (inhibitor_) {
+    inhibitor_thread_ = base::startThread("inhibitor", [this] { inhibitor_->run(); });
+  }
 
   std::uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
@@ -427,6 +438,16 @@ int Agent::Impl::run() {
   if (inhibitor_) inhibitor_->stop();
   if (inhibitor_thread_.joinable()) inhibitor_thread_.join();
   (*server)->stop();
+  std::string failed;
+  {
+    std::lock_guard lock(mu_);
+    failed = failed_thread_;
+  }
+  if (!failed.empty()) {
+    base::logError("agent stopped after a thread failed",
+                   {{"node", options_.node_name}, {"thread", failed}});
+    return 1;
+  }
   base::logInfo("agent stopped", {{"node", options_.node_name}});
   return 0;
 }

@@ -127,6 +127,9 @@ class Agent::Impl {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_requested_ = false;
+  // The thread that failed (an exception escaped it: a bug), when one did: the agent stops
+  // cleanly and run() returns 1, so systemd or the kubelet restarts it.
+  std::string failed_thread_;
   bool leading_ = false;             // as the elector last said
   bool leader_changed_ = false;      // the supervisor has a leadership change to act on
   bool api_down_ = false;            // "api unreachable" was logged and recovery not yet

@@ -2,6 +2,7 @@
 
 #include "agent/controllers/internal_lb.h"
 #include "base/result.h"
+#include "base/thread.h"
 #include "kube/objects.h"
 #include "kube/resource.h"
 
@@ -46,7 +47,8 @@ std::string_view cacheName(CacheName name) {
 
 template <typename Record>
 void Caches::Running<Record>::start() {
-  if (informer && !thread.joinable()) thread = std::thread([this] { informer->run(); });
+  if (informer && !thread.joinable())
+    thread = base::startThread("informer", [this] { informer->run(); });
 }
 
 template <typename Record>

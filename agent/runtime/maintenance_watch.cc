@@ -1,5 +1,6 @@
 #include "agent/runtime/maintenance_watch.h"
 
+#include "base/thread.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {
@@ -29,7 +30,7 @@ MaintenanceWatch::~MaintenanceWatch() { stop(); }
 
 void MaintenanceWatch::start() {
   if (!thread_.joinable()) {
-    thread_ = std::thread([this] { informer_->run(); });
+    thread_ = base::startThread("maintenance-watch", [this] { informer_->run(); });
   }
 }
 

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "base/log.h"
+#include "base/thread.h"
 
 namespace ekco::agent {
 
@@ -252,7 +253,8 @@ void Manager::run() {
     if (started_ || stopping_) return;
     started_ = true;
   }
-  std::thread leader_thread([this] { workerLoop(Scope::kLeader); });
+  std::thread leader_thread =
+      base::startThread("leader-worker", [this] { workerLoop(Scope::kLeader); });
   workerLoop(Scope::kNode);
   leader_thread.join();
 }

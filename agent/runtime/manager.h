@@ -8,7 +8,8 @@
 //   manager.add(Scope::kLeader, clear_nodes);
 //   informer handlers → manager.wake("clear-nodes");
 //   elector callbacks → manager.setLeader(true / false);
-//   std::thread t([&] { manager.run(); });  ...  manager.stop(); t.join();
+//   std::thread t = base::startThread("manager", [&] { manager.run(); });
+//   ...  manager.stop(); t.join();
 //
 // Scheduling rules:
 //   - Every controller runs once at start (its scope permitting), to reconcile what is there.

@@ -27,8 +27,10 @@
 #include <boost/beast/http.hpp>
 
 #include "base/clock.h"
+#include "base/thread.h"
 #include "base/unique_fd.h"
 #include "hostfs/local_host_fs.h"
+#include "kube/json_fields.h"
 
 namespace ekco::agent {
 
@@ -320,7 +322,7 @@ base::Status HealthServer::Impl::start() {
   wake_write_ = base::UniqueFd(pipe_fds[1]);
   listen_fd_ = std::move(fd);
   started_ = true;
-  accept_thread_ = std::thread([this] { acceptLoop(); });
+  accept_thread_ = base::startThread("health-accept", [this] { acceptLoop(); });
   return base::ok();
 }
 
@@ -389,7 +391,7 @@ void HealthServer::Impl::acceptLoop() {
           conn->fd = fd;
           conn->family = family == AF_UNIX ? AF_UNIX : peer.ss_family;
           conn->deadline = now + options_.request_timeout;
-          conn->thread = std::thread([this, fd, conn] { serve(fd, conn); });
+          conn->thread = base::startThread("health-conn", [this, fd, conn] { serve(fd, conn); });
           conns_.push_back(std::move(conn));
         }
       }
@@ -436,7 +438,7 @@ http::response<http::string_body> HealthServer::Impl::answer(
     } else if (path == "/status") {
       res.set(http::field::content_type, "application/json");
       // Invalid UTF-8 in a message (an error text from the host) must not fail the whole page.
-      res.body() = h.status().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      res.body() = kube::jsonDump(h.status());
       res.body() += "\n";
     } else {
       res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");

@@ -23,6 +23,7 @@
 #include <boost/beast/http.hpp>
 
 #include "base/clock.h"
+#include "base/thread.h"
 #include "base/unique_fd.h"
 
 namespace ekco::agent {
@@ -190,7 +191,7 @@ base::Status WebhookServer::Impl::start(const TlsCredentials& credentials) {
   wake_write_ = base::UniqueFd(pipe_fds[1]);
   listen_fd_ = std::move(*fd);
   started_ = true;
-  accept_thread_ = std::thread([this] { acceptLoop(); });
+  accept_thread_ = base::startThread("webhook-accept", [this] { acceptLoop(); });
   return base::ok();
 }
 
@@ -269,9 +270,8 @@ void WebhookServer::Impl::acceptLoop() {
           auto conn = std::make_shared<Conn>();
           conn->fd = fd;
           conn->deadline = now + options_.request_timeout;
-          conn->thread = std::thread([this, fd, conn, ctx = std::move(ctx)]() mutable {
-            serve(fd, conn, std::move(ctx));
-          });
+          conn->thread = base::startThread(
+              "webhook-conn", [this, fd, conn, ctx = std::move(ctx)] { serve(fd, conn, ctx); });
           conns_.push_back(std::move(conn));
         }
       }

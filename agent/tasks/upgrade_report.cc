@@ -1,6 +1,7 @@
 #include "agent/tasks/upgrade_report.h"
 
 #include "base/log.h"
+#include "base/utf8.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {
@@ -12,7 +13,7 @@ UpgradeReporter::UpgradeReporter(kube::KubeClient& kube, const base::Clock& cloc
 void UpgradeReporter::event(const std::string& reason, const std::string& message,
                             const std::string& type) {
   // An Event message is at most 1 KiB in practice (kubectl shows one line).
-  std::string text = message.substr(0, 1024);
+  std::string text(base::utf8Prefix(message, kube::kEventMessageBytes));
   base::Status recorded = node_.empty()
                               ? recordMaintenanceEvent(kube_, ns_, reason, text)
                               : kube_.recordEvent({.involved_resource = kube::resources::kNodes,

@@ -72,5 +72,16 @@ TEST(JsonFields, IntegersAreThoseThatFitInt64) {
   }
 }
 
+TEST(JsonFields, DumpReplacesInvalidUtf8InsteadOfThrowing) {
+  // A host job's output (`printf 'caf\351'`), a host path, a message cut at a byte limit.
+  const json entry = {{"output", "caf\xE9\n"}, {"message", std::string("\xC3\xA9\xC3", 3)}};
+  EXPECT_THROW((void)entry.dump(), json::type_error);  // why jsonDump exists
+  const std::string text = jsonDump(entry);
+  EXPECT_EQ(json::parse(text)["output"], "caf\xEF\xBF\xBD\n");
+  EXPECT_EQ(json::parse(text)["message"], "\xC3\xA9\xEF\xBF\xBD");
+  EXPECT_EQ(jsonDump(json{{"a", "\xC3\xA9"}}, -1, /*ascii=*/true), R"({"a":"\u00e9"})");
+  EXPECT_EQ(jsonDump(json{{"a", 1}}, 2), "{\n  \"a\": 1\n}");
+}
+
 }  // namespace
 }  // namespace ekco::kube

@@ -136,5 +136,19 @@ TEST(HostJobSpec, ProjectionKeepsNameUidDeletionSpecStatus) {
   EXPECT_FALSE(projectHostJob({{"metadata", json::object()}}));
 }
 
+TEST(HostJobSpec, WronglyTypedStatusAndMetadataReadAsAbsentNeverThrow) {
+  // Anyone with access to the status subresource can write an entry; every agent that finishes
+  // the job reads them all.
+  const json nodes = {{"a", {{"phase", 5}}},
+                      {"b", "not an object"},
+                      {"c", {{"phase", "Succeeded"}}},
+                      {"d", {{"phase", json::array()}}}};
+  JobProgress p;
+  ASSERT_NO_THROW(p = jobProgress(nodes, {"a", "b", "c", "d"}));
+  EXPECT_EQ(p.summary(), "1/4 nodes finished, 0 failed");
+  EXPECT_NO_THROW((void)projectHostJob({{"metadata", {{"name", "j"}, {"uid", 5}}}}));
+  EXPECT_FALSE(projectHostJob({{"metadata", {{"name", 5}}}}));  // no name: not a job
+}
+
 }  // namespace
 }  // namespace ekco::agent

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,7 @@
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
 #include "base/process.h"
+#include "base/utf8.h"
 #include "tests/agent/process_support.h"
 #include "tests/kubesim/server.h"
 
@@ -344,6 +346,94 @@ TEST_F(HostJobsE2eTest, DeletingAJobStopsItsCommand) {
       << " ms\n";
   EXPECT_TRUE(testing::eventually([&] { return status("node-b")["host_jobs"]["running"].empty(); },
                                   seconds(15)));
+}
+
+// Issue 34, item 1: text from outside that is not UTF-8 (a command's output, a host path) or is
+// cut at a byte limit inside a character, and a wrongly typed status entry written by someone
+// else, used to make the JSON serialisation throw on the job's thread (std::terminate: every
+// selected agent aborted, the job stayed Running) or in a pass (the jobs after it never ran).
+TEST_F(HostJobsE2eTest, TextThatIsNotUtf8OrAWronglyTypedStatusNeverStopsAnAgentOrAJob) {
+  const auto onNodes = [](std::vector<std::string> nodes) {
+    return json::array(
+        {{{"matchFields",
+           {{{"key", "metadata.name"}, {"operator", "In"}, {"values", std::move(nodes)}}}}}});
+  };
+  std::string e_acutes;  // 700 × é: 1,400 bytes, so the Event message is cut at 1,024
+  for (int i = 0; i < 700; ++i) e_acutes += "\xC3\xA9";
+  // Its rejection quotes a non-ASCII path cut at 80 bytes, inside an é; it threw in the pass, so
+  // it never got a status and the jobs after it in the pass never ran.
+  ASSERT_TRUE(server_->put(hostJob("a-path", {{"command", {"/usr/bin/touch", "x"}},
+                                              {"hostPath", "/" + e_acutes.substr(0, 200)},
+                                              {"nodeSelectorTerms", onNodes({"node-a"})}})));
+  ASSERT_TRUE(server_->put(hostJob("b-latin1", {{"command", {"/usr/bin/printf", "caf\\351\\n"}},
+                                                {"hostPath", "/var/lib/ekco-test"},
+                                                {"nodeSelectorTerms", onNodes({"node-a"})}})));
+  ASSERT_TRUE(server_->put(hostJob("c-long", {{"command", {"/bin/echo", e_acutes}},
+                                              {"hostPath", "/var/lib/ekco-test"},
+                                              {"nodeSelectorTerms", onNodes({"node-b"})}})));
+  // node-d has no agent: its entry is written by "someone with status access", wrongly typed,
+  // before node-c's command ends and its agent reads every entry to decide completion.
+  ASSERT_TRUE(server_->put(nodeJson("node-d", false)));
+  ASSERT_TRUE(
+      server_->put(hostJob("d-typed", {{"command", {"/bin/sleep", "2"}},
+                                       {"hostPath", "/var/lib/ekco-test"},
+                                       {"nodeSelectorTerms", onNodes({"node-c", "node-d"})}})));
+  auto typed = kubectl({"patch", "hostjob", "d-typed", "--subresource=status", "--type=merge", "-p",
+                        R"({"status":{"nodes":{"node-d":{"phase":5}}}})"});
+  ASSERT_EQ(typed.exit_code, 0) << typed.stderr_data;
+
+  ASSERT_TRUE(
+      testing::eventually([&] { return phase("a-path", "node-a") == "Rejected"; }, seconds(20)))
+      << jobStatus("a-path").dump(2);
+  EXPECT_THAT(jobStatus("a-path")["nodes"]["node-a"].value("message", ""),
+              HasSubstr("spec.hostPath \"/\xC3\xA9"));
+  ASSERT_TRUE(testing::eventually([&] { return completed("b-latin1"); }, seconds(20)))
+      << jobStatus("b-latin1").dump(2);
+  const json latin1 = jobStatus("b-latin1")["nodes"]["node-a"];
+  EXPECT_EQ(latin1["phase"], "Succeeded");
+  EXPECT_EQ(latin1["output"], "caf\xEF\xBF\xBD\n");  // the invalid byte became U+FFFD
+  ASSERT_TRUE(testing::eventually([&] { return completed("c-long"); }, seconds(20)))
+      << jobStatus("c-long").dump(2);
+  EXPECT_EQ(jobStatus("c-long")["nodes"]["node-b"]["phase"], "Succeeded");
+  ASSERT_TRUE(
+      testing::eventually([&] { return phase("d-typed", "node-c") == "Succeeded"; }, seconds(20)))
+      << jobStatus("d-typed").dump(2);
+  ASSERT_TRUE(testing::eventually(
+      [&] { return jobStatus("d-typed").value("summary", "") == "1/2 nodes finished, 0 failed"; },
+      seconds(10)))
+      << jobStatus("d-typed").dump(2);
+
+  // Every Event message is valid UTF-8 and at most 1 KiB, the long one cut between characters.
+  ASSERT_TRUE(testing::eventually([&] { return eventReasons("c-long")["JobSucceeded"] == 1; },
+                                  seconds(10)));
+  auto events = server_->store().list(*server_->store().findQualified("events"), "default", {});
+  int checked = 0;
+  for (const json& e : events.body["items"]) {
+    const std::string message = e.value("message", "");
+    EXPECT_TRUE(base::isValidUtf8(message)) << message;
+    EXPECT_LE(message.size(), 1024u);
+    if (e["involvedObject"].value("name", "") == "c-long" &&
+        e.value("reason", "") == "JobSucceeded") {
+      EXPECT_GT(message.size(), 1000u);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 1);
+
+  // No agent stopped: each is the process it was, and ready.
+  for (const auto& [node, pid] : pids_) {
+    EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), 0)
+        << node << " exited: " << testing::readWholeFile((dir_ / (node + ".log")).string());
+    EXPECT_TRUE(status(node).value("ready", false)) << node;
+  }
+  // `ekco job status` prints the wrongly typed entry instead of aborting.
+  auto [code, out] = ekco({"job", "status", "d-typed"});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("node-d"));
+  EXPECT_THAT(out, HasSubstr("1/2 nodes finished, 0 failed"));
+  auto [jcode, jout] = ekco({"job", "status", "d-typed", "--json"});
+  EXPECT_EQ(jcode, 0) << jout;
+  EXPECT_THAT(jout, HasSubstr("\"phase\": 5"));
 }
 
 TEST(HostJobSelector, LabelSelectorSyntaxBecomesMatchExpressions) {
