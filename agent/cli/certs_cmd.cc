@@ -66,6 +66,7 @@ json toJson(const CertState& s) {
             {"renew", s.due}};
   if (!s.ca.empty()) j["certificate_authority"] = s.ca;
   if (!s.problem.empty()) j["problem"] = s.problem;
+  if (!s.not_renewable.empty()) j["not_renewable"] = s.not_renewable;
   if (s.cert) {
     j["expires"] = kube::formatRfc3339(s.cert->not_after);
     j["residual_seconds"] = s.left.count();
@@ -182,6 +183,9 @@ int runCertsCheckCommand(const Config& config, const CertsCheckArgs& args, const
                       yesNo(s.external_ca), commonName(s.cert->issuer), yesNo(s.due)});
     }
     if (!s.problem.empty()) problems.push_back(s.problem);
+    if (!s.not_renewable.empty() && s.left < options.ttl) {
+      problems.push_back(fmt::format("{} is not renewable: {}", s.name, s.not_renewable));
+    }
   }
   table(*env.out, rows);
   *env.out << "\n";
@@ -276,7 +280,9 @@ int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const
   }
   for (const std::string& line : report->lines) *env.out << line << "\n";
   if (args.dry_run) *env.out << "Dry run: nothing was changed.\n";
-  return kExitOk;
+  // A certificate that should have been renewed and was not is a failure, whatever else was.
+  for (const std::string& n : report->not_renewed) *env.err << "error: not renewed: " << n << "\n";
+  return report->not_renewed.empty() ? kExitOk : kExitFailure;
 }
 
 void addCertsCommands(CLI::App& app, CertsCli& c) {

@@ -215,7 +215,9 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
                                           field(c, "days_left"),
                                           field(c, "ca"),
                                           kube::jsonField(c, "due") == true ? "yes" : "no",
-                                          field(c, "problem")};
+                                          kube::jsonField(c, "problem").is_string()
+                                              ? field(c, "problem")
+                                              : field(c, "not_renewable")};
         });
     const json& renewal = kube::jsonField(certs, "renewal");
     std::string line = field(renewal, "state");

@@ -27,13 +27,6 @@ long long unixSeconds(base::WallTime t) {
   return std::chrono::floor<seconds>(t.time_since_epoch()).count();
 }
 
-const CertState* authorityNamed(const Inspection& in, const std::string& name) {
-  for (const CertState& a : in.authorities) {
-    if (a.name == name) return &a;
-  }
-  return nullptr;
-}
-
 std::string expiryText(const CertState& s) {
   if (s.left <= seconds(0)) return "expired " + kube::formatRfc3339(s.cert->not_after);
   return fmt::format("expires {}, {} days left", kube::formatRfc3339(s.cert->not_after),
@@ -49,6 +42,7 @@ nlohmann::json stateJson(const CertState& s) {
   }
   j["external_ca"] = s.external_ca;
   j["due"] = s.due;
+  if (!s.not_renewable.empty()) j["not_renewable"] = s.not_renewable;
   if (!s.problem.empty()) j["problem"] = s.problem;
   return j;
 }
@@ -94,6 +88,9 @@ CertsPlan planCertificates(const Inspection& in, const std::set<std::string>& wa
         } else if (s.external_ca) {
           message = fmt::format("{} ({}) {}: its CA key is not on this host, ekco cannot renew it",
                                 s.name, s.file, expiryText(s));
+        } else if (!s.not_renewable.empty()) {
+          message = fmt::format("{} ({}) {}: ekco cannot renew it: {}", s.name, s.file,
+                                expiryText(s), s.not_renewable);
         } else if (!renew) {
           message = fmt::format("{} ({}) {}: rotate_certs is off", s.name, s.file, expiryText(s));
         } else {
@@ -106,19 +103,13 @@ CertsPlan planCertificates(const Inspection& in, const std::set<std::string>& wa
              .message = std::move(message)});
       }
     }
-    if (authority || !s.due) return;
-    // A renewed certificate never outlives its CA: renew only when that gains time, or a CA
-    // about to expire would have ekco renew its leaves at every check.
-    const CertState* ca = authorityNamed(in, s.ca);
-    const base::WallTime now = s.cert->not_after - s.left;
-    base::WallTime could_reach = now + pki::kDefaultValidity;
-    if (ca && ca->cert) could_reach = std::min(could_reach, ca->cert->not_after);
-    if (could_reach - s.cert->not_after > std::chrono::hours(24)) {
+    if (authority) return;
+    // A renewed certificate never outlives its CA (inspectCertificates: not_renewable): inside
+    // the TTL, such a certificate is reported, not renewed at every check.
+    if (s.due) {
       plan.due.push_back(s.name);
-    } else {
-      plan.blocked.push_back(
-          fmt::format("{}: its CA {} expires {}; renewing it would gain nothing", s.name, s.ca,
-                      ca && ca->cert ? kube::formatRfc3339(ca->cert->not_after) : "unknown"));
+    } else if (!s.not_renewable.empty() && s.left < ttl) {
+      plan.blocked.push_back(fmt::format("{}: {}", s.name, s.not_renewable));
     }
   };
   for (const CertState& s : in.certificates) consider(s, false);
@@ -188,6 +179,27 @@ base::Result<ReconcileResult> ControlPlaneCerts::reconcile() {
     return result;
   }
   for (const std::string& b : plan.blocked) result.plan += "not renewed: " + b + "\n";
+  // A renewal or restore interrupted by a crash (a journal in the backup directory) leaves a pair
+  // kube-apiserver cannot load at its next restart: repaired now by a renewal run, which repairs
+  // first, whether or not anything is due (after a failed run, once its backoff has passed).
+  auto interrupted = findInterruptedRenewals(d_.fs, inspect);
+  if (!interrupted) {
+    return std::move(interrupted).error().wrap("certificates: look for an interrupted renewal");
+  }
+  if (!interrupted->empty()) {
+    std::vector<std::string> names;
+    for (const InterruptedRenewal& r : *interrupted) names.push_back(r.name + " (" + r.why + ")");
+    result.plan += "repair an interrupted renewal: " + joined(names) + "\n";
+    const bool backing_off = retry_at_ && d_.clock.monoNow() < *retry_at_;
+    if (!o_.dry_run && !backing_off) {
+      base::logWarn("certificates: repairing an interrupted renewal",
+                    {{"node", o_.node_name}, {"certificates", joined(names)}});
+      start(plan.due);
+      return ReconcileResult{.summary = "repairing an interrupted renewal: " + joined(names),
+                             .plan = result.plan,
+                             .requeue_after = o_.poll};
+    }
+  }
   if (plan.due.empty()) {
     result.summary = plan.blocked.empty() ? "no certificate inside rotate_certs_ttl"
                                           : fmt::format("{} inside rotate_certs_ttl, not renewable",

@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "kube/kubeconfig.h"
+#include "kube/timestamp.h"
 #include "pki/renew.h"
 
 namespace ekco::agent {
@@ -192,6 +193,25 @@ Result<EmbeddedPair> readEmbeddedPair(std::string_view kubeconfig, std::string_v
   return pair;
 }
 
+namespace {
+
+// Why renewing `s` would gain nothing ("" when it would): a renewed certificate never outlives
+// its CA, so when the CA expires before the certificate or within a day after it, a renewal
+// would only repeat at every check. The CA must be renewed first (ekco never renews a CA).
+std::string notRenewable(const CertState& s, const Inspection& in) {
+  for (const CertState& ca : in.authorities) {
+    if (ca.name != s.ca || !ca.cert) continue;
+    if (ca.cert->not_after - s.cert->not_after > std::chrono::hours(24)) return "";
+    return fmt::format(
+        "its CA {} expires {}, and a renewed certificate cannot outlive it: renew the CA with "
+        "kubeadm (and redistribute it), then ekco renews this one",
+        ca.name, kube::formatRfc3339(ca.cert->not_after));
+  }
+  return "";
+}
+
+}  // namespace
+
 Inspection inspectCertificates(const hostfs::HostFs& fs, const InspectOptions& o) {
   Inspection out;
   const auto remaining = [&](const pki::Certificate& c) {
@@ -239,7 +259,9 @@ Inspection inspectCertificates(const hostfs::HostFs& fs, const InspectOptions& o
       }
     }
     s.external_ca = !keyPresent(spec.ca_key_path);
-    s.due = s.cert && s.problem.empty() && !s.external_ca && s.left < o.ttl;
+    if (s.cert && s.problem.empty() && !s.external_ca) s.not_renewable = notRenewable(s, out);
+    s.due =
+        s.cert && s.problem.empty() && !s.external_ca && s.not_renewable.empty() && s.left < o.ttl;
     out.certificates.push_back(std::move(s));
   }
   return out;
@@ -332,8 +354,10 @@ Result<RenewedCert> renewOne(hostfs::HostFs& fs, const CertSpec& spec, const Ins
                      .serial_after = after->serial};
 }
 
-base::Status restoreFromBackup(hostfs::HostFs& fs, const CertSpec& spec,
-                               std::string_view backup_dir) {
+namespace {
+
+// The old pair written back, without the journal (the caller holds it).
+base::Status writeBackup(hostfs::HostFs& fs, const CertSpec& spec, std::string_view backup_dir) {
   auto cert = fs.read(join(backup_dir, backupCertName(spec)));
   if (!cert) return std::move(cert).error().wrap("restore " + spec.name);
   if (spec.in_kubeconfig()) {
@@ -349,12 +373,27 @@ base::Status restoreFromBackup(hostfs::HostFs& fs, const CertSpec& spec,
   return base::ok();
 }
 
-Result<std::vector<std::string>> repairInterruptedRenewals(hostfs::HostFs& fs,
-                                                           const InspectOptions& o) {
-  std::vector<std::string> restored;
+constexpr std::string_view kRestoreJournal = "restore\n";
+
+}  // namespace
+
+base::Status restoreFromBackup(hostfs::HostFs& fs, const CertSpec& spec,
+                               std::string_view backup_dir) {
+  // Journaled: a crash between the two writes leaves a journal saying "restore", and the repair
+  // finishes the restore (the renewal's own journal is gone by now).
+  const std::string journal = join(backup_dir, journalName(spec));
+  EKCO_TRY(fs.write(journal, std::string(kRestoreJournal), {.mode = 0600}));
+  EKCO_TRY(writeBackup(fs, spec, backup_dir));
+  EKCO_TRY(fs.remove(journal));
+  return base::ok();
+}
+
+Result<std::vector<InterruptedRenewal>> findInterruptedRenewals(const hostfs::HostFs& fs,
+                                                                const InspectOptions& o) {
+  std::vector<InterruptedRenewal> found;
   auto dirs = fs.list(backupRoot(o));
   if (!dirs) {
-    if (dirs.error().code() == ErrorCode::kNotFound) return restored;
+    if (dirs.error().code() == ErrorCode::kNotFound) return found;
     return std::move(dirs).error();
   }
   const std::vector<CertSpec> specs = kubeadmCertificates(o.certificates_dir, o.kubernetes_dir);
@@ -363,19 +402,42 @@ Result<std::vector<std::string>> repairInterruptedRenewals(hostfs::HostFs& fs,
     auto files = fs.list(dir);
     if (!files) continue;
     for (const CertSpec& spec : specs) {
-      const std::string journal = join(dir, journalName(spec));
       if (std::find(files->begin(), files->end(), journalName(spec)) == files->end()) continue;
-      auto now = readPair(fs, spec);
-      const bool consistent =
-          now && pki::checkKeyMatches(now->cert_pem, now->key_pem, spec.cert_path);
-      if (!consistent) {
-        EKCO_TRY(restoreFromBackup(fs, spec, dir));
-        restored.push_back(spec.name);
-        base::logWarn("certificates: restored an interrupted renewal from its backup",
-                      {{"certificate", spec.name}, {"backup", dir}});
+      InterruptedRenewal r{.name = spec.name, .backup_dir = dir};
+      auto journal = fs.read(join(dir, journalName(spec)));
+      if (journal && *journal == kRestoreJournal) {
+        r.restore = true;
+        r.why = "a restore from its backup was under way";
+      } else {
+        auto now = readPair(fs, spec);
+        const bool consistent =
+            now && pki::checkKeyMatches(now->cert_pem, now->key_pem, spec.cert_path);
+        r.restore = !consistent;
+        r.why = consistent ? "the new pair is complete" : "its key does not match it";
       }
-      EKCO_TRY(fs.remove(journal));
+      found.push_back(std::move(r));
     }
+  }
+  return found;
+}
+
+Result<std::vector<std::string>> repairInterruptedRenewals(hostfs::HostFs& fs,
+                                                           const InspectOptions& o) {
+  auto found = findInterruptedRenewals(fs, o);
+  if (!found) return std::move(found).error();
+  const std::vector<CertSpec> specs = kubeadmCertificates(o.certificates_dir, o.kubernetes_dir);
+  std::vector<std::string> restored;
+  for (const InterruptedRenewal& r : *found) {
+    const auto spec = std::find_if(specs.begin(), specs.end(),
+                                   [&](const CertSpec& s) { return s.name == r.name; });
+    if (spec == specs.end()) continue;
+    if (r.restore) {
+      EKCO_TRY(writeBackup(fs, *spec, r.backup_dir));
+      restored.push_back(r.name);
+      base::logWarn("certificates: restored an interrupted renewal from its backup",
+                    {{"certificate", r.name}, {"backup", r.backup_dir}, {"why", r.why}});
+    }
+    EKCO_TRY(fs.remove(join(r.backup_dir, journalName(*spec))));
   }
   return restored;
 }

@@ -11,7 +11,11 @@
 //      kubeconfig holds both, so it is one atomic write.
 //   4. Remove the journal. A run that finds a journal (ekco was killed between 2 and 4) first
 //      repairs: a certificate whose key does not match it is restored from the backup with its
-//      key, so the files are always the old pair or the new pair, never a mix.
+//      key, so the files are always the old pair or the new pair, never a mix. The agent's own
+//      rotation repairs at its next check (control_plane_certs.h), `ekco certs renew` first.
+// A restore from the backup (after a failed verification) is journaled the same way: the
+// journal, saying "restore", is written again before the old pair and removed after it, so a
+// crash in between is repaired by restoring, whatever the pair then is.
 // Restarting the static pods and verifying the result are the caller's (certs_renewal.h).
 #pragma once
 
@@ -69,8 +73,12 @@ struct CertState {
   bool missing = false;      // no file: reported, never fatal (EKCO#250)
   std::string problem{};     // unreadable, key mismatch...: one line, names the file
   std::chrono::seconds left{0};
-  // Would ekco renew it now: inside the TTL (or forced), readable, its CA key present. Never
-  // true for a CA.
+  // Why renewing it now would gain nothing, what to do instead: its CA expires first (a renewed
+  // certificate never outlives its CA). "" when renewable. Said the same way by the Event, `ekco
+  // status`, `ekco certs check` and `ekco certs renew`.
+  std::string not_renewable{};
+  // Would ekco renew it now: inside the TTL (or forced), readable, its CA key present, renewable.
+  // Never true for a CA.
   bool due = false;
 };
 
@@ -114,13 +122,25 @@ struct RenewedCert {
 [[nodiscard]] base::Result<RenewedCert> renewOne(hostfs::HostFs& fs, const CertSpec& spec,
                                                  const InspectOptions& options);
 
-// Step 4's repair, for every journal left under <certificates_dir>/.ekco-backup: each listed
-// certificate that does not match its key is restored with its key from that backup. Returns
-// the names restored.
+// A journal left under <certificates_dir>/.ekco-backup by an interrupted renewal or restore.
+struct InterruptedRenewal {
+  std::string name{};        // the certificate
+  std::string backup_dir{};  // where its journal and old pair are
+  bool restore = false;      // the repair restores the old pair (else it only drops the journal)
+  std::string why{};         // for people: "its key does not match it", "a restore was under way"
+};
+
+// Every journal, and what the repair would do with it; reads only.
+[[nodiscard]] base::Result<std::vector<InterruptedRenewal>> findInterruptedRenewals(
+    const hostfs::HostFs& fs, const InspectOptions& options);
+
+// Step 4's repair, for every journal findInterruptedRenewals finds: a certificate that does not
+// match its key, or whose restore was under way, is restored with its key from that backup; the
+// journal goes. Returns the names restored.
 [[nodiscard]] base::Result<std::vector<std::string>> repairInterruptedRenewals(
     hostfs::HostFs& fs, const InspectOptions& options);
 
-// Restores `name`'s files from a backup directory (after a failed verification).
+// Restores `name`'s files from a backup directory (after a failed verification), journaled.
 [[nodiscard]] base::Status restoreFromBackup(hostfs::HostFs& fs, const CertSpec& spec,
                                              std::string_view backup_dir);
 

@@ -93,11 +93,21 @@ class Run {
   Run(const CertRenewalOptions& o, const CertRenewalDeps& d) : o_(o), d_(d) {}
 
   Result<CertRenewalReport> run() {
-    // 1.
-    auto repaired = repairInterruptedRenewals(d_.fs, o_.inspect);
-    if (!repaired) return std::move(repaired).error().wrap("repair an interrupted renewal");
-    for (const std::string& name : *repaired) {
-      say(fmt::format("restored {} from its backup (a renewal had been interrupted)", name));
+    // 1. A dry run only says what the repair would do: it writes nothing.
+    if (o_.dry_run) {
+      auto found = findInterruptedRenewals(d_.fs, o_.inspect);
+      if (!found) return std::move(found).error().wrap("find an interrupted renewal");
+      for (const InterruptedRenewal& r : *found) {
+        if (r.restore) {
+          say(fmt::format("would restore {} from its backup {} ({})", r.name, r.backup_dir, r.why));
+        }
+      }
+    } else {
+      auto repaired = repairInterruptedRenewals(d_.fs, o_.inspect);
+      if (!repaired) return std::move(repaired).error().wrap("repair an interrupted renewal");
+      for (const std::string& name : *repaired) {
+        say(fmt::format("restored {} from its backup (a renewal had been interrupted)", name));
+      }
     }
     // 2.
     auto chosen = choose();
@@ -146,6 +156,9 @@ class Run {
     base::logInfo("certificates", {{"node", o_.node_name}, {"step", line}});
     report_.lines.push_back(std::move(line));
   }
+  void notRenewed(const std::string& name, const std::string& why) {
+    report_.not_renewed.push_back(name + ": " + why);
+  }
 
   Result<std::vector<CertSpec>> choose() {
     const std::vector<CertSpec> specs =
@@ -167,25 +180,39 @@ class Run {
       const auto st = std::find_if(in.certificates.begin(), in.certificates.end(),
                                    [&](const CertState& s) { return s.name == spec.name; });
       if (st == in.certificates.end()) continue;
+      const bool inside_ttl = o_.force || st->left < o_.inspect.ttl;
       if (st->missing) {
         say(fmt::format("missing certificate {} ({}); skipped", spec.name, st->file));
+        if (named) notRenewed(spec.name, "missing (" + st->file + ")");
         continue;
       }
       if (!st->problem.empty()) {
         if (named) return Error(st->problem, ErrorCode::kUnknown);
         say(fmt::format("cannot renew {}: {}", spec.name, st->problem));
+        notRenewed(spec.name, st->problem);
         continue;
       }
       if (st->external_ca) {
         say(fmt::format("{} is signed by an external CA ({}); left alone", spec.name,
                         spec.ca_key_path));
+        if (named) notRenewed(spec.name, "signed by an external CA (" + spec.ca_key_path + ")");
         continue;
       }
-      if (!o_.force && !st->due) {
+      // Its CA expires first: a renewal gains nothing, so ekco does not choose it; a person who
+      // names it gets it renewed (a new key, say), told that.
+      const bool capped = !st->not_renewable.empty();
+      if (capped && !named && inside_ttl) {
+        say(fmt::format("{} is not renewed: {}", spec.name, st->not_renewable));
+        notRenewed(spec.name, st->not_renewable);
+        continue;
+      }
+      if (!o_.force && !st->due && !(capped && named && inside_ttl)) {
         say(fmt::format("{} has {} until expiration, more than rotate_certs_ttl; skipped",
                         spec.name, base::formatDuration(st->left)));
         continue;
       }
+      if (capped)
+        say(fmt::format("{} is renewed as named, though {}", spec.name, st->not_renewable));
       chosen.push_back(spec);
     }
     return chosen;

@@ -72,6 +72,10 @@ struct CertRenewalReport {
   std::vector<RenewedCert> renewed{};
   std::vector<std::string> restarted{};  // static pods
   std::vector<std::string> lines{};      // for people: what was done or would be, in order
+  // "<name>: <why>" for each certificate that should have been renewed and could not be: named,
+  // or inside rotate_certs_ttl, or unreadable (a corrupt PEM may hide an expiry). `ekco certs
+  // renew` exits 1 when there is any.
+  std::vector<std::string> not_renewed{};
 };
 
 [[nodiscard]] base::Result<CertRenewalReport> runCertRenewal(const CertRenewalOptions& options,

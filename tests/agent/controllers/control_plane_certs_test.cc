@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <future>
 
 #include "hostfs/local_host_fs.h"
@@ -105,14 +107,29 @@ TEST(CertsPlan, ACaNearExpiryIsReportedLoudlyNeverRenewed) {
 TEST(CertsPlan, ALeafIsNotRenewedWhenItsCaWouldGiveItNoMoreTime) {
   Inspection in;
   // The CA outlives the leaf by 12 hours: a renewal would be capped there and be due again at
-  // every check. With 200 days of CA left it is worth it.
-  in.certificates = {leaf("apiserver", 24h * 9),
-                     leaf("front-proxy-client", 24h * 9, "front-proxy-ca")};
-  in.authorities = {authority("ca", 24h * 9 + 12h), authority("front-proxy-ca", 24h * 200)};
+  // every check (inspectCertificates says so in not_renewable, and it is not due). With 200 days
+  // of CA left it is worth it.
+  CertState capped = leaf("apiserver", 24h * 6);
+  capped.due = false;
+  capped.not_renewable =
+      "its CA ca expires 2027-01-01T00:00:00Z, and a renewed certificate "
+      "cannot outlive it: renew the CA with kubeadm (and redistribute it), "
+      "then ekco renews this one";
+  in.certificates = {capped, leaf("front-proxy-client", 24h * 9, "front-proxy-ca")};
+  in.authorities = {authority("ca", 24h * 6 + 12h), authority("front-proxy-ca", 24h * 200)};
   const CertsPlan plan = planCertificates(in, {}, 720h, true);
   EXPECT_THAT(plan.due, ElementsAre("front-proxy-client"));
   ASSERT_EQ(plan.blocked.size(), 1u);
-  EXPECT_THAT(plan.blocked[0], HasSubstr("apiserver: its CA ca expires"));
+  EXPECT_EQ(plan.blocked[0], "apiserver: " + capped.not_renewable);
+  // Issue 34, item 12: its Event says the same, not "ekco renews it inside rotate_certs_ttl".
+  const auto warning =
+      std::find_if(plan.warnings.begin(), plan.warnings.end(),
+                   [](const CertWarning& w) { return w.key.starts_with("apiserver/"); });
+  ASSERT_NE(warning, plan.warnings.end());
+  EXPECT_EQ(warning->reason, "CertificateExpiringSoon");
+  EXPECT_THAT(warning->message, HasSubstr("ekco cannot renew it: its CA ca expires"));
+  EXPECT_THAT(warning->message, HasSubstr("renew the CA with kubeadm"));
+  EXPECT_THAT(warning->message, ::testing::Not(HasSubstr("ekco renews it")));
 }
 
 TEST(CertsPlan, ExternalCaAndRotationOffAreSaidInTheEvent) {
@@ -177,11 +194,13 @@ class ControlPlaneCertsTest : public ::testing::Test {
     expiry_ = *metrics_.gauge("ekco_certificate_expiry_timestamp_seconds", "h", {"name", "node"});
     failing_ = *metrics_.gauge("ekco_certificate_renewal_failing", "h", {"node"});
   }
-  std::unique_ptr<ControlPlaneCerts> make(bool renew = true, bool dry_run = false) {
+  std::unique_ptr<ControlPlaneCerts> make(bool renew = true, bool dry_run = false,
+                                          std::chrono::seconds ttl = 720h) {
     ControlPlaneCertsOptions o;
     o.node_name = "cp-1";
     o.renew = renew;
     o.dry_run = dry_run;
+    o.inspect.ttl = ttl;
     o.retry_initial = 10min;
     return std::make_unique<ControlPlaneCerts>(
         ControlPlaneCertsDeps{.fs = *fs_,
@@ -219,6 +238,32 @@ class ControlPlaneCertsTest : public ::testing::Test {
   const Gauge* failing_ = nullptr;
   ScriptedRunner runner_;
 };
+
+// Issue 34, item 7: a renewal interrupted by a crash (its journal left in the backup directory)
+// was repaired only by `ekco certs renew`: a mismatched pair is not due, so the agent never ran
+// a renewal, and kube-apiserver failed at its next restart. The agent now runs one (which
+// repairs first) at its next check, with nothing due; a dry run only says so.
+TEST_F(ControlPlaneCertsTest, AnInterruptedRenewalIsRepairedAtTheNextCheckWithNothingDue) {
+  const std::string backup = tmp_.path() + "/etc/kubernetes/pki/.ekco-backup/20260101T000000Z";
+  std::filesystem::create_directories(backup);
+  std::ofstream(backup + "/pending.apiserver") << "apiserver\n";
+  constexpr std::chrono::seconds kShortTtl = 24h * 5;  // the leaves have 10 days: nothing is due
+  {
+    auto dry = make(true, /*dry_run=*/true, kShortTtl)->reconcile();
+    ASSERT_TRUE(dry) << dry.error().message();
+    EXPECT_THAT(dry->plan, HasSubstr("repair an interrupted renewal: apiserver"));
+    EXPECT_EQ(runner_.count(), 0u);
+  }
+  auto c = make(true, false, kShortTtl);
+  auto first = c->reconcile();
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_THAT(first->summary, HasSubstr("repairing an interrupted renewal: apiserver"));
+  // The renewal's own thread: bounded, so that a controller that never starts it fails here.
+  runner_.outcome.set_value(CertRenewalReport{.lines = {"restored apiserver from its backup"}});
+  for (int i = 0; i < 5000 && runner_.count() == 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(runner_.count(), 1u);
+  EXPECT_TRUE(runner_.calls[0].names.empty());  // nothing due: the run only repairs
+}
 
 TEST_F(ControlPlaneCertsTest, RenewsInTheBackgroundAndCollectsTheResultOnALaterReconcile) {
   auto c = make();

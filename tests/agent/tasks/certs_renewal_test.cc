@@ -297,6 +297,51 @@ TEST_F(CertsRenewalTest, DryRunAndUnknownNames) {
   EXPECT_EQ(unknown.error().code(), base::ErrorCode::kInvalidArgument);
 }
 
+// Issue 34, item 7: a dry run only says what the repair of an interrupted renewal would do (it
+// wrote), and a certificate that is named or due but cannot be renewed is reported, so that
+// `ekco certs renew` exits non-zero naming it.
+TEST_F(CertsRenewalTest, ADryRunWritesNoRepairAndWhatCouldNotBeRenewedIsReported) {
+  // Interrupted between the key and the certificate: the new key beside the old certificate.
+  InspectOptions inspect = options_.inspect;
+  const std::vector<CertSpec> specs =
+      kubeadmCertificates(inspect.certificates_dir, inspect.kubernetes_dir);
+  const auto spec = std::find_if(specs.begin(), specs.end(),
+                                 [](const CertSpec& c) { return c.name == "apiserver"; });
+  ASSERT_NE(spec, specs.end());
+  const std::string old_cert = pki_.read(pki_.pki() / "apiserver.crt");
+  const std::string old_key = pki_.read(pki_.pki() / "apiserver.key");
+  auto renewed = renewOne(*fs_, *spec, inspect);
+  ASSERT_TRUE(renewed) << renewed.error().message();
+  const std::string new_key = pki_.read(pki_.pki() / "apiserver.key");
+  std::ofstream(pki_.pki() / "apiserver.crt") << old_cert;
+  std::ofstream(tmp_.path() + renewed->backup_dir + "/pending.apiserver") << "apiserver\n";
+
+  options_.dry_run = true;
+  options_.names = {"front-proxy-client"};
+  auto dry = runCertRenewal(options_, deps());
+  ASSERT_TRUE(dry) << dry.error().message();
+  EXPECT_THAT(dry->lines, Contains(HasSubstr("would restore apiserver from its backup")));
+  EXPECT_EQ(pki_.read(pki_.pki() / "apiserver.key"), new_key);  // nothing written
+  EXPECT_EQ(pki_.read(pki_.pki() / "apiserver.crt"), old_cert);
+
+  // The real run repairs first (the old pair back), then renews what was named.
+  options_.dry_run = false;
+  auto real = runCertRenewal(options_, deps());
+  ASSERT_TRUE(real) << real.error().message();
+  EXPECT_THAT(real->lines, Contains(HasSubstr("restored apiserver from its backup")));
+  EXPECT_TRUE(real->not_renewed.empty());
+  EXPECT_EQ(pki_.read(pki_.pki() / "apiserver.key"), old_key);
+
+  // A corrupt certificate inside the TTL is not renewed and is reported.
+  std::ofstream(pki_.pki() / "front-proxy-client.crt") << "-----BEGIN CERTIFICATE-----\nbad\n";
+  options_.names = {};
+  options_.inspect.now = clock_.wallNow();
+  auto corrupt = runCertRenewal(options_, deps());
+  ASSERT_TRUE(corrupt) << corrupt.error().message();
+  ASSERT_EQ(corrupt->not_renewed.size(), 1u);
+  EXPECT_THAT(corrupt->not_renewed[0], ::testing::StartsWith("front-proxy-client: "));
+}
+
 TEST(CertsRenewalEndpoints, ComeFromTheManifestsOrTheDefaults) {
   auto api = apiserverEndpoint(manifest("kube-apiserver"));
   EXPECT_EQ(api.host, "127.0.0.1");

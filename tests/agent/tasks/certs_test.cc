@@ -276,6 +276,68 @@ TEST_F(CertsTest, ARenewalCutShortAfterAnyWriteLeavesTheOldPairOrTheNewOne) {
   }
 }
 
+// Issue 34, item 12: a leaf whose CA expires first is not renewable, and the inspection says so
+// once, for the Event, `ekco status`, `ekco certs check` and `ekco certs renew` alike.
+TEST_F(CertsTest, ALeafWhoseCaExpiresFirstIsNotRenewableAndNotDue) {
+  testing::TempDir dir{"ekco-certs-capped"};
+  testing::KubeadmPki pki{dir.path()};
+  pki.make(3650);  // the leaves expire with their CAs (made a moment before them)
+  auto fs = hostfs::LocalHostFs::open(dir.path(), clock_);
+  ASSERT_TRUE(fs);
+  InspectOptions options = options_;
+  options.ttl = std::chrono::hours(24 * 4000);  // every leaf inside the TTL
+  const Inspection in = inspectCertificates(**fs, options);
+  const CertState& s = state(in, "apiserver");
+  ASSERT_TRUE(s.cert);
+  EXPECT_FALSE(s.due);
+  EXPECT_THAT(s.not_renewable, StartsWith("its CA ca expires "));
+  EXPECT_THAT(s.not_renewable, HasSubstr("renew the CA with kubeadm"));
+  // With the usual PKI (leaves of 10 days under CAs of 10 years) nothing is capped.
+  for (const CertState& c : inspectCertificates(*fs_, options_).certificates) {
+    EXPECT_EQ(c.not_renewable, "") << c.name;
+  }
+}
+
+// Issue 34, item 7: the restore after a failed verification is journaled: cut short after any
+// write, the repair finishes it and the old pair is back, whole.
+TEST_F(CertsTest, ARestoreCutShortAfterAnyWriteIsFinishedByTheRepair) {
+  const CertSpec& s = spec("apiserver");
+  const std::string old_cert = pki_.read(host(s.cert_path));
+  auto renewed = renewOne(*fs_, s, options_);
+  ASSERT_TRUE(renewed) << renewed.error().message();
+  ASSERT_NE(pki_.read(host(s.cert_path)), old_cert);
+  int total = 0;
+  {
+    CutShortFs counting(*fs_, 1000);
+    ASSERT_TRUE(restoreFromBackup(counting, s, renewed->backup_dir));
+    total = counting.used();
+  }
+  ASSERT_GE(total, 3);  // the journal, the certificate, the key (and the journal's removal)
+  ASSERT_EQ(pki_.read(host(s.cert_path)), old_cert);  // the restore put the old one back
+  for (int k = 0; k < total; ++k) {
+    SCOPED_TRACE("cut after write " + std::to_string(k));
+    // The new pair in place again, as after the renewal.
+    options_.now += 1s;
+    auto again = renewOne(*fs_, s, options_);
+    ASSERT_TRUE(again) << again.error().message();
+    CutShortFs cut(*fs_, k);
+    EXPECT_FALSE(restoreFromBackup(cut, s, again->backup_dir));
+    auto repaired = repairInterruptedRenewals(*fs_, options_);
+    ASSERT_TRUE(repaired) << repaired.error().message();
+    // The old pair of that renewal (the PKI's, then each earlier renewal's), whole.
+    const Inspection in = inspectCertificates(*fs_, options_);
+    EXPECT_TRUE(state(in, "apiserver").problem.empty()) << state(in, "apiserver").problem;
+    if (k > 0) {  // the journal was written: the repair finished the restore
+      EXPECT_EQ(pki_.read(host(s.cert_path)),
+                pki_.read(host(again->backup_dir + "/apiserver.crt")));
+      EXPECT_EQ(pki_.read(host(s.key_path)), pki_.read(host(again->backup_dir + "/apiserver.key")));
+    }
+    auto left = findInterruptedRenewals(*fs_, options_);
+    ASSERT_TRUE(left);
+    EXPECT_TRUE(left->empty());
+  }
+}
+
 TEST_F(CertsTest, KeepsTheLastFiveBackups) {
   for (int i = 0; i < 7; ++i) {
     options_.now += 1h;
