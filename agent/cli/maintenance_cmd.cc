@@ -57,6 +57,12 @@ int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, con
                << ": want a duration of at least 1s, such as 30m or 2h\n";
       return kExitUsage;
     }
+    if (*d > kMaxMaintenanceDuration) {
+      *env.err << "error: --for " << base::quoteForMessage(args.duration) << ": at most "
+               << base::formatDuration(kMaxMaintenanceDuration)
+               << " (a year); leave --for out to stay on until `ekco maintenance off`\n";
+      return kExitUsage;
+    }
     duration = std::chrono::duration_cast<std::chrono::seconds>(*d);
   }
   base::SystemClock clock;
@@ -74,8 +80,9 @@ int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, con
     return kExitFailure;
   }
   const std::string& ns = config.leader_election_namespace;
+  // "ekco maintenance on (host node-a)": the command and where it ran.
   const std::string by =
-      "ekco maintenance " + args.action + (hostName().empty() ? "" : " on " + hostName());
+      "ekco maintenance " + args.action + (hostName().empty() ? "" : " (host " + hostName() + ")");
   if (args.action == "on") {
     auto state = enterMaintenance(*c.client, ns,
                                   {.reason = args.reason, .duration = duration, .by = by}, clock);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "base/duration.h"
 #include "base/strings.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
@@ -98,6 +99,12 @@ base::Result<MaintenanceState> enterMaintenance(kube::KubeClient& client, std::s
                                                 const base::Clock& clock) {
   if (request.duration && request.duration->count() <= 0) {
     return Error("maintenance: the duration must be positive", ErrorCode::kInvalidArgument);
+  }
+  if (request.duration && *request.duration > kMaxMaintenanceDuration) {
+    return Error(fmt::format("maintenance: the duration {} is longer than {}",
+                             base::formatDuration(*request.duration),
+                             base::formatDuration(kMaxMaintenanceDuration)),
+                 ErrorCode::kInvalidArgument);
   }
   const base::WallTime now = std::chrono::floor<std::chrono::seconds>(clock.wallNow());
   MaintenanceState s{.present = true, .reason = request.reason, .since = now, .by = request.by};

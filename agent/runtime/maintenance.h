@@ -31,6 +31,10 @@
 namespace ekco::agent {
 
 inline constexpr std::string_view kMaintenanceConfigMap = "ekco-maintenance";
+// The longest `--for`: a year. Longer is a typo, and past about 292 years the expiry would not fit
+// a nanosecond clock (it wrapped into 1727, turning maintenance off at once); leave `--for` out to
+// stay on until `ekco maintenance off`.
+inline constexpr std::chrono::hours kMaxMaintenanceDuration{24 * 366};
 
 struct MaintenanceState {
   bool present = false;  // the ConfigMap exists

@@ -4,6 +4,7 @@
 //     /status says "paused: maintenance (reason)", the gauge is 1, `ekco status` shows it;
 //   - after `off` it is gone within a second; MaintenanceOn/Off Events on the ConfigMap;
 //   - `--for` ends it by itself: the leader records MaintenanceExpired and clears the pod.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -173,6 +174,9 @@ TEST_F(MaintenanceE2eTest, StuckPodsStayWhileOnAndAreClearedWithinASecondOfOff) 
   const json s = status();
   EXPECT_EQ(s["maintenance"]["on"], true);
   EXPECT_EQ(s["maintenance"]["reason"], "storage migration");
+  // The command and the host it ran on (it read "ekco maintenance on on HOST").
+  EXPECT_THAT(s["maintenance"].value("by", ""), ::testing::StartsWith("ekco maintenance on"));
+  EXPECT_THAT(s["maintenance"].value("by", ""), ::testing::Not(HasSubstr(" on on ")));
   EXPECT_EQ(controller(s, "clear-nodes")["paused"], "maintenance (storage migration)");
   EXPECT_EQ(controller(s, "kubelet-csr-approval")["pauses_in_maintenance"], true);
   EXPECT_TRUE(controller(s, "host-checks")["paused"].is_null());  // node reporting runs on
@@ -235,6 +239,15 @@ TEST_F(MaintenanceE2eTest, BadFlagsAreOneLineErrors) {
   auto [code, out] = ekco({"maintenance", "on", "--for", "soon"});
   EXPECT_EQ(code, 2);
   EXPECT_EQ(out, "error: --for \"soon\": want a duration of at least 1s, such as 30m or 2h\n");
+  // Issue 34, item 9: 2,500,000 hours (285 years) wrapped the expiry into 1727 (off at once, exit
+  // 0); 2,000,000 hours printed a year its status did not read. A year at most.
+  for (const char* too_long : {"2500000h", "2000000h", "8785h"}) {
+    auto [lcode, lout] = ekco({"maintenance", "on", "--for", too_long});
+    EXPECT_EQ(lcode, 2) << too_long;
+    EXPECT_EQ(lout, fmt::format("error: --for \"{}\": at most 8784h (a year); leave --for out to "
+                                "stay on until `ekco maintenance off`\n",
+                                too_long));
+  }
   auto [code2, out2] = ekco({"maintenance", "off", "--reason", "x"});
   EXPECT_EQ(code2, 2);
   EXPECT_THAT(out2, HasSubstr("were not expected"));  // --reason belongs to `on` only

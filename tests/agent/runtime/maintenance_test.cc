@@ -68,6 +68,13 @@ TEST(Maintenance, OnWritesTheConfigMapAndAnEventAgainReplacesItOffDeletesIt) {
   EXPECT_EQ(read->until, at("2026-01-01T01:00:00Z"));
   EXPECT_TRUE(read->activeAt(clock.wallNow()));
 
+  // Longer than a year is refused and changes nothing (285 years wrapped the expiry into 1727).
+  auto too_long = enterMaintenance(
+      kube, "kurl", {.reason = "typo", .duration = hours(2'500'000), .by = "me"}, clock);
+  ASSERT_FALSE(too_long);
+  EXPECT_EQ(too_long.error().message(), "maintenance: the duration 2500000h is longer than 8784h");
+  EXPECT_EQ(readMaintenance(kube, "kurl")->reason, "upgrade");
+
   // Again, without --for: replaced, no expiry.
   ASSERT_TRUE(enterMaintenance(kube, "kurl", {.reason = "longer"}, clock));
   read = readMaintenance(kube, "kurl");
