@@ -108,6 +108,17 @@ MinioRebalancePod minioRebalancePod(const json& pod, const std::vector<std::stri
   return p;
 }
 
+namespace {
+
+bool nodeExists(const std::vector<kube::NodeRecord>& nodes, const std::string& name) {
+  // A PV's affinity names the kubernetes.io/hostname label, which may differ from the node name.
+  return std::any_of(nodes.begin(), nodes.end(), [&](const kube::NodeRecord& n) {
+    return n.name.view() == name || n.hostname.view() == name;
+  });
+}
+
+}  // namespace
+
 std::int64_t countMinioNodes(const std::vector<kube::NodeRecord>& nodes) {
   return std::count_if(nodes.begin(), nodes.end(), [](const kube::NodeRecord& n) {
     const kube::ConditionRecord* ready = n.condition("Ready");
@@ -123,22 +134,43 @@ MinioRebalanceDecision decideMinioRebalance(const MinioRebalanceInput& in) {
     return MinioRebalanceDecision{.reason = "waiting: " + std::move(why)};
   };
 
-  // (1) unschedulable for more than the grace.
-  std::vector<std::string> unmovable;
+  // (1) unschedulable for more than the grace, its volume on a node that is gone.
+  std::map<std::string, std::string> kept;  // pod -> why its replica is kept
+  bool wants_volumes = false;
   for (const MinioRebalancePod* p : pods) {
     if (p->phase != "Pending" || p->terminating || !p->unschedulable_since) continue;
     const auto pending = in.now - *p->unschedulable_since;
     if (pending <= kMinioUnschedulableGrace) continue;
     if (p->claim.empty()) {
-      unmovable.push_back(p->name);
+      kept[p->name] = "it has no PVC from ha-minio's volumeClaimTemplates to delete";
+      continue;
+    }
+    if (!p->volume_node) {
+      wants_volumes = true;
+      continue;
+    }
+    if (p->volume_node->empty()) {
+      kept[p->name] = "its volume is not tied to a node, so a new PVC would not help";
+      continue;
+    }
+    if (nodeExists(in.nodes, *p->volume_node)) {
+      kept[p->name] =
+          fmt::format("its volume's node {} still exists (rebooting or drained?): its data is kept",
+                      *p->volume_node);
       continue;
     }
     return {.reschedule = *p,
             .rule = "unschedulable",
             .reason = fmt::format(
-                "{} has been Pending with PodScheduled=False for {} (more than {}m): its PVC {} "
-                "and the pod are deleted so that it is scheduled on a node that exists",
-                p->name, duration(pending), kMinioUnschedulableGrace.count(), p->claim)};
+                "{} has been Pending with PodScheduled=False for {} (more than {}m) and its "
+                "volume's node {} is gone: its PVC {} and the pod are deleted so that it is "
+                "scheduled on a node that exists",
+                p->name, duration(pending), kMinioUnschedulableGrace.count(), *p->volume_node,
+                p->claim)};
+  }
+  if (wants_volumes) {
+    return {.reason = "waiting: the volumes of unschedulable pods are looked up",
+            .wants_volumes = true};
   }
 
   // Spreading moves only a pod of a complete, running set.
@@ -154,9 +186,11 @@ MinioRebalanceDecision decideMinioRebalance(const MinioRebalanceInput& in) {
                                     p->phase.empty() ? "no phase" : p->phase);
       if (p->unschedulable_since) {
         why += fmt::format(", unschedulable for {}", duration(in.now - *p->unschedulable_since));
-        why += std::find(unmovable.begin(), unmovable.end(), p->name) != unmovable.end()
-                   ? "; it has no PVC from ha-minio's volumeClaimTemplates to delete"
-                   : fmt::format("; rescheduled after {}m", kMinioUnschedulableGrace.count());
+        const auto reason = kept.find(p->name);
+        why += reason != kept.end()
+                   ? "; " + reason->second
+                   : fmt::format("; rescheduled after {}m if its volume's node is gone",
+                                 kMinioUnschedulableGrace.count());
       }
       return waiting(why + ")");
     }
@@ -274,6 +308,16 @@ Result<MinioRebalanceOutcome> MinioRebalancer::pass(const json& sts,
     in.pods.push_back(minioRebalancePod(pod, templates));
   }
   MinioRebalanceDecision decision = decideMinioRebalance(in);
+  // Look up the volumes of pods rule 1 would reschedule.
+  if (decision.wants_volumes) {
+    for (MinioRebalancePod& p : in.pods) {
+      if (p.phase != "Pending" || !p.unschedulable_since || p.claim.empty()) continue;
+      auto node = volumeNode(p.claim);
+      if (!node) return std::move(node).error().wrap("MinIO rebalance: " + p.name + "'s volume");
+      p.volume_node = std::move(*node);
+    }
+    decision = decideMinioRebalance(in);
+  }
   // Ask the pods' MinIO only when a move is wanted (rules 2-4 found candidates).
   if (decision.wants_health) {
     for (MinioRebalancePod& p : in.pods) p.maintenance_status = maintenanceStatus(p.s3_host);
@@ -316,6 +360,38 @@ Result<MinioRebalanceOutcome> MinioRebalancer::pass(const json& sts,
   return out;
 }
 
+Result<std::string> MinioRebalancer::volumeNode(const std::string& claim) {
+  auto pvc = client_.get(r::kPersistentVolumeClaims, options_.ns, claim);
+  if (!pvc) {
+    if (pvc.error().code() == ErrorCode::kNotFound) return std::string();
+    return std::move(pvc).error().wrap("read PVC " + claim);
+  }
+  // The PV's node affinity binds a local volume; the scheduler's pick is the fallback.
+  const std::string selected = jsonText(jsonField(jsonField(*pvc, "metadata"), "annotations"),
+                                        "volume.kubernetes.io/selected-node");
+  const std::string volume = jsonText(jsonField(*pvc, "spec"), "volumeName");
+  if (volume.empty()) return selected;
+  auto pv = client_.get(r::kPersistentVolumes, "", volume);
+  if (!pv) {
+    if (pv.error().code() == ErrorCode::kNotFound) return selected;
+    return std::move(pv).error().wrap("read PV " + volume);
+  }
+  const json* terms =
+      kube::jsonFind(*pv, {"spec", "nodeAffinity", "required", "nodeSelectorTerms"});
+  if (terms != nullptr && terms->is_array()) {
+    for (const json& term : *terms) {
+      for (const json& e : kube::jsonArray(term, "matchExpressions")) {
+        const json& values = jsonField(e, "values");
+        if (jsonText(e, "key") == "kubernetes.io/hostname" && jsonText(e, "operator") == "In" &&
+            values.is_array() && values.size() == 1 && values[0].is_string()) {
+          return values[0].get<std::string>();
+        }
+      }
+    }
+  }
+  return selected;
+}
+
 base::Status MinioRebalancer::reschedule(const MinioRebalanceDecision& d,
                                          const std::vector<std::string>& templates) {
   const MinioRebalancePod& planned = *d.reschedule;
@@ -342,6 +418,21 @@ base::Status MinioRebalancer::reschedule(const MinioRebalanceDecision& d,
     if (!now.unschedulable_since ||
         clock_.wallNow() - *now.unschedulable_since <= kMinioUnschedulableGrace) {
       return changed("is no longer unschedulable");
+    }
+    // Its volume's node, read again from the API (not the cache): it must still be gone.
+    auto volume = volumeNode(now.claim);
+    if (!volume) return std::move(volume).error().wrap(what + ": its volume");
+    if (*volume != planned.volume_node.value_or("")) {
+      return changed(fmt::format("has its volume on node \"{}\" now", *volume));
+    }
+    auto nodes = client_.listAll(r::kNodes, "");
+    if (!nodes) return std::move(nodes).error().wrap(what + ": list nodes");
+    for (const json& n : kube::jsonArray(*nodes, "items")) {
+      const json& meta = jsonField(n, "metadata");
+      if (jsonText(meta, "name") == *volume ||
+          jsonText(jsonField(meta, "labels"), "kubernetes.io/hostname") == *volume) {
+        return changed("has its volume's node " + *volume + " back");
+      }
     }
   } else {
     const std::optional<int> health = maintenanceStatus(now.s3_host);

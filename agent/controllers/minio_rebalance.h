@@ -7,8 +7,12 @@
 //
 // The rules, in order (the first pod found is the one acted on):
 //   (1) unschedulable: a pod Pending with PodScheduled=False for more than 5 minutes (its
-//       condition's lastTransitionTime against the injected clock); its PVC is bound to a node
-//       that is gone (OpenEBS local PV), so only a new PVC lets it run again.
+//       condition's lastTransitionTime against the injected clock) whose volume is bound to a
+//       node that is gone (OpenEBS local PV: its PV's kubernetes.io/hostname node affinity, else
+//       the PVC's volume.kubernetes.io/selected-node): only a new PVC lets it run again. While
+//       that node still exists (rebooting, drained by ekco's own reboot: the pod waits for it)
+//       or the volume is not tied to a node, the replica is kept, however long the pod waits.
+//       The node is looked up again, from the API, right before the PVC is deleted.
 //   Pods grouped by status.hostIP; with n pods and r Ready nodes, max = ceil(n/r), min = floor.
 //   (2) over-max: a pod on a node holding more than max pods;
 //   (3) under-min: when a node holds fewer than min pods, a pod on a node holding max;
@@ -62,6 +66,9 @@ struct MinioRebalancePod {
   std::string s3_host{};
   // What GET /minio/health/cluster?maintenance=true answered; nullopt: not asked or no answer.
   std::optional<int> maintenance_status = std::nullopt;
+  // The node its volume is bound to (rule 1): nullopt until looked up, "" when the volume is not
+  // tied to a node (or its PVC or PV is gone).
+  std::optional<std::string> volume_node = std::nullopt;
 };
 
 // `pod` (JSON) as the decision sees it; `claim_templates` are the StatefulSet's
@@ -88,6 +95,8 @@ struct MinioRebalanceDecision {
   // No move for want of answers: a candidate's maintenance_status was not asked (the caller
   // asks the pods' MinIO and decides again).
   bool wants_health = false;
+  // Likewise for rule 1: an unschedulable pod's volume_node was not looked up.
+  bool wants_volumes = false;
 };
 
 // The one action this pass, or none with the reason. Pure: every input is in `in`.
@@ -135,6 +144,8 @@ class MinioRebalancer {
   [[nodiscard]] base::Status reschedule(const MinioRebalanceDecision& decision,
                                         const std::vector<std::string>& claim_templates);
   std::optional<int> maintenanceStatus(const std::string& host);
+  // The node `claim`'s volume is bound to, read from the API ("" when not tied to one).
+  base::Result<std::string> volumeNode(const std::string& claim);
 
   kube::KubeClient& client_;
   const base::Clock& clock_;

@@ -352,10 +352,10 @@ TEST_F(MinioRebalanceSimTest, NothingMovesWhileTheOldMinioRemainsOrHaMinioIsUnhe
   EXPECT_TRUE(deletes().empty());
 }
 
-TEST_F(MinioRebalanceSimTest, APodPendingForMoreThanFiveMinutesOnTheInjectedClockIsRescheduled) {
-  ASSERT_NO_FATAL_FAILURE(start({{"10.0.0.1"}, {"10.0.0.2"}, {"10.0.0.3"}, {"10.0.0.1"}}));
-  // ha-minio-3's node is gone: its local PV pins it there, it cannot be scheduled.
-  json pending = haPod(3, "", safe_->port());
+// ha-minio-3 Pending, unschedulable since kStart, its PVC bound to a local PV on `volume_node`
+// (OpenEBS local PV: the PV's kubernetes.io/hostname node affinity).
+void pendOnVolumeNode(kubesim::Server& server, int port, const std::string& node) {
+  json pending = haPod(3, "", port);
   pending["spec"].erase("nodeName");
   pending["status"] = {{"phase", "Pending"},
                        {"conditions",
@@ -363,21 +363,73 @@ TEST_F(MinioRebalanceSimTest, APodPendingForMoreThanFiveMinutesOnTheInjectedCloc
                           {"status", "False"},
                           {"reason", "Unschedulable"},
                           {"lastTransitionTime", kube::formatRfc3339(kStart)}}}}};
-  cluster_.server().remove("pods", "minio", "ha-minio-3");
-  ASSERT_TRUE(cluster_.server().put(pending));
+  server.remove("pods", "minio", "ha-minio-3");
+  ASSERT_TRUE(server.put(pending));
+  json claim = haClaim(3);
+  claim["spec"]["volumeName"] = "pvc-3";
+  server.remove("persistentvolumeclaims", "minio", "minio-data-ha-minio-3");
+  ASSERT_TRUE(server.put(claim));
+  json volume = {
+      {"apiVersion", "v1"}, {"kind", "PersistentVolume"}, {"metadata", {{"name", "pvc-3"}}}};
+  volume["spec"]["capacity"]["storage"] = "10Gi";
+  volume["spec"]["accessModes"] = {"ReadWriteOnce"};
+  volume["spec"]["local"]["path"] = "/var/openebs/local/pvc-3";
+  volume["spec"]["claimRef"] = {{"namespace", "minio"}, {"name", "minio-data-ha-minio-3"}};
+  json expression = {{"key", "kubernetes.io/hostname"}, {"operator", "In"}, {"values", {node}}};
+  json term = {{"matchExpressions", json::array({expression})}};
+  volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] = json::array({term});
+  ASSERT_TRUE(server.put(volume));
+}
+
+TEST_F(MinioRebalanceSimTest, APodPendingForMoreThanFiveMinutesOnTheInjectedClockIsRescheduled) {
+  ASSERT_NO_FATAL_FAILURE(start({{"10.0.0.1"}, {"10.0.0.2"}, {"10.0.0.3"}, {"10.0.0.1"}}));
+  // ha-minio-3's node is gone: its local PV pins it there, it cannot be scheduled.
+  ASSERT_NO_FATAL_FAILURE(pendOnVolumeNode(cluster_.server(), safe_->port(), "node-d"));
   auto c = controller();
   clock_.advance(std::chrono::minutes(5));
   EXPECT_THAT(pass(c), HasSubstr("waiting: ha-minio-3 is not on a node yet (Pending, "
-                                 "unschedulable for 5m00s; rescheduled after 5m)"));
+                                 "unschedulable for 5m00s; rescheduled after 5m if its volume's "
+                                 "node is gone)"));
   EXPECT_TRUE(deletes().empty());
   clock_.advance(std::chrono::seconds(1));
   EXPECT_THAT(pass(c), HasSubstr("rescheduled ha-minio-3 (PVC minio-data-ha-minio-3 and the pod "
                                  "deleted): ha-minio-3 has been Pending with PodScheduled=False "
-                                 "for 5m01s"));
+                                 "for 5m01s (more than 5m) and its volume's node node-d is gone"));
   EXPECT_EQ(deletes(), (std::vector<std::string>{"persistentvolumeclaims minio-data-ha-minio-3",
                                                  "pods ha-minio-3"}));
   EXPECT_EQ(c.status()["rebalance"]["rule"], "unschedulable");
   EXPECT_EQ(events_, std::vector<std::string>{"MinioPodRescheduled ha-minio-3"});
+}
+
+// Issue 34, item 5: ekco's own reboot drains the node (the minio namespace is not excluded) and
+// the reboot takes longer than 5 minutes: the pod is unschedulable meanwhile, and its replica was
+// deleted. It is kept while the Node exists, and the API is asked again right before deleting.
+TEST_F(MinioRebalanceSimTest, AReplicaWhoseNodeIsRebootingIsKeptHoweverLongItsPodWaits) {
+  json node_b = {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata", {{"name", "node-b"}, {"labels", {{"kubernetes.io/hostname", "node-b"}}}}},
+      {"spec", {{"unschedulable", true}}}};
+  ASSERT_NO_FATAL_FAILURE(
+      start({{"10.0.0.1"}, {"10.0.0.2"}, {"10.0.0.3"}, {"10.0.0.1"}}, {node_b}));
+  ASSERT_NO_FATAL_FAILURE(pendOnVolumeNode(cluster_.server(), safe_->port(), "node-b"));
+  auto c = controller();
+  clock_.advance(std::chrono::hours(2));
+  EXPECT_THAT(pass(c), HasSubstr("its volume's node node-b still exists (rebooting or drained?): "
+                                 "its data is kept"));
+  EXPECT_TRUE(deletes().empty());
+  // The cache has lost node-b (a fourth node joined), the API has not: the re-check right before
+  // deleting says so.
+  nodes_ = {readyNode("node-a"), readyNode("node-c"), readyNode("node-d")};
+  EXPECT_THAT(pass(c), HasSubstr("waiting: ha-minio-3 has its volume's node node-b back since the "
+                                 "decision; nothing deleted"));
+  EXPECT_TRUE(deletes().empty());
+  EXPECT_TRUE(claimExists(3));
+  // Gone from the API too (the node was removed from the cluster): now it is rescheduled.
+  ASSERT_TRUE(cluster_.server().remove("nodes", "", "node-b"));
+  EXPECT_THAT(pass(c), HasSubstr("rescheduled ha-minio-3"));
+  EXPECT_EQ(deletes(), (std::vector<std::string>{"persistentvolumeclaims minio-data-ha-minio-3",
+                                                 "pods ha-minio-3"}));
 }
 
 // MinioRebalancer alone, with a health answer that changes between the decision and the act, and

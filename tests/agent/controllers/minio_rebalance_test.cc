@@ -55,6 +55,7 @@ MinioRebalancePod unschedulable(int ordinal, std::chrono::nanoseconds pending_fo
   p.ready = false;
   p.s3_host = "";
   p.unschedulable_since = kNow - pending_for;
+  p.volume_node = "node-gone";  // its local volume's node was removed from the cluster
   return p;
 }
 
@@ -198,7 +199,7 @@ TEST(MinioRebalance, APodUnschedulableForMoreThanFiveMinutesIsRescheduledFirst) 
   EXPECT_FALSE(d.reschedule) << moved(d);
   EXPECT_EQ(d.reason,
             "waiting: ha-minio-5 is not on a node yet (Pending, unschedulable for 5m00s; "
-            "rescheduled after 5m)");
+            "rescheduled after 5m if its volume's node is gone)");
   // One second more: it goes before the over-max pods, and needs no health answer (no IP).
   pods.back() = unschedulable(5, minutes(5) + seconds(1));
   d = decide(pods, nodes(3));
@@ -219,6 +220,43 @@ TEST(MinioRebalance, APodUnschedulableForMoreThanFiveMinutesIsRescheduledFirst) 
   pods.back() = unschedulable(5, minutes(30));
   pods.back().terminating = true;
   EXPECT_EQ(decide(pods, nodes(3)).reason, "waiting: ha-minio-5 is terminating");
+}
+
+// Issue 34, item 5: a pod unschedulable because its node is rebooting (drained by ekco's own
+// reboot, longer than 5 minutes) lost its replica; only a volume on a node that is gone is.
+TEST(MinioRebalance, AnUnschedulablePodsReplicaIsKeptWhileItsVolumesNodeExists) {
+  auto pods = spread({2, 2, 1});  // ha-minio-0 ... -4 on three nodes
+  MinioRebalancePod waiting = unschedulable(5, std::chrono::hours(2));
+  waiting.volume_node = std::nullopt;  // not looked up yet
+  pods.push_back(waiting);
+  auto d = decide(pods, nodes(3));
+  EXPECT_FALSE(d.reschedule);
+  EXPECT_TRUE(d.wants_volumes);
+  // node-1 is rebooting: NotReady, cordoned, but a Node still.
+  std::vector<kube::NodeRecord> rebooting = {node("node-0"), node("node-1", "Unknown", true),
+                                             node("node-2")};
+  pods.back().volume_node = "node-1";
+  d = decide(pods, rebooting);
+  EXPECT_FALSE(d.reschedule) << moved(d);
+  EXPECT_FALSE(d.wants_volumes);
+  EXPECT_EQ(d.reason,
+            "waiting: ha-minio-5 is not on a node yet (Pending, unschedulable for 120m00s; its "
+            "volume's node node-1 still exists (rebooting or drained?): its data is kept)");
+  // Named by its hostname label, not its node name: the same.
+  rebooting[1].name = kube::Atom("ip-10-0-0-2");
+  rebooting[1].hostname = kube::Atom("node-1");
+  EXPECT_FALSE(decide(pods, rebooting).reschedule);
+  // A volume not tied to a node: a new PVC would not help.
+  pods.back().volume_node = "";
+  d = decide(pods, nodes(3));
+  EXPECT_FALSE(d.reschedule);
+  EXPECT_THAT(d.reason, HasSubstr("its volume is not tied to a node"));
+  // The node is gone: now, and only now, it is rescheduled.
+  pods.back().volume_node = "node-1";
+  d = decide(pods, {node("node-0"), node("node-2")});
+  ASSERT_TRUE(d.reschedule) << d.reason;
+  EXPECT_EQ(moved(d), "unschedulable ha-minio-5");
+  EXPECT_THAT(d.reason, HasSubstr("and its volume's node node-1 is gone"));
 }
 
 TEST(MinioRebalance, SpreadingWaitsForACompleteRunningSet) {
