@@ -393,15 +393,17 @@ base::Result<std::string> NodeRecoveryController::taint(const NodeRecovery& item
                                                         const Fresh& fresh) {
   json taints = kube::jsonField(kube::jsonField(fresh.object, "spec"), "taints");
   if (!taints.is_array()) taints = json::array();
+  const std::string added = kube::formatRfc3339(clock_.wallNow());
   taints.push_back({{"key", std::string(kTaintOutOfService)},
                     {"value", std::string(kOutOfServiceValue)},
                     {"effect", "NoExecute"},
-                    {"timeAdded", kube::formatRfc3339(clock_.wallNow())}});
+                    {"timeAdded", added}});
   json patch = {{"metadata",
                  {{"resourceVersion",
                    kube::jsonText(kube::jsonField(fresh.object, "metadata"), "resourceVersion")},
                   {"annotations",
-                   {{std::string(kOutOfServiceByAnnotation), std::string(kOutOfServiceByEkco)}}}}},
+                   {{std::string(kOutOfServiceByAnnotation), std::string(kOutOfServiceByEkco)},
+                    {std::string(kOutOfServiceAtAnnotation), added}}}}},
                 {"spec", {{"taints", taints}}}};
   auto patched =
       client_.patch(kube::resources::kNodes, "", item.node, kube::PatchType::kMerge, patch);
@@ -441,6 +443,7 @@ base::Result<std::string> NodeRecoveryController::untaint(const NodeRecovery& it
                    kube::jsonText(kube::jsonField(fresh.object, "metadata"), "resourceVersion")},
                   {"annotations",
                    {{std::string(kOutOfServiceByAnnotation), nullptr},
+                    {std::string(kOutOfServiceAtAnnotation), nullptr},
                     {std::string(kShutdownAtAnnotation), nullptr},
                     {std::string(kShutdownBootIdAnnotation), nullptr}}}}},
                 {"spec", {{"taints", taints}}}};

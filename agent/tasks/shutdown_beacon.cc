@@ -54,8 +54,13 @@ const kube::TaintRecord* outOfServiceTaint(const kube::NodeRecord& node) {
 }
 
 bool outOfServiceByEkco(const kube::NodeRecord& node) {
+  const kube::TaintRecord* taint = outOfServiceTaint(node);
   auto by = node.annotation(kOutOfServiceByAnnotation);
-  return outOfServiceTaint(node) != nullptr && by && *by == kOutOfServiceByEkco;
+  if (taint == nullptr || !by || *by != kOutOfServiceByEkco) return false;
+  auto at = node.annotation(kOutOfServiceAtAnnotation);
+  if (!at) return true;  // a marker from before the timeAdded was recorded
+  auto recorded = kube::parseRfc3339(*at);
+  return recorded && taint->time_added && *recorded == *taint->time_added;
 }
 
 json beaconPatch(base::WallTime at, const std::string& boot_id) {
@@ -112,6 +117,7 @@ base::Result<json> settleBeaconOnStartup(kube::KubeClient& client, const json& n
     }
     patch["spec"] = {{"taints", taints}};
     patch["metadata"]["annotations"][std::string(kOutOfServiceByAnnotation)] = nullptr;
+    patch["metadata"]["annotations"][std::string(kOutOfServiceAtAnnotation)] = nullptr;
   }
   // (2) Guarded by the resourceVersion read: a person's taint added meanwhile is never dropped.
   const std::string rv = kube::jsonText(kube::jsonField(node, "metadata"), "resourceVersion");

@@ -36,6 +36,10 @@ inline constexpr std::string_view kShutdownAtAnnotation = "ekco.kurl.sh/shutdown
 inline constexpr std::string_view kShutdownBootIdAnnotation = "ekco.kurl.sh/shutdown-boot-id";
 inline constexpr std::string_view kOutOfServiceByAnnotation = "ekco.kurl.sh/out-of-service-by";
 inline constexpr std::string_view kOutOfServiceByEkco = "ekco";
+// The timeAdded of the taint ekco applied, beside the marker: ekco's taint is the one with that
+// timeAdded. A person's `kubectl taint … out-of-service-` removes the taint but not the markers,
+// and a taint the person applies later has another timeAdded, so it is never taken for ekco's.
+inline constexpr std::string_view kOutOfServiceAtAnnotation = "ekco.kurl.sh/out-of-service-at";
 inline constexpr std::string_view kTaintOutOfService = "node.kubernetes.io/out-of-service";
 inline constexpr std::string_view kOutOfServiceValue = "nodeshutdown";
 inline constexpr std::string_view kBootIdPath = "/proc/sys/kernel/random/boot_id";
@@ -54,7 +58,8 @@ struct Beacon {
 std::optional<Beacon> beaconOf(const kube::NodeRecord& node);
 // The node's out-of-service taint (any value or effect), or null.
 const kube::TaintRecord* outOfServiceTaint(const kube::NodeRecord& node);
-// It carries the out-of-service taint and ekco's marker beside it.
+// It carries the out-of-service taint and ekco's marker beside it, whose recorded timeAdded is
+// the taint's (a marker without one, written before ekco recorded it, counts on the marker alone).
 bool outOfServiceByEkco(const kube::NodeRecord& node);
 
 // (1) of the beacon: the merge patch `ekco shutdown` sends. Exposed for tests.

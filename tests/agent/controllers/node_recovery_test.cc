@@ -43,6 +43,7 @@ struct NodeSpec {
   std::string boot_id = kBoot1;
   bool oos = false;
   bool oos_by_ekco = false;
+  std::optional<base::WallTime> oos_at{};  // ekco.kurl.sh/out-of-service-at
   bool unreachable = false;
 };
 
@@ -65,6 +66,7 @@ json nodeJson(const NodeSpec& s) {
                                    {"timeAdded", stamp(kT0)}});
   }
   if (s.oos_by_ekco) n["metadata"]["annotations"]["ekco.kurl.sh/out-of-service-by"] = "ekco";
+  if (s.oos_at) n["metadata"]["annotations"]["ekco.kurl.sh/out-of-service-at"] = stamp(*s.oos_at);
   if (s.unreachable) {
     n["spec"]["taints"].push_back({{"key", "node.kubernetes.io/unreachable"},
                                    {"effect", "NoExecute"},
@@ -156,6 +158,29 @@ TEST(NodeRecoveryPlan, APersonsTaintIsLeftAloneAndEkcosIsRemovedOnceReady) {
           {.name = "b", .beacon_at = kT0, .boot_id = kBoot2, .oos = true, .oos_by_ekco = true})},
       none, kT0, kRules);
   EXPECT_FALSE(new_boot.nodes[0].partition);
+}
+
+// Issue 34, item 10: a person's `kubectl taint … out-of-service-` left ekco's marker behind, and a
+// taint the person applied later was taken for ekco's and removed when the node turned Ready.
+// ekco's taint is the one whose timeAdded ekco recorded beside its marker.
+TEST(NodeRecoveryPlan, ATaintAddedAfterEkcosMarkerWasLeftBehindIsAPersons) {
+  // The person's taint (timeAdded kT0) under ekco's leftover marker from an hour before.
+  EXPECT_EQ(stateOf({.name = "b",
+                     .ready = "True",
+                     .oos = true,
+                     .oos_by_ekco = true,
+                     .oos_at = kT0 - std::chrono::hours(1)},
+                    kT0, kT0),
+            RecoveryState::kPersonsTaint);
+  // ekco's own: the recorded time is the taint's.
+  EXPECT_EQ(stateOf({.name = "b",
+                     .ready = "Unknown",
+                     .beacon_at = kT0,
+                     .oos = true,
+                     .oos_by_ekco = true,
+                     .oos_at = kT0},
+                    kT0, kT0),
+            RecoveryState::kTainted);
 }
 
 TEST(NodeRecoveryPlan, TheNextWakeUpIsTheEarliestGraceEnd) {
@@ -253,6 +278,8 @@ TEST_F(NodeRecoveryControllerTest, TaintsAtTheExactEndOfTheGraceWithEkcosMarkerA
   EXPECT_TRUE(outOfService("b"));
   json b = node("b");
   EXPECT_EQ(b["metadata"]["annotations"]["ekco.kurl.sh/out-of-service-by"], "ekco");
+  EXPECT_EQ(b["metadata"]["annotations"]["ekco.kurl.sh/out-of-service-at"],
+            stamp(kT0 + seconds(16)));
   json taint = b["spec"]["taints"].back();
   EXPECT_EQ(taint["value"], "nodeshutdown");
   EXPECT_EQ(taint["effect"], "NoExecute");
