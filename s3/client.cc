@@ -217,7 +217,9 @@ Result<std::vector<std::string>> Client::listBuckets() {
 Result<ObjectPage> Client::listObjects(const std::string& bucket, const std::string& token,
                                        const std::string& start_after, int max_keys) {
   Exchange x{.request = {.method = "GET", .path = "/" + bucket}};
-  x.request.query = {{"list-type", "2"}, {"max-keys", std::to_string(max_keys)}};
+  // encoding-type=url: keys with characters XML cannot carry come back intact (s3/xml.h).
+  x.request.query = {
+      {"list-type", "2"}, {"max-keys", std::to_string(max_keys)}, {"encoding-type", "url"}};
   if (!token.empty()) x.request.query.emplace_back("continuation-token", token);
   if (token.empty() && !start_after.empty())
     x.request.query.emplace_back("start-after", start_after);
