@@ -64,6 +64,8 @@ class Client {
   [[nodiscard]] base::Status createBucket(const std::string& bucket);
   [[nodiscard]] base::Result<Download> download(const std::string& bucket, const std::string& key,
                                                 int fd);
+  // GETs the object only to hash it: its size and MD5 as they arrive, the bytes kept nowhere.
+  [[nodiscard]] base::Result<Download> digest(const std::string& bucket, const std::string& key);
   // PUTs `size` bytes read from `fd` (from its current offset) with Content-MD5 `md5_hex`, so
   // the server refuses a body that does not match; returns the ETag it answered.
   [[nodiscard]] base::Result<std::string> upload(const std::string& bucket, const std::string& key,
@@ -76,6 +78,8 @@ class Client {
  private:
   struct Exchange;
   base::Result<int> perform(Exchange& exchange);
+  // download() into fd, or digest() when fd < 0.
+  base::Result<Download> get(const std::string& bucket, const std::string& key, int fd);
 
   Endpoint endpoint_;
   const base::Clock& clock_;

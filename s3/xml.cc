@@ -1,5 +1,7 @@
 #include "s3/xml.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -118,6 +120,35 @@ Result<std::string> xmlUnescape(std::string_view text) {
   return out;
 }
 
+Result<std::string> urlDecode(std::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out += ' ';
+    } else if (text[i] != '%') {
+      out += text[i];
+    } else {
+      const int hi = i + 2 < text.size() ? hex(text[i + 1]) : -1;
+      const int lo = hi >= 0 ? hex(text[i + 2]) : -1;
+      if (lo < 0) {
+        return Error(fmt::format("S3 answer: a bad URL escape in {}",
+                                 base::quoteForMessage(std::string(text))),
+                     ErrorCode::kParse);
+      }
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    }
+  }
+  return out;
+}
+
 std::string normalizeEtag(std::string_view etag) {
   std::string out;
   for (char c : etag) {
@@ -151,6 +182,20 @@ Result<ObjectPage> parseListObjectsV2(std::string_view xml) {
     return Error("S3 answer: not a ListBucketResult", ErrorCode::kParse);
   }
   ObjectPage page;
+  // The root's own elements (IsTruncated, NextContinuationToken, EncodingType) come before the
+  // first Contents or after the last.
+  const std::size_t tail = xml.rfind("</Contents>");
+  const std::string_view rest = tail == std::string_view::npos ? xml : xml.substr(tail);
+  const std::string_view head =
+      tail == std::string_view::npos ? xml : xml.substr(0, xml.find("<Contents>"));
+  bool url_encoded = false;
+  for (std::string_view part : {head, rest}) {
+    auto encoding = child(part, "EncodingType");
+    if (!encoding) return std::move(encoding).error();
+    if (*encoding && strcasecmp(std::string(base::trimSpace(**encoding)).c_str(), "url") == 0) {
+      url_encoded = true;
+    }
+  }
   auto contents = elements(xml, "Contents");
   if (!contents) return std::move(contents).error();
   for (std::string_view c : *contents) {
@@ -162,7 +207,13 @@ Result<ObjectPage> parseListObjectsV2(std::string_view xml) {
       if (!*r) return std::move(*r).error();
     }
     if (!*key || !*size) return Error("S3 answer: Contents without Key or Size", ErrorCode::kParse);
-    o.key = std::move(**key);
+    if (url_encoded) {
+      auto decoded = urlDecode(**key);
+      if (!decoded) return std::move(decoded).error();
+      o.key = std::move(*decoded);
+    } else {
+      o.key = std::move(**key);
+    }
     const std::string& s = **size;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), o.size);
     if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
@@ -173,11 +224,6 @@ Result<ObjectPage> parseListObjectsV2(std::string_view xml) {
     if (*etag) o.etag = normalizeEtag(**etag);
     page.objects.push_back(std::move(o));
   }
-  // Only the root's own IsTruncated: it comes after the last Contents.
-  const std::size_t tail = xml.rfind("</Contents>");
-  const std::string_view rest = tail == std::string_view::npos ? xml : xml.substr(tail);
-  const std::string_view head =
-      tail == std::string_view::npos ? xml : xml.substr(0, xml.find("<Contents>"));
   for (std::string_view part : {head, rest}) {
     auto truncated = child(part, "IsTruncated");
     if (!truncated) return std::move(truncated).error();

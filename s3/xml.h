@@ -1,8 +1,14 @@
 // Reading the S3 answers the migration needs (ListAllMyBucketsResult, ListBucketResult of
 // ListObjectsV2, Error). S3's XML is flat and machine-written: elements without attributes of
 // interest, text with the five predefined entities and numeric character references. This
-// reads exactly that; anything else (an unterminated element, a bad number, an unknown entity)
-// is kParse with what was wrong. Pure.
+// reads exactly that; anything else (an unterminated element, a bad number, an unknown entity,
+// a bad URL escape) is kParse with what was wrong. Pure.
+//
+// Keys: XML 1.0 cannot carry most control characters, so a key holding one comes back altered
+// (MinIO, like Go's encoding/xml, writes U+FFFD instead) unless the listing is asked for
+// `encoding-type=url` (the client always asks). A server that honours it says so with
+// <EncodingType>url</EncodingType> and URL-encodes each Key ("%01", "+" for a space); only then
+// are the keys decoded (s3rver ignores the parameter and sends keys as they are).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +40,9 @@ struct S3Error {
 
 // "&amp;" -> "&", "&#x41;" -> "A", ...
 base::Result<std::string> xmlUnescape(std::string_view text);
+// An S3 `encoding-type=url` value: "%XX" -> the byte, "+" -> " "; a '%' without two hex digits
+// is kParse.
+base::Result<std::string> urlDecode(std::string_view text);
 // The ETag as compared: quotes dropped, lower case.
 std::string normalizeEtag(std::string_view etag);
 

@@ -401,6 +401,10 @@ Result<ReconcileResult> MinioHa::migrate(StorageMigrationState state) {
     }
     s3::Client from(**source, clock_);
     s3::Client to(**target, clock_);
+    if (digests_started_ != state.value("started")) {  // another attempt's, or none
+      digests_.clear();
+      digests_started_ = state.value("started");
+    }
     if (phase == "copying") {
       CopyProgress progress = parseProgress(data);
       StorageMigrationState current = state;
@@ -415,7 +419,8 @@ Result<ReconcileResult> MinioHa::migrate(StorageMigrationState state) {
                                  if (!saved) return std::move(saved).error();
                                  current = std::move(*saved);
                                  return {};
-                               }},
+                               },
+                               .digests = &digests_},
                               clock_);
       if (!done) return std::move(done).error().wrap("MinIO migration: copy");
       data = current.data;
@@ -436,8 +441,9 @@ Result<ReconcileResult> MinioHa::migrate(StorageMigrationState state) {
       return result;
     }
     // (3) verifying
-    auto verified = verifyCopy(from, to);
+    auto verified = verifyCopy(from, to, &digests_);
     if (!verified) return std::move(verified).error().wrap("MinIO migration: verify");
+    digests_.clear();  // this attempt is decided
     if (!verified->ok()) {
       json selector = json::parse(state.value("service-selector"), nullptr, false);
       if (selector.is_discarded() || !selector.is_object() || selector.empty()) {

@@ -14,7 +14,9 @@
 //       (2) copying: every bucket and object from the old pod (app=minio) to an ha-minio pod,
 //           over S3 with the keys of Secret `minio-credentials` (agent/tasks/minio_migration.h),
 //           in passes of at most `copy_budget`, the progress kept in the state;
-//       (3) verifying: every bucket; object count, sizes and ETags compared. A difference
+//       (3) verifying: every bucket; every object's size and MD5 compared (an ETag that is not
+//           an MD5, a multipart upload's, is compared through the MD5 this agent computed while
+//           copying the object, or by reading it again; never by size alone). A difference
 //           restores the Service's recorded selector, marks the state failed with the reason
 //           (Warning Event MinioMigrationFailed, /status) and deletes nothing;
 //       (4) switching: the Service's selector becomes {"app": "ha-minio"}: MinIO is back;
@@ -48,6 +50,7 @@
 #include "agent/controllers/spec.h"
 #include "agent/controllers/storage_migration.h"
 #include "agent/runtime/manager.h"
+#include "agent/tasks/minio_migration.h"
 #include "base/clock.h"
 #include "kube/client.h"
 #include "s3/client.h"
@@ -106,6 +109,11 @@ class MinioHa final : public Controller {
   MinioHaOptions options_;
   std::string planned_;
   MinioRebalancer rebalancer_;
+  // The MD5s this agent computed while copying objects whose ETag is not one, for the
+  // migration attempt started at `digests_started_` (its state's `started`); verification
+  // reads again what is not here (another leader copied it). Only reconcile() touches them.
+  CopyDigests digests_;
+  std::string digests_started_;
 
   mutable std::mutex mu_;
   nlohmann::json status_ = nullptr;

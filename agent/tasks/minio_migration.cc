@@ -38,9 +38,10 @@ bool isMd5(const std::string& etag) {
          });
 }
 
-bool identical(const s3::ObjectInfo& a, const s3::ObjectInfo& b) {
-  if (a.size != b.size) return false;
-  return !isMd5(a.etag) || a.etag == b.etag;
+// Proven identical by the listings alone: same size, and ETags that are the same MD5. Anything
+// else (a multipart ETag on either side, no ETag) is not proven, whatever the sizes say.
+bool provenIdentical(const s3::ObjectInfo& source, const s3::ObjectInfo& dest) {
+  return source.size == dest.size && isMd5(source.etag) && source.etag == dest.etag;
 }
 
 // Walks a bucket's listing in key order, a page at a time.
@@ -100,8 +101,17 @@ Result<std::optional<s3::ObjectInfo>> seek(Listing& dest, std::optional<s3::Obje
   }
 }
 
-base::Status copyObject(s3::Client& from, s3::Client& to, const std::string& bucket,
-                        const s3::ObjectInfo& object, const std::string& tmp_dir) {
+struct Copied {
+  bool uploaded = false;  // false: the destination's copy was found identical once read
+  std::string md5{};      // of the source's bytes
+};
+
+// (1) Downloads the source's object into a temporary file, computing its MD5; (2) checks it
+// against the listing (size, and the ETag when that is an MD5); (3) keeps the destination's copy
+// when its ETag is that MD5 (same size); (4) uploads it otherwise, with Content-MD5.
+Result<Copied> copyObject(s3::Client& from, s3::Client& to, const std::string& bucket,
+                          const s3::ObjectInfo& object, const std::optional<s3::ObjectInfo>& there,
+                          const std::string& tmp_dir) {
   const std::string what = fmt::format("copy {}/{}", bucket, base::quoteForMessage(object.key));
   int fd = ::open(tmp_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -112,14 +122,21 @@ base::Status copyObject(s3::Client& from, s3::Client& to, const std::string& buc
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
+  // (1)
   auto got = from.download(bucket, object.key, fd);
   if (!got) return std::move(got).error().wrap(what);
+  // (2)
   if (got->size != object.size || (isMd5(object.etag) && got->md5 != object.etag)) {
     return Error(fmt::format("{}: the source answered {} bytes (MD5 {}) for an object listed "
                              "with {} bytes (ETag {}): it changed while writes were stopped",
                              what, got->size, got->md5, object.size, object.etag),
                  ErrorCode::kConflict);
   }
+  // (3)
+  if (there && there->size == got->size && isMd5(there->etag) && there->etag == got->md5) {
+    return Copied{.uploaded = false, .md5 = got->md5};
+  }
+  // (4)
   if (::lseek(fd, 0, SEEK_SET) != 0) {
     return Error(fmt::format("{}: rewind: {}", what, std::strerror(errno)), ErrorCode::kIo);
   }
@@ -129,7 +146,7 @@ base::Status copyObject(s3::Client& from, s3::Client& to, const std::string& buc
     return Error(fmt::format("{}: the destination stored MD5 {}, not {}", what, *etag, got->md5),
                  ErrorCode::kIo);
   }
-  return {};
+  return Copied{.uploaded = true, .md5 = got->md5};
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -142,6 +159,37 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 }  // namespace
+
+void CopyDigests::record(const std::string& bucket, const std::string& key, Digest digest) {
+  const std::size_t cost = key.size() + digest.source_etag.size() + digest.md5.size() + 64;
+  auto& keys = by_bucket_[bucket];
+  auto it = keys.find(key);
+  if (it != keys.end()) {
+    it->second = std::move(digest);
+    return;
+  }
+  if (bytes_ + cost > kMaxBytes) return;  // verification reads this one again
+  bytes_ += cost;
+  ++count_;
+  keys.emplace(key, std::move(digest));
+}
+
+std::string CopyDigests::md5(const std::string& bucket, const s3::ObjectInfo& object) const {
+  auto b = by_bucket_.find(bucket);
+  if (b == by_bucket_.end()) return "";
+  auto k = b->second.find(object.key);
+  if (k == b->second.end()) return "";
+  const Digest& d = k->second;
+  // Read with another ETag or size: the object changed since, the MD5 is not its.
+  if (d.source_etag.empty() || d.source_etag != object.etag || d.size != object.size) return "";
+  return d.md5;
+}
+
+void CopyDigests::clear() {
+  by_bucket_.clear();
+  count_ = 0;
+  bytes_ = 0;
+}
 
 std::map<std::string, std::string> progressData(const CopyProgress& p) {
   return {{"buckets-done", join(p.buckets_done)},
@@ -205,14 +253,22 @@ Result<bool> copyBuckets(s3::Client& from, s3::Client& to, CopyProgress& p,
       if (!*object) break;
       auto there = seek(dest, cursor, cursor_valid, (*object)->key);
       if (!there) return std::move(there).error().wrap("list " + bucket + " on the destination");
-      if (*there && identical(**object, **there)) {
+      if (*there && provenIdentical(**object, **there)) {
         ++p.skipped;
       } else {
-        if (auto copied = copyObject(from, to, bucket, **object, options.tmp_dir); !copied) {
-          return std::move(copied).error();
+        auto copied = copyObject(from, to, bucket, **object, *there, options.tmp_dir);
+        if (!copied) return std::move(copied).error();
+        if (options.digests != nullptr && !isMd5((*object)->etag)) {
+          options.digests->record(
+              bucket, (*object)->key,
+              {.source_etag = (*object)->etag, .size = (*object)->size, .md5 = copied->md5});
         }
-        ++p.objects;
-        p.bytes += (*object)->size;
+        if (copied->uploaded) {
+          ++p.objects;
+          p.bytes += (*object)->size;
+        } else {
+          ++p.skipped;
+        }
       }
       p.after = (*object)->key;
       if (++since_checkpoint >= options.checkpoint_every || out_of_time()) {
@@ -232,7 +288,12 @@ Result<bool> copyBuckets(s3::Client& from, s3::Client& to, CopyProgress& p,
 
 std::string VerifyResult::describe() const {
   if (ok()) {
-    return fmt::format("{} buckets, {} objects, {} bytes identical", buckets, objects, bytes);
+    std::string out =
+        fmt::format("{} buckets, {} objects, {} bytes identical", buckets, objects, bytes);
+    if (read_again > 0) {
+      out += fmt::format(" ({} object{} read again)", read_again, read_again == 1 ? "" : "s");
+    }
+    return out;
   }
   std::string out = fmt::format("{} differences", problem_count);
   for (const std::string& p : problems) out += "; " + p;
@@ -240,7 +301,29 @@ std::string VerifyResult::describe() const {
   return out;
 }
 
-Result<VerifyResult> verifyCopy(s3::Client& from, s3::Client& to) {
+namespace {
+
+// The MD5 of an object's bytes: its ETag when that is one, else `known` (what a copy computed),
+// else read now (`read` set). nullopt when it is gone or answers another size than listed (a
+// problem for the caller to name).
+Result<std::optional<std::string>> contentMd5(s3::Client& client, const std::string& bucket,
+                                              const s3::ObjectInfo& object,
+                                              const std::string& known, bool& read) {
+  if (isMd5(object.etag)) return std::optional<std::string>(object.etag);
+  if (!known.empty()) return std::optional<std::string>(known);
+  read = true;
+  auto got = client.digest(bucket, object.key);
+  if (!got) {
+    if (got.error().code() == ErrorCode::kNotFound) return std::optional<std::string>();
+    return std::move(got).error();
+  }
+  if (got->size != object.size) return std::optional<std::string>();
+  return std::optional<std::string>(got->md5);
+}
+
+}  // namespace
+
+Result<VerifyResult> verifyCopy(s3::Client& from, s3::Client& to, const CopyDigests* copied) {
   VerifyResult r;
   auto problem = [&](std::string text) {
     if (r.problems.size() < 10) r.problems.push_back(std::move(text));
@@ -271,12 +354,36 @@ Result<VerifyResult> verifyCopy(s3::Client& from, s3::Client& to) {
       const std::string name = fmt::format("{}/{}", bucket, base::quoteForMessage((*object)->key));
       if (!*there) {
         problem(name + " is missing on ha-minio");
-      } else if ((*there)->size != (*object)->size) {
+        continue;
+      }
+      if ((*there)->size != (*object)->size) {
         problem(fmt::format("{} has {} bytes on ha-minio, {} on the source", name, (*there)->size,
                             (*object)->size));
-      } else if (!identical(**object, **there)) {
+        continue;
+      }
+      if (provenIdentical(**object, **there)) continue;
+      if (isMd5((*object)->etag) && isMd5((*there)->etag)) {
         problem(fmt::format("{} has ETag {} on ha-minio, {} on the source", name, (*there)->etag,
                             (*object)->etag));
+        continue;
+      }
+      // An ETag that is not an MD5 on one side: compare the MD5s of the bytes.
+      bool read = false;
+      auto mine = contentMd5(from, bucket, **object,
+                             copied != nullptr ? copied->md5(bucket, **object) : "", read);
+      if (!mine) return std::move(mine).error().wrap("verify: read " + name + " on the source");
+      auto theirs = contentMd5(to, bucket, **there, "", read);
+      if (!theirs) return std::move(theirs).error().wrap("verify: read " + name + " on ha-minio");
+      if (read) ++r.read_again;
+      if (!*mine) {
+        problem(fmt::format("{} changed on the source while writes were stopped", name));
+      } else if (!*theirs) {
+        problem(fmt::format("{} changed on ha-minio while it was verified", name));
+      } else if (**mine != **theirs) {
+        problem(
+            fmt::format("{} has other bytes on ha-minio (MD5 {}) than on the source (MD5 {}, "
+                        "ETag {})",
+                        name, **theirs, **mine, (*object)->etag));
       }
     }
   }

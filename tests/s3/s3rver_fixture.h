@@ -2,6 +2,8 @@
 // MinIO's /minio/health/* beside it (tests/s3/s3rver/serve.js), on 127.0.0.1 and a free port.
 // Credentials: s3rver's fixed S3RVER / S3RVER. s3rver checks the access key but not the
 // signature (our signer is proven against botocore in sigv4_botocore_test.cc).
+// multipartPut() uploads in parts with botocore (tests/s3/botocore_multipart_put.py), as S3
+// clients do large objects: serve.js then lists it with MinIO's ETag "<md5>-N".
 #pragma once
 
 #include <fcntl.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -100,5 +103,28 @@ class S3rver {
   int port_ = 0;
   std::string dir_;
 };
+
+// Uploads the file at `path` to `bucket`/`key` on `server` as a multipart upload of `parts` parts;
+// the ETag the server answered ("<md5>-<parts>"), or "" when the upload failed.
+inline std::string multipartPut(const S3rver& server, const std::string& bucket,
+                                const std::string& key, const std::string& path, int parts) {
+  auto quote = [](const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  };
+  const std::string cmd = "/usr/bin/python3 " EKCO_SOURCE_DIR
+                          "/tests/s3/botocore_multipart_put.py " +
+                          quote(server.host()) + " " + quote(bucket) + " " + quote(key) + " " +
+                          quote(path) + " " + std::to_string(parts);
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  if (!p) return "";
+  std::string out;
+  char buf[256];
+  while (fgets(buf, sizeof buf, p.get()) != nullptr) out += buf;
+  if (pclose(p.release()) != 0) return "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
 
 }  // namespace ekco::s3::testing

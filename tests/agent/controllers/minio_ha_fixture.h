@@ -177,6 +177,31 @@ class MinioCluster {
     ASSERT_TRUE(etag) << etag.error().message();
   }
 
+  // Writes `content` to `bucket/key` on the old MinIO, or on ha-minio when `on_ha`, as a multipart
+  // upload of `parts` parts (botocore); its ETag, "<md5>-<parts>" (not the content's MD5).
+  std::string putMultipart(bool on_ha, const std::string& bucket, const std::string& key,
+                           const std::string& content, int parts) {
+    const std::string path = dir_ + "/put-multipart";
+    std::ofstream(path, std::ios::binary) << content;
+    return s3::testing::multipartPut(on_ha ? *ha_ : *old_, bucket, key, path, parts);
+  }
+  // The MD5 of what `c` answers for `bucket/key` now (downloaded), or the error.
+  std::string downloadedMd5(s3::Client& c, const std::string& bucket, const std::string& key) {
+    const int fd = ::open(dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    auto got = c.download(bucket, key, fd);
+    ::close(fd);
+    return got ? got->md5 : "error: " + got.error().message();
+  }
+  // OpenSSL's one-shot MD5, apart from the product's streaming one.
+  static std::string md5(const std::string& bytes) {
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(bytes.data(), bytes.size(), d, &n, EVP_md5(), nullptr);
+    std::string out;
+    for (unsigned int i = 0; i < n; ++i) out += fmt::format("{:02x}", d[i]);
+    return out;
+  }
+
   // bucket -> key -> etag, as listed.
   std::map<std::string, std::map<std::string, std::string>> contents(s3::Client& c) {
     std::map<std::string, std::map<std::string, std::string>> out;

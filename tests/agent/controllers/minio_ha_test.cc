@@ -2,8 +2,9 @@
 // ServiceAccount, deploy/ and deploy-minio/ RBAC enforced) with two real S3 servers on loopback
 // standing for the old MinIO and ha-minio (tests/agent/controllers/minio_ha_fixture.h): a
 // migration ends with identical contents and only then deletes the old MinIO; a copy changed
-// behind the migration's back fails verification and deletes nothing. (A leader killed in the
-// middle: minio_ha_kill_test.cc.)
+// behind the migration's back fails verification and deletes nothing; an object uploaded in parts
+// (ETag "<md5>-N", which proves nothing about its bytes) is compared by content, never by size
+// alone. (A leader killed in the middle: minio_ha_kill_test.cc.)
 #include "agent/controllers/minio_ha.h"
 
 #include <gmock/gmock.h>
@@ -14,6 +15,7 @@
 
 #include "agent/controllers/kotsadm_ha.h"
 #include "agent/controllers/storage_migration.h"
+#include "base/strings.h"
 #include "tests/agent/controllers/minio_ha_fixture.h"
 
 namespace ekco::agent {
@@ -130,6 +132,7 @@ class MinioHaTest : public ::testing::Test {
                         [this](const kube::EventSpec& e) {
                           ASSERT_TRUE(minio_.cluster().client().recordEvent(e));
                           events_.push_back(e.reason);
+                          event_messages_.push_back(e.message);
                         }});
   }
   // Reconciles until the controller stops asking to run at once (a migration's end), at most n.
@@ -158,6 +161,7 @@ class MinioHaTest : public ::testing::Test {
   testing::MinioCluster minio_;
   std::vector<kube::NodeRecord> nodes_;
   std::vector<std::string> events_;
+  std::vector<std::string> event_messages_;
 };
 
 TEST_F(MinioHaTest, MigratesEveryObjectIdenticallyAndOnlyThenSwitchesAndDeletesTheOld) {
@@ -236,6 +240,148 @@ TEST_F(MinioHaTest, ACopyChangedBehindItsBackFailsVerificationRestoresTheService
   EXPECT_THAT(r->summary, HasSubstr("delete ConfigMap kurl/ekco-storage-migration to retry"));
   EXPECT_EQ(selector(), json({{"app", "minio"}}));
   EXPECT_TRUE(minio_.server().get("deployments.apps", "minio", "minio"));
+}
+
+// 256 KiB of `fill`-derived bytes: two calls with different fills have the same size and differ.
+std::string bytes(char fill) {
+  std::string out(256 << 10, fill);
+  for (std::size_t i = 0; i < out.size(); i += 97) out[i] = static_cast<char>(i * 31 + fill);
+  return out;
+}
+
+// Issue 34: the source's object was uploaded in parts, so its ETag ("<md5>-3") is not its MD5;
+// ha-minio holds an older copy of the same size (an earlier attempt's, which failed
+// verification, after which the old MinIO served writes again). Comparing sizes kept the older
+// copy and "verified" it, then the old MinIO and its newer bytes were deleted. The copy reads
+// the source, finds the bytes differ and copies them; verification compares MD5s.
+TEST_F(MinioHaTest, AMultipartObjectIsCopiedByContentNotKeptBecauseHaMinioHasTheSameSize) {
+  ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/10));
+  const std::string newer = bytes('n');
+  const std::string older = bytes('o');
+  ASSERT_EQ(newer.size(), older.size());
+  const std::string etag =
+      minio_.putMultipart(/*on_ha=*/false, "velero", "backups/daily.tar.gz", newer, 3);
+  ASSERT_THAT(etag, ::testing::EndsWith("-3"));
+  ASSERT_NE(etag.substr(0, 32), testing::MinioCluster::md5(newer));
+  ASSERT_TRUE(minio_.to().createBucket("velero"));
+  ASSERT_NO_FATAL_FAILURE(minio_.put(minio_.to(), "velero", "backups/daily.tar.gz", older));
+  // An identical single-part copy already there is still skipped, and so is an identical copy of
+  // a multipart object (read and compared, not uploaded again).
+  ASSERT_TRUE(minio_.to().createBucket("kotsadm"));
+  ASSERT_NO_FATAL_FAILURE(minio_.put(minio_.to(), "kotsadm", "empty", ""));
+  const std::string same = bytes('s');
+  ASSERT_THAT(minio_.putMultipart(false, "velero", "backups/same.tar.gz", same, 2),
+              ::testing::EndsWith("-2"));
+  ASSERT_NO_FATAL_FAILURE(minio_.put(minio_.to(), "velero", "backups/same.tar.gz", same));
+
+  auto c = controller();
+  const auto summaries = run(c);
+  ASSERT_FALSE(summaries.empty());
+  EXPECT_THAT(summaries.back(), HasSubstr("MinIO migration completed"));
+  EXPECT_EQ(minio_.downloadedMd5(minio_.to(), "velero", "backups/daily.tar.gz"),
+            testing::MinioCluster::md5(newer));
+  EXPECT_EQ(minio_.downloadedMd5(minio_.to(), "velero", "backups/same.tar.gz"),
+            testing::MinioCluster::md5(same));
+  // This agent read the multipart objects while copying: verification needed no second read.
+  EXPECT_THAT(summaries,
+              ::testing::Contains(HasSubstr("MinIO copy verified: 4 buckets, 19 objects")));
+  EXPECT_THAT(summaries, ::testing::Not(::testing::Contains(HasSubstr("read again"))));
+  // daily.tar.gz and the 16 objects ha-minio lacked copied; empty and same.tar.gz kept.
+  EXPECT_THAT(event_messages_, ::testing::Contains(HasSubstr("copied 17 objects")));
+  EXPECT_THAT(event_messages_, ::testing::Contains(HasSubstr(", 2 already on ha-minio")));
+  EXPECT_FALSE(minio_.server().get("deployments.apps", "minio", "minio"));
+}
+
+// Copied, then ha-minio's copy of a multipart object is replaced by other bytes of the same size
+// before verification: verification fails and deletes nothing, whether the verifying agent
+// copied the object itself (it compares with the MD5 it computed then) or is a new leader that
+// did not (it reads the object on both sides again).
+TEST_F(MinioHaTest, AMultipartObjectChangedOnHaMinioBeforeVerificationFailsIt) {
+  ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/5));
+  const std::string content = bytes('c');
+  ASSERT_THAT(minio_.putMultipart(false, "velero", "backups/a.tar.gz", content, 3),
+              ::testing::EndsWith("-3"));
+  ASSERT_THAT(minio_.putMultipart(false, "velero", "backups/b.tar.gz", content, 2),
+              ::testing::EndsWith("-2"));
+  auto c = controller();
+  for (int i = 0; i < 20 && state().phase != "verifying"; ++i) {
+    auto r = c.reconcile();
+    ASSERT_TRUE(r) << r.error().message();
+  }
+  ASSERT_EQ(state().phase, "verifying");
+  // ha-minio's copy of a.tar.gz: other bytes, same size, uploaded in parts too.
+  ASSERT_THAT(minio_.putMultipart(/*on_ha=*/true, "velero", "backups/a.tar.gz", bytes('x'), 3),
+              ::testing::EndsWith("-3"));
+  // ha-minio's copy of b.tar.gz: other bytes, same size, one part (a plain MD5).
+  ASSERT_NO_FATAL_FAILURE(minio_.put(minio_.to(), "velero", "backups/b.tar.gz", bytes('y')));
+
+  // A new leader (a controller that copied nothing) verifies by reading both sides.
+  auto fresh = controller();
+  auto r = fresh.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("MinIO migration failed: verification: 2 differences; "));
+  EXPECT_THAT(r->summary, HasSubstr("velero/\"backups/a.tar.gz\" has other bytes on ha-minio"));
+  EXPECT_THAT(r->summary, HasSubstr("velero/\"backups/b.tar.gz\" has other bytes on ha-minio"));
+  EXPECT_EQ(selector(), json({{"app", "minio"}}));  // restored
+  EXPECT_TRUE(minio_.server().get("deployments.apps", "minio", "minio"));
+  EXPECT_TRUE(minio_.server().get("persistentvolumeclaims", "minio", "minio-pv-claim"));
+  EXPECT_EQ(state().phase, "failed");
+
+  // Retried: the copy replaces both (read and compared), the agent that copied them verifies
+  // from its own record of their MD5s, and the old MinIO goes only then.
+  ASSERT_TRUE(clearStorageMigration(minio_.cluster().client(), "kurl"));
+  const auto summaries = run(c);
+  ASSERT_FALSE(summaries.empty());
+  EXPECT_THAT(summaries.back(), HasSubstr("MinIO migration completed"));
+  EXPECT_THAT(summaries,
+              ::testing::Contains(HasSubstr("MinIO copy verified: 4 buckets, 14 objects")));
+  EXPECT_THAT(summaries, ::testing::Not(::testing::Contains(HasSubstr("read again"))));
+  for (const char* key : {"backups/a.tar.gz", "backups/b.tar.gz"}) {
+    EXPECT_EQ(minio_.downloadedMd5(minio_.to(), "velero", key), testing::MinioCluster::md5(content))
+        << key;
+  }
+}
+
+// A new leader verifying a copy it did not make reads each multipart object on the source (the
+// MD5 of its bytes) and compares it with ha-minio's ETag, an MD5; identical copies pass.
+TEST_F(MinioHaTest, ANewLeaderVerifiesMultipartObjectsByReadingThemAgain) {
+  ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/5));
+  ASSERT_THAT(minio_.putMultipart(false, "velero", "backups/a.tar.gz", bytes('a'), 3),
+              ::testing::EndsWith("-3"));
+  auto c = controller();
+  for (int i = 0; i < 20 && state().phase != "verifying"; ++i) {
+    auto r = c.reconcile();
+    ASSERT_TRUE(r) << r.error().message();
+  }
+  ASSERT_EQ(state().phase, "verifying");
+  auto fresh = controller();
+  const auto summaries = run(fresh);
+  ASSERT_FALSE(summaries.empty());
+  EXPECT_THAT(summaries.front(), HasSubstr("MinIO copy verified: 4 buckets, 13 objects"));
+  EXPECT_THAT(summaries.front(), HasSubstr("identical (1 object read again)"));
+  EXPECT_THAT(summaries.back(), HasSubstr("MinIO migration completed"));
+}
+
+// Issue 34: a key holding a character XML 1.0 cannot carry came back from MinIO's listing with
+// U+FFFD in its place; no object has that name, so its copy failed on every pass and the
+// migration never finished (with MinIO offline). Listings ask for URL-encoded keys.
+TEST_F(MinioHaTest, KeysWithCharactersXmlCannotCarryAreMigratedIntact) {
+  ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/3));
+  for (const std::string key : {"ctl\x01\x1b[31m", "bell\x07/nested", "\xef\xbf\xbe-nonchar"}) {
+    ASSERT_NO_FATAL_FAILURE(minio_.put(minio_.from(), "kotsadm", key, "object " + key));
+  }
+  auto c = controller();
+  const auto summaries = run(c);
+  ASSERT_FALSE(summaries.empty());
+  EXPECT_THAT(summaries.back(), HasSubstr("MinIO migration completed"));
+  for (const std::string key : {"ctl\x01\x1b[31m", "bell\x07/nested", "\xef\xbf\xbe-nonchar"}) {
+    auto there = minio_.to().head("kotsadm", key);  // by its name, not through a listing
+    ASSERT_TRUE(there) << there.error().message();
+    EXPECT_TRUE(*there) << base::quoteForMessage(key) << " is not on ha-minio";
+  }
+  const auto source = minio_.contents(minio_.from());
+  EXPECT_EQ(source.at("kotsadm").count("ctl\x01\x1b[31m"), 1u);
+  EXPECT_EQ(minio_.contents(minio_.to()), source);
 }
 
 TEST_F(MinioHaTest, ActsOnlyWithThreeReadyNodesTheStorageClassAndAHealthyHaMinio) {
