@@ -14,6 +14,11 @@
 //     unpatched, with the uid when one could be read, and `error` says why in one line.
 //   - The response carries apiVersion and kind (EKCO bug (d): the apiserver rejects a v1
 //     response without them).
+//   - The body is read as it is parsed (a SAX pass), keeping only what the decision needs: a
+//     review's memory is the body plus up to 5x its longest string (the parser's two buffers for
+//     it, grown by doubling), whatever its shape. A pod with more than kMaxImageChanges images to
+//     replace (or, in one list, with an override) is allowed unpatched with an error, which bounds
+//     the response; a uid longer than 1 KiB is not echoed (the apiserver's are 36 bytes).
 //   - On UPDATE, an image the update does not change (the same as oldObject's at that index) is
 //     left alone: a label change on a pod created before an override existed must not restart
 //     its containers with another image, nor be refused (an init container's image is
@@ -34,6 +39,10 @@ using ImageOverrides = std::map<std::string, std::string, std::less<>>;
 // The admission API's own request limit (kube-apiserver reads at most 3 MiB of a request body,
 // and an AdmissionReview carries one object and its old version).
 inline constexpr std::size_t kMaxReviewBytes = std::size_t{3} << 20;
+
+// The most images one review replaces (a real pod has a handful; the apiserver's 3 MiB allow
+// ~70,000 containers).
+inline constexpr std::size_t kMaxImageChanges = 4096;
 
 // One replaced image, for logs and tests.
 struct ImageChange {

@@ -150,7 +150,12 @@ json WebhookServingController::status() const {
     out["server"] = {{"connections", s.connections},
                      {"reviews", s.reviews},
                      {"http_refused", s.refused},
-                     {"tls_failures", s.tls_failures}};
+                     {"tls_failures", s.tls_failures},
+                     {"busy_refused", s.busy},
+                     {"evicted", s.evicted},
+                     {"timed_out", s.timed_out},
+                     {"memory_reserved", s.reserved},
+                     {"memory_reserved_peak", s.reserved_peak}};
   }
   return out;
 }

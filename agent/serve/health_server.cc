@@ -330,26 +330,29 @@ void HealthServer::Impl::acceptLoop() {
   while (!stopping_) {
     // Sleep until a connection arrives, the pipe is written (stop(), or a connection ended), or
     // the earliest request deadline passes (a deadline moved later since is found unexpired and
-    // waited for again). At max_connections the listener is not polled: new connections wait in
-    // its backlog until one ends.
+    // waited for again). A listener whose pool is full is not polled: new connections wait in
+    // its backlog until one of its own ends.
     int timeout_ms = -1;
-    std::size_t open = 0;
+    std::size_t open_unix = 0;
+    std::size_t open_tcp = 0;
     {
       std::lock_guard lock(conns_mu_);
       const base::MonoTime now = clock_.monoNow();
       for (const auto& c : conns_) {
         if (c->fd < 0) continue;  // answered and closing
-        ++open;
+        ++(c->family == AF_UNIX ? open_unix : open_tcp);
         if (c->expired) continue;
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(c->deadline - now).count();
         const int ms = static_cast<int>(std::clamp<long long>(left, 0, 60'000));
         timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
       }
     }
-    const bool room = open < options_.max_connections;
-    pollfd fds[3] = {{room ? listen_fd_.get() : -1, POLLIN, 0},
+    // Each listener is polled while its own pool has room (see health_server.h).
+    const bool room_unix = open_unix < options_.max_connections;
+    const bool room_tcp = open_tcp < options_.metrics_max_connections;
+    pollfd fds[3] = {{room_unix ? listen_fd_.get() : -1, POLLIN, 0},
                      {wake_read_.get(), POLLIN, 0},
-                     {room && metrics_fd_.valid() ? metrics_fd_.get() : -1, POLLIN, 0}};
+                     {room_tcp && metrics_fd_.valid() ? metrics_fd_.get() : -1, POLLIN, 0}};
     const int n = ::poll(fds, 3, timeout_ms);
     if (stopping_) break;
     if (n < 0 && errno != EINTR) {

@@ -18,10 +18,13 @@
 // Access control is the file system's: the socket is 0660 (root's, since the agent runs as root)
 // in a directory that start() creates 0750. Only root and the socket's group can connect.
 //
-// A thread serves each connection (requests are tiny and rare). At most max_connections are
-// served at once; further connections wait in the listen backlog until one ends. A connection
-// must send each request and take its answer within request_timeout, else it is closed, so a
-// silent client holds a thread (and a slot) for request_timeout at most.
+// A thread serves each connection (requests are tiny and rare). The unix socket and the TCP
+// /metrics listener have separate pools: at most max_connections on the socket and
+// metrics_max_connections over TCP are served at once; further connections wait in their
+// listener's backlog until one of the same pool ends. Clients holding every /metrics slot
+// (anyone who can reach metrics_address) thus never delay the liveness probe on the socket. A
+// connection must send each request and take its answer within request_timeout, else it is
+// closed, so a silent client holds a thread (and a slot) for request_timeout at most.
 #pragma once
 
 #include <chrono>
@@ -63,11 +66,12 @@ struct HealthServerOptions {
   // Time a connection has to send one request and read the answer (then again for each
   // further request on a kept-alive connection).
   std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};
-  std::size_t max_connections = 32;
+  std::size_t max_connections = 32;         // on the unix socket
+  std::size_t metrics_max_connections = 8;  // on metrics_address, a pool of its own
   // Also serve GET /metrics (and nothing else: every other path is 404) over plain HTTP on this
   // TCP address, for Prometheus to scrape (config `metrics_address`): "IPv4:PORT" or
   // "[IPv6]:PORT"; port 0 takes any free port (see metricsPort()). "" = the unix socket only.
-  // The same connection limit and timeouts apply to both listeners together.
+  // The same timeouts apply; the connection limits are separate (see above).
   std::string metrics_address{};
 };
 

@@ -1,5 +1,7 @@
 #include "agent/serve/webhook_server.h"
 
+#include "agent/serve/webhook_request.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -11,10 +13,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <boost/asio.hpp>
@@ -23,6 +30,7 @@
 #include <boost/beast/http.hpp>
 
 #include "base/clock.h"
+#include "base/heap.h"
 #include "base/thread.h"
 #include "base/unique_fd.h"
 
@@ -110,16 +118,24 @@ int boundPort(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
 }
 
-bool isParseError(const boost::system::error_code& ec) {
-  return &ec.category() == &http::make_error_code(http::error::end_of_stream).category() &&
-         ec != http::error::end_of_stream && ec != http::error::partial_message;
-}
-
 }  // namespace
+
+std::size_t webhookRequestCost(std::optional<std::size_t> body_bytes, std::size_t body_limit) {
+  // The body (Beast's string, sized from Content-Length), then the review's SAX pass: nlohmann's
+  // lexer holds the current string twice (its text and its raw token), each grown by doubling,
+  // so up to 4x the longest string, plus the copy while the last doubling happens (measured: a
+  // 3 MiB string grew a review's peak RSS by 19 MiB under ASan's allocator, ~10 MiB under
+  // glibc's); the response is bounded (admission::kMaxImageChanges); the connection's TLS and
+  // HTTP buffers are the 64 KiB.
+  const std::size_t body = std::min(body_bytes.value_or(body_limit), body_limit);
+  return 6 * body + (std::size_t{64} << 10);
+}
 
 class WebhookServer::Impl {
  public:
-  explicit Impl(WebhookServerOptions options) : options_(std::move(options)) {}
+  explicit Impl(WebhookServerOptions options)
+      : options_(std::move(options)),
+        budget_(options_.memory_budget, options_.memory_budget / 3 * 2) {}
   ~Impl() { stop(); }
 
   base::Status start(const TlsCredentials& credentials);
@@ -127,29 +143,66 @@ class WebhookServer::Impl {
   void stop();
   int port() const { return port_; }
   WebhookServerStats stats() const {
-    std::lock_guard lock(stats_mu_);
-    return stats_;
+    WebhookServerStats out;
+    {
+      std::lock_guard lock(stats_mu_);
+      out = stats_;
+    }
+    std::tie(out.reserved, out.reserved_peak) = budget_.usedAndPeak();
+    return out;
   }
 
  private:
-  struct Conn {
-    int fd = -1;                // -1 once the serving thread is about to close it
-    base::MonoTime deadline{};  // guarded by conns_mu_
-    bool expired = false;
-    std::atomic<bool> done{false};
-    std::thread thread{};
-  };
   using Stream = ssl::stream<Tcp::socket>;
+  enum class State : std::uint8_t {
+    kNew,     // accepted, waiting for its first byte (polled)
+    kIdle,    // handshake done or answered, waiting for its next request (polled)
+    kQueued,  // a byte arrived, waiting for a worker
+    kBusy,    // a worker has it
+  };
+  struct Conn {
+    int fd = -1;           // guarded by mu_; -1 once a worker is about to close it
+    std::string source{};  // the peer's address bytes (per_source_workers)
+    State state = State::kNew;
+    base::MonoTime deadline{};
+    bool expired = false;
+    std::uint64_t order = 0;  // accept order, for eviction
+    // The worker's while kBusy, kept in between.
+    std::shared_ptr<ssl::context> ctx{};
+    std::unique_ptr<Stream> stream{};
+    beast::flat_buffer buffer{};
+  };
+  using ConnPtr = std::shared_ptr<Conn>;
+  // What a worker hands back.
+  enum class Outcome : std::uint8_t { kClose, kIdle };
 
   void acceptLoop();
-  void serve(int fd, const std::shared_ptr<Conn>& conn, std::shared_ptr<ssl::context> ctx);
-  void setDeadline(const std::shared_ptr<Conn>& conn, std::chrono::milliseconds from_now);
-  // Writes a plain-text answer; false when the connection failed.
-  bool refuse(Stream& stream, http::status status, unsigned version, std::string body,
-              bool keep_alive, std::string_view allow = {});
+  void acceptNew(base::MonoTime now);
+  void dispatch(base::MonoTime now);
+  void closeByLoop(const ConnPtr& c);  // a connection the loop owns (not kBusy)
+  // Closes what no worker is using: the stream owns the fd once it has adopted it.
+  static void closeFd(Conn& c) {
+    if (c.stream) {
+      c.stream.reset();
+    } else if (c.fd >= 0) {
+      ::close(c.fd);
+    }
+    c.fd = -1;
+  }
+  void limitKeptAlive();
+  void workerLoop();
+  // Serves `c` until it has nothing buffered; kIdle with its next deadline set, or kClose.
+  Outcome serve(Conn& c);
+  Outcome serveRequest(Conn& c, boost::system::error_code& ec);
+  void setDeadline(Conn& c, std::chrono::milliseconds from_now);
+  bool buffered(Conn& c);
   void count(std::uint64_t WebhookServerStats::*field) {
     std::lock_guard lock(stats_mu_);
     ++(stats_.*field);
+  }
+  void wake() {
+    const char byte = 'w';
+    [[maybe_unused]] const ssize_t written = ::write(wake_write_.get(), &byte, 1);
   }
 
   WebhookServerOptions options_;
@@ -161,14 +214,26 @@ class WebhookServer::Impl {
   int port_ = 0;
   int family_ = AF_INET6;
   std::thread accept_thread_;
+  std::vector<std::thread> workers_;
   std::atomic<bool> stopping_{false};
   std::mutex stop_mu_;
   bool stopped_ = false;
   bool started_ = false;
   mutable std::mutex ctx_mu_;
   std::shared_ptr<ssl::context> ctx_;
-  std::mutex conns_mu_;
-  std::list<std::shared_ptr<Conn>> conns_;
+  webhook_detail::ByteBudget budget_;
+
+  // The connections, their states, the work queue and the workers' hand-backs.
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::list<ConnPtr> conns_;                           // every open connection
+  std::deque<ConnPtr> queued_;                         // kQueued, in arrival order
+  std::deque<ConnPtr> work_;                           // dispatched to a worker, not yet taken
+  std::vector<std::pair<ConnPtr, Outcome>> returned_;  // handed back by workers
+  std::map<std::string, std::size_t> busy_by_source_;
+  std::size_t busy_ = 0;  // dispatched or being served
+  std::uint64_t accepted_ = 0;
+
   mutable std::mutex stats_mu_;
   WebhookServerStats stats_;
 };
@@ -185,12 +250,18 @@ base::Status WebhookServer::Impl::start(const TlsCredentials& credentials) {
   if (::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&bound), &bound_len) == 0) {
     family_ = bound.ss_family;
   }
+  if (::fcntl(fd->get(), F_SETFL, ::fcntl(fd->get(), F_GETFL) | O_NONBLOCK) != 0) {
+    return base::errnoError("fcntl", errno);
+  }
   int pipe_fds[2] = {-1, -1};
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return base::errnoError("pipe", errno);
   wake_read_ = base::UniqueFd(pipe_fds[0]);
   wake_write_ = base::UniqueFd(pipe_fds[1]);
   listen_fd_ = std::move(*fd);
   started_ = true;
+  for (std::size_t i = 0; i < std::max<std::size_t>(options_.workers, 1); ++i) {
+    workers_.push_back(base::startThread("webhook-worker", [this] { workerLoop(); }));
+  }
   accept_thread_ = base::startThread("webhook-accept", [this] { acceptLoop(); });
   return base::ok();
 }
@@ -203,35 +274,134 @@ base::Status WebhookServer::Impl::setCredentials(const TlsCredentials& credentia
   return base::ok();
 }
 
-void WebhookServer::Impl::setDeadline(const std::shared_ptr<Conn>& conn,
-                                      std::chrono::milliseconds from_now) {
-  // Only ever later than the one the accept loop may be sleeping towards: when it wakes, it
-  // finds this one unexpired and sleeps again.
-  std::lock_guard lock(conns_mu_);
-  conn->deadline = clock_.monoNow() + from_now;
+void WebhookServer::Impl::setDeadline(Conn& c, std::chrono::milliseconds from_now) {
+  // Only ever later than the one the loop may be sleeping towards: when it wakes, it finds this
+  // one unexpired and sleeps again.
+  std::lock_guard lock(mu_);
+  c.deadline = clock_.monoNow() + from_now;
+}
+
+void WebhookServer::Impl::closeByLoop(const ConnPtr& c) {
+  // Under mu_. The loop owns the connection: no worker touches it.
+  closeFd(*c);
+  conns_.remove(c);
+}
+
+void WebhookServer::Impl::acceptNew(base::MonoTime now) {
+  // Under mu_. Accepts what the backlog holds; at max_connections, the connection waiting longest
+  // for a byte (kNew first, then kIdle) is closed for each newcomer.
+  for (int i = 0; i < 64; ++i) {
+    ConnPtr victim;
+    if (conns_.size() >= options_.max_connections) {
+      for (State want : {State::kNew, State::kIdle}) {
+        for (const ConnPtr& c : conns_) {
+          if (c->state == want && (!victim || c->order < victim->order)) victim = c;
+        }
+        if (victim) break;
+      }
+      if (!victim) return;  // every one is being served or queued: the rest wait in the backlog
+    }
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof(peer);
+    const int fd =
+        ::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    if (victim) {
+      closeByLoop(victim);
+      count(&WebhookServerStats::evicted);
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto conn = std::make_shared<Conn>();
+    conn->fd = fd;
+    if (peer.ss_family == AF_INET6) {
+      const auto& a = reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr;
+      conn->source.assign(reinterpret_cast<const char*>(&a), sizeof(a));
+    } else if (peer.ss_family == AF_INET) {
+      const auto& a = reinterpret_cast<const sockaddr_in&>(peer).sin_addr;
+      conn->source.assign(reinterpret_cast<const char*>(&a), sizeof(a));
+    }
+    conn->deadline = now + options_.handshake_timeout;
+    conn->order = accepted_++;
+    {
+      std::lock_guard ctx_lock(ctx_mu_);
+      conn->ctx = ctx_;
+    }
+    conns_.push_back(std::move(conn));
+  }
+}
+
+void WebhookServer::Impl::limitKeptAlive() {
+  // Under mu_. A connection between requests keeps its TLS session (~50 KiB with Asio's and
+  // OpenSSL's buffers): at most max_kept_alive do, the least recently active closed beyond.
+  std::vector<ConnPtr> kept;
+  for (const ConnPtr& c : conns_) {
+    if (c->stream && (c->state == State::kIdle || c->state == State::kQueued)) kept.push_back(c);
+  }
+  if (kept.size() <= options_.max_kept_alive) return;
+  std::sort(kept.begin(), kept.end(), [](const ConnPtr& a, const ConnPtr& b) {
+    // Idle ones first (a queued one has a request coming), the oldest first.
+    if ((a->state == State::kIdle) != (b->state == State::kIdle)) return a->state == State::kIdle;
+    return a->order < b->order;
+  });
+  for (std::size_t i = 0; i < kept.size() - options_.max_kept_alive; ++i) {
+    const ConnPtr& c = kept[i];
+    if (c->state == State::kQueued) queued_.erase(std::find(queued_.begin(), queued_.end(), c));
+    closeByLoop(c);
+    count(&WebhookServerStats::evicted);
+  }
+}
+
+void WebhookServer::Impl::dispatch(base::MonoTime now) {
+  // Under mu_. Queued connections to free workers, in arrival order, skipping those whose source
+  // already has per_source_workers being served.
+  const std::size_t workers = std::max<std::size_t>(options_.workers, 1);
+  for (auto it = queued_.begin(); it != queued_.end() && busy_ < workers;) {
+    ConnPtr c = *it;
+    auto source = busy_by_source_.find(c->source);
+    if (source != busy_by_source_.end() &&
+        source->second >= std::max<std::size_t>(options_.per_source_workers, 1)) {
+      ++it;
+      continue;
+    }
+    ++busy_by_source_[c->source];
+    ++busy_;
+    it = queued_.erase(it);
+    c->state = State::kBusy;
+    c->deadline = now + (c->stream ? options_.request_timeout : options_.handshake_timeout);
+    work_.push_back(std::move(c));
+    work_cv_.notify_one();
+  }
 }
 
 void WebhookServer::Impl::acceptLoop() {
-  // As the health socket's (agent/serve/health_server.cc): sleep until a connection, a wake-up
-  // or the earliest deadline; shut down connections past theirs; stop accepting at the limit.
+  // One poll over the listener, the wake-up pipe and every connection waiting for a byte; sleeps
+  // until one of them is readable or the earliest deadline passes.
+  std::vector<pollfd> fds;
+  std::vector<ConnPtr> polled;
   while (!stopping_) {
+    fds.clear();
+    polled.clear();
     int timeout_ms = -1;
-    std::size_t open = 0;
     {
-      std::lock_guard lock(conns_mu_);
+      std::lock_guard lock(mu_);
       const base::MonoTime now = clock_.monoNow();
-      for (const auto& c : conns_) {
-        if (c->fd < 0) continue;
-        ++open;
+      bool room = conns_.size() < options_.max_connections;
+      for (const ConnPtr& c : conns_) {
+        if (c->state == State::kNew || c->state == State::kIdle) {
+          room = true;  // one can be evicted
+          polled.push_back(c);
+        }
         if (c->expired) continue;
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(c->deadline - now).count();
         const int ms = static_cast<int>(std::clamp<long long>(left, 0, 60'000));
         timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
       }
+      fds.push_back({room ? listen_fd_.get() : -1, POLLIN, 0});
+      fds.push_back({wake_read_.get(), POLLIN, 0});
+      for (const ConnPtr& c : polled) fds.push_back({c->fd, POLLIN, 0});
     }
-    const bool room = open < options_.max_connections;
-    pollfd fds[2] = {{room ? listen_fd_.get() : -1, POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    const int n = ::poll(fds, 2, timeout_ms);
+    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (stopping_) break;
     if (n < 0 && errno != EINTR) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -242,150 +412,144 @@ void WebhookServer::Impl::acceptLoop() {
       while (::read(wake_read_.get(), drain, sizeof(drain)) > 0) {
       }
     }
-    std::list<std::shared_ptr<Conn>> finished;
+    std::lock_guard lock(mu_);
+    const base::MonoTime now = clock_.monoNow();
+    // (1) What the workers handed back.
+    for (auto& [c, outcome] : returned_) {
+      --busy_;
+      if (auto source = busy_by_source_.find(c->source);
+          source != busy_by_source_.end() && --source->second == 0) {
+        busy_by_source_.erase(source);
+      }
+      if (outcome == Outcome::kClose) {
+        closeFd(*c);  // the worker closed the socket
+        conns_.remove(c);
+      } else {
+        c->state = State::kIdle;
+        c->expired = false;
+        c->order = accepted_++;  // the least recently active go first (acceptNew, limitKeptAlive)
+      }
+    }
+    returned_.clear();
+    limitKeptAlive();
+    // (2) Connections with a byte to read are queued for a worker (a closed one too: the worker
+    // finds out).
+    for (std::size_t i = 0; n > 0 && i < polled.size(); ++i) {
+      const ConnPtr& c = polled[i];
+      if ((fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) == 0 || c->fd < 0) continue;
+      if (c->state != State::kNew && c->state != State::kIdle) continue;
+      c->state = State::kQueued;
+      c->deadline = now + options_.request_timeout;
+      queued_.push_back(c);
+    }
+    // (3) Deadlines: a connection waiting is closed; one being served is shut down (its worker's
+    // blocking read or write returns).
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      ConnPtr c = *it++;
+      if (c->expired || c->deadline > now || c->fd < 0) continue;
+      count(&WebhookServerStats::timed_out);
+      if (c->state == State::kBusy) {
+        c->expired = true;
+        ::shutdown(c->fd, SHUT_RDWR);
+        continue;
+      }
+      if (c->state == State::kQueued) queued_.erase(std::find(queued_.begin(), queued_.end(), c));
+      closeByLoop(c);
+    }
+    // (4) Newcomers, then work for the free workers.
+    if (n > 0 && (fds[0].revents & POLLIN) != 0) acceptNew(now);
+    dispatch(now);
+  }
+}
+
+void WebhookServer::Impl::workerLoop() {
+  for (;;) {
+    ConnPtr c;
     {
-      std::lock_guard lock(conns_mu_);
-      for (auto it = conns_.begin(); it != conns_.end();) {
-        auto next = std::next(it);
-        if ((*it)->done) finished.splice(finished.end(), conns_, it);
-        it = next;
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || !work_.empty(); });
+      if (stopping_) return;
+      c = std::move(work_.front());
+      work_.pop_front();
+    }
+    const Outcome outcome = serve(*c);
+    if (outcome == Outcome::kClose) {
+      boost::system::error_code ignored;
+      {
+        // Before the fd is closed, so the loop never shuts down a reused fd number.
+        std::lock_guard lock(mu_);
+        c->fd = -1;
       }
-      const base::MonoTime now = clock_.monoNow();
-      for (auto& c : conns_) {
-        if (c->fd >= 0 && !c->expired && c->deadline <= now) {
-          c->expired = true;
-          ::shutdown(c->fd, SHUT_RDWR);
-        }
-      }
-      if (n > 0 && (fds[0].revents & POLLIN) != 0) {
-        const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) {
-          const int one = 1;
-          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-          std::shared_ptr<ssl::context> ctx;
-          {
-            std::lock_guard ctx_lock(ctx_mu_);
-            ctx = ctx_;
-          }
-          auto conn = std::make_shared<Conn>();
-          conn->fd = fd;
-          conn->deadline = now + options_.request_timeout;
-          conn->thread = base::startThread(
-              "webhook-conn", [this, fd, conn, ctx = std::move(ctx)] { serve(fd, conn, ctx); });
-          conns_.push_back(std::move(conn));
-        }
+      if (c->stream) {
+        c->stream->next_layer().close(ignored);
       }
     }
-    for (auto& c : finished) c->thread.join();
+    {
+      std::lock_guard lock(mu_);
+      returned_.emplace_back(std::move(c), outcome);
+    }
+    wake();
   }
 }
 
-bool WebhookServer::Impl::refuse(Stream& stream, http::status status, unsigned version,
-                                 std::string body, bool keep_alive, std::string_view allow) {
-  count(&WebhookServerStats::refused);
-  http::response<http::string_body> res{status, version};
-  res.set(http::field::server, "ekco");
-  res.set(http::field::content_type, "text/plain; charset=utf-8");
-  if (!allow.empty()) res.set(http::field::allow, std::string(allow));
-  res.body() = std::move(body);
-  res.keep_alive(keep_alive);
-  res.prepare_payload();
-  boost::system::error_code ec;
-  http::write(stream, res, ec);
-  return !ec;
+bool WebhookServer::Impl::buffered(Conn& c) {
+  // Bytes already read from the socket: in the HTTP buffer, decrypted in OpenSSL, or still in
+  // the BIO that Asio feeds it from. Polling the socket would not see them.
+  SSL* ssl = c.stream->native_handle();
+  return c.buffer.size() > 0 || SSL_pending(ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0;
 }
 
-void WebhookServer::Impl::serve(int fd, const std::shared_ptr<Conn>& conn,
-                                std::shared_ptr<ssl::context> ctx) {
-  count(&WebhookServerStats::connections);
+WebhookServer::Impl::Outcome WebhookServer::Impl::serve(Conn& c) {
   boost::system::error_code ec;
-  Stream stream(ioc_, *ctx);
-  stream.next_layer().assign(family_ == AF_INET6 ? Tcp::v6() : Tcp::v4(), fd, ec);
-  if (ec) ::close(fd);
-  if (!ec) {
-    stream.handshake(ssl::stream_base::server, ec);
-    if (ec) count(&WebhookServerStats::tls_failures);
-  }
-  beast::flat_buffer buffer;
-  while (!ec && !stopping_) {
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(16 * 1024);
-    parser.body_limit(options_.body_limit);
-    http::read_header(stream, buffer, parser, ec);
-    if (ec == http::error::body_limit) {
-      // Beast checks Content-Length against the limit as the header completes: refused on the
-      // header alone, the body unread.
-      refuse(stream, http::status::payload_too_large, parser.get().version(),
-             fmt::format("request body over the limit of {} bytes\n", options_.body_limit), false);
-      break;
+  if (!c.stream) {
+    // (1) The first byte has arrived: the TLS handshake, within handshake_timeout.
+    count(&WebhookServerStats::connections);
+    c.stream = std::make_unique<Stream>(ioc_, *c.ctx);
+    int fd = -1;
+    {
+      std::lock_guard lock(mu_);
+      fd = c.fd;
     }
+    c.stream->next_layer().assign(family_ == AF_INET6 ? Tcp::v6() : Tcp::v4(), fd, ec);
     if (ec) {
-      if (isParseError(ec)) refuse(stream, http::status::bad_request, 11, "bad request\n", false);
-      break;
+      // Not adopted: the worker's close would not reach it.
+      std::lock_guard lock(mu_);
+      ::close(c.fd);
+      c.fd = -1;
+      c.stream.reset();
+      return Outcome::kClose;
     }
-    const auto& header = parser.get();
-    const unsigned version = header.version();
-    const std::string_view target(header.target().data(), header.target().size());
-    const std::string_view path = target.substr(0, target.find('?'));
-    // (1) Refused on the header alone: the body (if any) is never read, and the connection is
-    // closed since its unread bytes would be taken for the next request.
-    if (path != options_.path) {
-      refuse(stream, http::status::not_found, version, "not found\n", false);
-      break;
-    }
-    if (header.method() != http::verb::post) {
-      refuse(stream, http::status::method_not_allowed, version, "method not allowed\n", false,
-             "POST");
-      break;
-    }
-    if (const auto length = parser.content_length(); length && *length > options_.body_limit) {
-      refuse(stream, http::status::payload_too_large, version,
-             fmt::format("request body of {} bytes is over the limit of {} bytes\n", *length,
-                         options_.body_limit),
-             false);
-      break;
-    }
-    // (2) The body, bounded by body_limit (a chunked one too).
-    http::read(stream, buffer, parser, ec);
+    c.stream->handshake(ssl::stream_base::server, ec);
     if (ec) {
-      if (ec == http::error::body_limit) {
-        refuse(stream, http::status::payload_too_large, version,
-               fmt::format("request body over the limit of {} bytes\n", options_.body_limit),
-               false);
-      } else if (isParseError(ec)) {
-        refuse(stream, http::status::bad_request, version, "bad request\n", false);
-      }
-      break;
+      count(&WebhookServerStats::tls_failures);
+      return Outcome::kClose;
     }
-    const auto& req = parser.get();
-    http::response<http::string_body> res{http::status::ok, version};
-    res.set(http::field::server, "ekco");
-    res.set(http::field::content_type, "application/json");
-    try {
-      res.body() = options_.review(req.body());
-    } catch (const std::exception& e) {
-      res.result(http::status::internal_server_error);
-      res.set(http::field::content_type, "text/plain; charset=utf-8");
-      res.body() = fmt::format("internal error: {}\n", e.what());
+    c.ctx.reset();
+    // (2) The first request within request_timeout: read now if it came with the handshake's
+    // last flight, else waited for in the poll loop.
+    if (!buffered(c)) {
+      setDeadline(c, options_.request_timeout);
+      return Outcome::kIdle;
     }
-    count(&WebhookServerStats::reviews);
-    res.keep_alive(req.keep_alive());
-    res.prepare_payload();
-    http::write(stream, res, ec);
-    if (ec || !res.keep_alive()) break;
-    setDeadline(conn, options_.idle_timeout);
+    setDeadline(c, options_.request_timeout);
   }
-  // No TLS close_notify exchange: it waits for the peer's, and a client gone quiet would hold
-  // the thread until the deadline. Our last answer is complete (Content-Length) without it.
-  boost::system::error_code ignored;
-  {
-    std::lock_guard lock(conns_mu_);
-    conn->fd = -1;
+  // (3) Requests until nothing more is buffered; then the next one is waited for in the loop.
+  for (;;) {
+    if (stopping_) return Outcome::kClose;
+    if (serveRequest(c, ec) == Outcome::kClose || ec) return Outcome::kClose;
+    if (!buffered(c)) break;
+    setDeadline(c, options_.request_timeout);
   }
-  stream.next_layer().close(ignored);
-  conn->done = true;
-  const char byte = 'c';
-  [[maybe_unused]] const ssize_t written = ::write(wake_write_.get(), &byte, 1);
+  c.buffer.shrink_to_fit();
+  setDeadline(c, options_.idle_timeout);
+  return Outcome::kIdle;
+}
+
+WebhookServer::Impl::Outcome WebhookServer::Impl::serveRequest(Conn& c,
+                                                               boost::system::error_code& ec) {
+  const webhook_detail::Served served = webhook_detail::serveRequest(
+      *c.stream, c.buffer, options_, budget_, [this](auto field) { count(field); }, ec);
+  return served == webhook_detail::Served::kKeepAlive ? Outcome::kIdle : Outcome::kClose;
 }
 
 void WebhookServer::Impl::stop() {
@@ -393,20 +557,28 @@ void WebhookServer::Impl::stop() {
   if (stopped_ || !started_) return;
   stopped_ = true;
   stopping_ = true;
-  const char byte = 's';
-  [[maybe_unused]] const ssize_t written = ::write(wake_write_.get(), &byte, 1);
+  wake();
   if (accept_thread_.joinable()) accept_thread_.join();
   listen_fd_.reset();
-  std::list<std::shared_ptr<Conn>> conns;
+  budget_.stop();
   {
-    std::lock_guard lock(conns_mu_);
+    std::lock_guard lock(mu_);
     for (auto& c : conns_) {
-      if (c->fd >= 0) ::shutdown(c->fd, SHUT_RDWR);
+      if (c->state == State::kBusy && c->fd >= 0) ::shutdown(c->fd, SHUT_RDWR);
     }
-    conns.swap(conns_);
   }
-  for (auto& c : conns) {
-    if (c->thread.joinable()) c->thread.join();
+  work_cv_.notify_all();
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
+  {
+    // Every worker has stopped: each connection is closed here, once.
+    std::lock_guard lock(mu_);
+    for (auto& c : conns_) closeFd(*c);
+    conns_.clear();
+    queued_.clear();
+    work_.clear();
+    returned_.clear();
   }
   wake_read_.reset();
   wake_write_.reset();

@@ -2,9 +2,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -244,6 +248,121 @@ TEST(ImageOverrides, AHugeBodyWithinTheLimitIsPatchedAndOneOverItRefused) {
   review["request"]["object"]["metadata"]["annotations"]["big"] = std::string(3u << 20, 'a');
   const ReviewOutcome over = reviewPod(review.dump(), kOverrides);
   expectRefused(over, "over the 3 MiB limit");
+}
+
+// A review of just under 3 MiB (the apiserver's limit) made of `unit` repeated inside a pod.
+std::string hostileReview(const std::string& head, const std::string& unit,
+                          const std::string& tail) {
+  std::string body =
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",)"
+      R"("operation":"CREATE","object":)" +
+      head;
+  while (body.size() + unit.size() + tail.size() < kMaxReviewBytes) body += unit;
+  if (body.back() == ',') body.pop_back();
+  return body + tail;
+}
+
+// kB from /proc/self/status.
+long statusKb(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string word;
+  long kb = -1;
+  while (in >> word) {
+    if (word == key) in >> kb;
+  }
+  return kb;
+}
+
+// Issue 34: a DOM of a hostile body took ~20 times its size (3 MiB of "{}," was ~60 MiB), and
+// eight such reviews at once killed the agent. The review keeps only what it decides on: its
+// memory is the body plus its parser's buffers for the longest string (the server reserves 6x
+// the body for it; webhookRequestCost).
+// Measured in a child process, as the growth of its peak RSS over its RSS (clear_refs resets the
+// peak), under whatever allocator the build uses (ASan's adds its redzones and shadow).
+TEST(ImageOverrides, AHostile3MiBBodyIsReviewedInBoundedMemory) {
+  const std::vector<std::string> bodies = {
+      hostileReview(R"({"spec":{"containers":[)", "{},", "]}}}}"),
+      hostileReview(R"({"spec":{"containers":[)", R"({"image":"nginx:1.25"},)", "]}}}}"),
+      hostileReview(R"({"metadata":{"annotations":{"n":[)", "0,",
+                    R"(]}},"spec":{"containers":[{"image":"nginx:1.25"}]}}}})"),
+      hostileReview(R"({"metadata":{"annotations":{"a":")", "a",
+                    R"("}},"spec":{"containers":[{"image":"nginx:1.25"}]}}}})"),
+  };
+  for (std::size_t i = 0; i < bodies.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_LE(bodies[i].size(), kMaxReviewBytes);
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      std::ofstream("/proc/self/clear_refs") << "5";
+      const long before = statusKb("VmRSS:");
+      const ReviewOutcome out = reviewPod(bodies[i], kOverrides);
+      const long grew = statusKb("VmHWM:") - before;
+      const bool answered = !out.response.empty();
+      const long report[2] = {grew, answered ? 1 : 0};
+      if (::write(fds[1], report, sizeof report) != sizeof report) _exit(1);
+      _exit(0);
+    }
+    ::close(fds[1]);
+    long report[2] = {-1, 0};
+    ASSERT_EQ(::read(fds[0], report, sizeof report), static_cast<ssize_t>(sizeof report));
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_EQ(report[1], 1);
+    // 6x the body, as the server reserves, plus the allocator's slack (ASan's quarantine keeps
+    // the buffers each doubling freed).
+    EXPECT_LT(report[0], 6 * 3 * 1024 + 4 * 1024)
+        << "the review grew the RSS by " << report[0] << " kB";
+    std::printf("shape %zu: the review grew the RSS by %ld kB\n", i, report[0]);
+  }
+}
+
+TEST(ImageOverrides, ARepeatedKeyCountsAsItsLastValueAsInADom) {
+  const std::string body =
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",)"
+      R"("object":{"spec":{"containers":[{"image":"nginx:1.25","image":"other"},{"image":"x"}]},)"
+      R"("spec":{"containers":[{"image":"x"},{"image":"busybox:1.36"}],)"
+      R"("containers":[{"image":"nginx:1.25"},{"image":"x","image":"busybox:1.36"}]}}}})";
+  const ReviewOutcome out = reviewPod(body, kOverrides);
+  EXPECT_EQ(out.error, "");
+  const json patched = patchedObject(body, responseOf(out));
+  EXPECT_EQ(patched["spec"]["containers"][0]["image"], "registry.local/nginx:1.25");
+  EXPECT_EQ(patched["spec"]["containers"][1]["image"], "registry.local/busybox:1.36");
+  ASSERT_EQ(out.changes.size(), 2u);
+  EXPECT_EQ(out.changes[1].path, "/spec/containers/1/image");
+  // A wrong type given first and replaced is no error; one given last is.
+  expectRefused(reviewPod(R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",)"
+                          R"("request":{"uid":"u","object":{"spec":{"containers":[{"image":7}]}},)"
+                          R"("object":5}})",
+                          kOverrides),
+                "request.object is number");
+}
+
+TEST(ImageOverrides, APodWithMoreImagesToReplaceThanTheLimitIsAllowedUnpatched) {
+  json pod = {{"spec", {{"containers", json::array()}}}};
+  for (std::size_t i = 0; i <= kMaxImageChanges; ++i) {
+    pod["spec"]["containers"].push_back({{"image", "nginx:1.25"}});
+  }
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"request", {{"uid", "u"}, {"operation", "CREATE"}, {"object", pod}}}};
+  expectRefused(reviewPod(review.dump(), kOverrides), "more than 4096 images");
+  pod["spec"]["containers"].erase(pod["spec"]["containers"].size() - 1);
+  review["request"]["object"] = pod;
+  EXPECT_EQ(reviewPod(review.dump(), kOverrides).changes.size(), kMaxImageChanges);
+}
+
+TEST(ImageOverrides, AnOverlongUidIsNotEchoed) {
+  const std::string body =
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":")" +
+      std::string(5000, 'u') + R"(","object":{"spec":{}}}})";
+  const ReviewOutcome out = reviewPod(body, kOverrides);
+  EXPECT_EQ(out.uid, "");
+  expectRefused(out, "request.uid is longer than 1024 bytes");
 }
 
 TEST(ImageOverrides, ParsesEntriesLastOneWinning) {

@@ -563,6 +563,39 @@ TEST(HealthServer, ConnectionsBeyondTheLimitWaitForASlot) {
   EXPECT_TRUE(closed);
 }
 
+// Anyone who can reach metrics_address can open connections and say nothing: with one pool
+// for both listeners, 32 of them made the kubelet's liveness probe (on the socket) wait for a
+// slot, time out, and restart the agent (issue 34).
+TEST(HealthServer, HeldMetricsConnectionsNeverDelayTheSocket) {
+  TempDir dir;
+  const std::string path = dir.path() + "/ekco.sock";
+  auto server = HealthServer::start(HealthServerOptions{.socket_path = path,
+                                                        .handlers = cannedHandlers(),
+                                                        .request_timeout = 30s,
+                                                        .metrics_address = "127.0.0.1:0"});
+  ASSERT_TRUE(server) << server.error().message();
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>((*server)->metricsPort()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // More silent TCP connections than both pools together hold.
+  std::vector<base::UniqueFd> held;
+  for (int i = 0; i < 48; ++i) {
+    base::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+    held.push_back(std::move(fd));
+  }
+  std::this_thread::sleep_for(200ms);  // the metrics pool is full (the rest wait in the backlog)
+  const base::SystemClock clock;
+  const auto before = clock.monoNow();
+  for (int i = 0; i < 3; ++i) {
+    auto reply = queryHealthSocket(path, "/healthz", 1s);
+    ASSERT_TRUE(reply) << reply.error().message();
+    EXPECT_EQ(reply->status, 200);
+  }
+  EXPECT_LT(clock.monoNow() - before, 500ms);
+}
+
 TEST(HealthServer, QueryReportsAMissingSocketAndATimeout) {
   TempDir dir;
   auto missing = queryHealthSocket(dir.path() + "/nope.sock", "/healthz", 1s);

@@ -27,9 +27,11 @@ struct HttpAnswer {
 
 class TlsClient {
  public:
-  // Connects to 127.0.0.1:port and completes the handshake, verifying the chain against
-  // `ca_pem` and the certificate against `server_name`.
-  TlsClient(int port, const std::string& ca_pem, const std::string& server_name)
+  // Connects to 127.0.0.1:port (from `source`, another loopback address, when given) and
+  // completes the handshake, verifying the chain against `ca_pem` and the certificate against
+  // `server_name`.
+  TlsClient(int port, const std::string& ca_pem, const std::string& server_name,
+            const std::string& source = "")
       : ctx_(boost::asio::ssl::context::tls_client), stream_(ioc_, ctx_) {
     ctx_.add_certificate_authority(boost::asio::buffer(ca_pem));
     stream_.set_verify_mode(boost::asio::ssl::verify_peer);
@@ -39,6 +41,10 @@ class TlsClient {
     }
     boost::asio::ip::tcp::endpoint ep(boost::asio::ip::make_address("127.0.0.1"),
                                       static_cast<unsigned short>(port));
+    if (!source.empty()) {
+      stream_.next_layer().open(boost::asio::ip::tcp::v4());
+      stream_.next_layer().bind({boost::asio::ip::make_address(source), 0});
+    }
     stream_.next_layer().connect(ep);
     stream_.handshake(boost::asio::ssl::stream_base::client);
   }

@@ -3,18 +3,22 @@
 // CA and the certificate against ekco.kurl.svc.
 #include "agent/serve/webhook_server.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -78,6 +82,40 @@ std::vector<std::string> patchedImages(const std::string& answer) {
   for (const json& op : patch) out.push_back(op["value"]);
   return out;
 }
+
+// A TCP connection to the server from `source` (a loopback address), sending nothing yet.
+int rawConnect(int port, const char* source = "127.0.0.1") {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source, &from.sin_addr);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+// Connections the test holds open, closed when it ends.
+struct HeldConnections {
+  std::vector<int> fds;
+  ~HeldConnections() {
+    for (int fd : fds) ::close(fd);
+  }
+};
+
+// A review of about `bytes` (a padding annotation), matching one override.
+std::string reviewOfSize(std::size_t bytes) {
+  json review = json::parse(fixture("pod-create-v1.json"));
+  const std::size_t base = review.dump().size();
+  review["request"]["object"]["metadata"]["annotations"]["padding"] =
+      std::string(bytes > base + 64 ? bytes - base - 64 : 0, 'p');
+  return review.dump();
+}
+
+using Clock = std::chrono::steady_clock;
 
 TEST(WebhookServer, AnswersReviewsOverOneKeptAliveVerifiedConnection) {
   const Pki p = makePki();
@@ -189,14 +227,14 @@ TEST(WebhookServer, AnotherCaOrAnotherNameFailsTheClientsVerification) {
   EXPECT_NO_THROW(TlsClient((*server)->port(), p.ca.cert_pem, "ekco.kurl.svc.cluster.local"));
 }
 
-TEST(WebhookServer, ASilentConnectionIsClosedAfterTheRequestTimeout) {
+TEST(WebhookServer, ASilentConnectionIsClosedAfterTheHandshakeTimeout) {
   const Pki p = makePki();
   WebhookServerOptions o = options();
-  o.request_timeout = std::chrono::milliseconds(300);
+  o.handshake_timeout = std::chrono::milliseconds(300);
   o.max_connections = 1;
   auto server = WebhookServer::start(o, p.serving);
   ASSERT_TRUE(server);
-  // A TCP connection that never says a word holds the only slot ...
+  // A TCP connection that never says a word ...
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -204,7 +242,7 @@ TEST(WebhookServer, ASilentConnectionIsClosedAfterTheRequestTimeout) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   const auto start = std::chrono::steady_clock::now();
-  // ... until the timeout closes it: then a real client is served.
+  // ... is closed at the timeout.
   char byte = 0;
   EXPECT_EQ(::read(fd, &byte, 1), 0);  // EOF from the server
   const auto closed_after = std::chrono::steady_clock::now() - start;
@@ -233,6 +271,136 @@ TEST(WebhookServer, ServesConcurrentConnections) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 160);
   EXPECT_EQ((*server)->stats().connections, 8u);
+}
+
+// Issue 34: connections that say nothing held the 64 threads (and then the backlog) for 10 s
+// each, so the apiserver's reviews waited past its own 10 s timeout and, with failurePolicy
+// Ignore, pods were admitted without their overrides. Now they wait in the poll loop.
+TEST(WebhookServer, IdleConnectionsDoNotDelayAReview) {
+  const Pki p = makePki();
+  auto server = WebhookServer::start(options(), p.serving);
+  ASSERT_TRUE(server);
+  const int port = (*server)->port();
+  HeldConnections idle;
+  for (int i = 0; i < 128; ++i) idle.fds.push_back(rawConnect(port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted
+  auto start = Clock::now();
+  TlsClient client(port, p.ca.cert_pem, "ekco.kurl.svc");
+  EXPECT_EQ(client.post("/pod-image-overrides", fixture("pod-create-v1.json")).status, 200);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  // And connections that finished the handshake, then went quiet.
+  start = Clock::now();
+  std::vector<std::unique_ptr<TlsClient>> quiet;
+  for (int i = 0; i < 32; ++i) {
+    quiet.push_back(std::make_unique<TlsClient>(port, p.ca.cert_pem, "ekco.kurl.svc"));
+  }
+  TlsClient another(port, p.ca.cert_pem, "ekco.kurl.svc");
+  EXPECT_EQ(another.post("/pod-image-overrides", fixture("pod-create-v1.json")).status, 200);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));  // 33 handshakes under ASan
+  // The quiet ones are still served when they speak.
+  EXPECT_EQ(quiet.back()->post("/pod-image-overrides", fixture("pod-create-v1.json")).status, 200);
+}
+
+// Slow clients (a byte of a TLS handshake, then nothing) from one address hold at most
+// per_source_workers of the workers, until their handshake deadline: another address's review
+// is answered at once.
+TEST(WebhookServer, SlowClientsFromOneAddressCannotTakeEveryWorker) {
+  const Pki p = makePki();
+  auto server = WebhookServer::start(options(), p.serving);
+  ASSERT_TRUE(server);
+  const int port = (*server)->port();
+  HeldConnections slow;
+  for (int i = 0; i < 80; ++i) {
+    const int fd = rawConnect(port, "127.0.0.2");
+    ASSERT_EQ(::write(fd, "\x16", 1), 1);  // a TLS record's first byte
+    slow.fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = Clock::now();
+  TlsClient client(port, p.ca.cert_pem, "ekco.kurl.svc");
+  EXPECT_EQ(client.post("/pod-image-overrides", fixture("pod-create-v1.json")).status, 200);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+}
+
+// Issue 34: eight concurrent 3 MiB reviews took an agent from 45 MiB to 544 MiB. Each request
+// now reserves its cost from one budget before its body is read: with room for two 1 MiB
+// reviews, six at once are reviewed at most two at a time, and all answered. (Each review waits
+// for a third to join it, up to 1 s: a server without the budget has three at once at once.)
+TEST(WebhookServer, ConcurrentLargeReviewsAreReviewedWithinTheMemoryBudget) {
+  const Pki p = makePki();
+  const std::string body = reviewOfSize(std::size_t{1} << 20);
+  const std::size_t cost = webhookRequestCost(body.size(), std::size_t{3} << 20);
+  std::atomic<int> in_review{0};
+  std::atomic<int> most{0};
+  WebhookServerOptions o = options();
+  // Large bodies get two thirds of the budget: two fit, three do not.
+  o.memory_budget = (2 * cost + cost / 2) * 3 / 2;
+  o.budget_wait = std::chrono::seconds(20);
+  o.review = [&](std::string_view b) {
+    const int now = ++in_review;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    const auto until = Clock::now() + std::chrono::seconds(1);
+    while (in_review < 3 && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    --in_review;
+    return admission::reviewPod(b, kOverrides).response;
+  };
+  auto server = WebhookServer::start(o, p.serving);
+  ASSERT_TRUE(server);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 6; ++t) {
+    clients.emplace_back([&] {
+      TlsClient client((*server)->port(), p.ca.cert_pem, "ekco.kurl.svc");
+      if (client.post("/pod-image-overrides", body).status == 200) ++ok;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 6);
+  EXPECT_LE(most.load(), 2);
+  const auto stats = (*server)->stats();
+  EXPECT_LE(stats.reserved_peak, o.memory_budget);
+  EXPECT_GE(stats.reserved_peak, 2 * cost);  // two at once, not one after the other
+  EXPECT_EQ(stats.reserved, 0u);
+}
+
+// When the budget stays full longer than budget_wait, a large request is answered 503 with
+// Retry-After, its body unread; an ordinary review still finds room (large bodies may use two
+// thirds of the budget).
+TEST(WebhookServer, ALargeReviewFindingNoRoomIs503AndSmallOnesAreStillServed) {
+  const Pki p = makePki();
+  const std::string big = reviewOfSize(std::size_t{1} << 20);
+  const std::size_t cost = webhookRequestCost(big.size(), std::size_t{3} << 20);
+  WebhookServerOptions o = options();
+  o.memory_budget = cost * 3 / 2 + cost / 4;  // one large review at a time
+  o.budget_wait = std::chrono::milliseconds(100);
+  std::atomic<bool> release{false};
+  o.review = [&](std::string_view b) {
+    if (b.size() > (std::size_t{512} << 10)) {
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return admission::reviewPod(b, kOverrides).response;
+  };
+  auto server = WebhookServer::start(o, p.serving);
+  ASSERT_TRUE(server);
+  std::thread first([&] {
+    TlsClient client((*server)->port(), p.ca.cert_pem, "ekco.kurl.svc");
+    EXPECT_EQ(client.post("/pod-image-overrides", big).status, 200);
+  });
+  while ((*server)->stats().reserved == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  TlsClient second((*server)->port(), p.ca.cert_pem, "ekco.kurl.svc");
+  const auto refused = second.post("/pod-image-overrides", big);
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.connection, "close");
+  TlsClient small((*server)->port(), p.ca.cert_pem, "ekco.kurl.svc");
+  EXPECT_EQ(small.post("/pod-image-overrides", fixture("pod-create-v1.json")).status, 200);
+  release = true;
+  first.join();
+  EXPECT_EQ((*server)->stats().busy, 1u);
 }
 
 TEST(WebhookServer, StartFailsOnBadCredentialsAddressesAndABusyPort) {
