@@ -65,6 +65,10 @@ using Steady = std::chrono::steady_clock;
 
 constexpr const char* kToken = "ekco-demo-service-account-token";
 constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
+// The workers' agents run as deploy/30-daemonset.yaml's ekco-node DaemonSet runs them: their own
+// ServiceAccount, never a candidate for the Lease.
+constexpr const char* kNodeToken = "ekco-demo-node-service-account-token";
+constexpr const char* kNodeServiceAccount = "system:serviceaccount:kurl:ekco-node";
 constexpr int kToleration = 8;  // node_unreachable_toleration, seconds
 
 struct NodeSpec {
@@ -252,12 +256,16 @@ class Demo {
     options.out_dir = (work_ / "api").string();
     options.objects = std::move(objects);
     options.exec_script = std::move(exec);
-    options.tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}};
+    options.tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}},
+                      {.token = kNodeToken, .user = kNodeServiceAccount, .groups = {}}};
     auto server = kubesim::Server::start(std::move(options));
     if (!server) fail("ekco-kubesim: " + server.error().message());
     api_ = std::move(*server);
     kubeconfig_ = (work_ / "api/ekco-sa.kubeconfig").string();
     auto written = api_->writeTokenKubeconfig(kubeconfig_, kToken);
+    if (!written) fail(written.error().message());
+    node_kubeconfig_ = (work_ / "api/ekco-node-sa.kubeconfig").string();
+    written = api_->writeTokenKubeconfig(node_kubeconfig_, kNodeToken);
     if (!written) fail(written.error().message());
     say("API server: ekco-kubesim at " + api_->url() + " with 5 nodes, " +
         std::to_string(workloads().size()) + " pods and the " + std::to_string(deploy.size()) +
@@ -325,10 +333,14 @@ class Demo {
     }
     a.socket = (work_ / (n.name + ".sock")).string();
     a.log = (work_ / (n.name + ".log")).string();
-    a.pid = g_children.spawn(
-        {ekco_, "agent", "--config", config_, "--kubeconfig", kubeconfig_, "--node-name", n.name,
-         "--host-root", a.root.string(), "--socket", a.socket},
-        a.log);
+    std::vector<std::string> args = {ekco_,          "agent",         "--config",    config_,
+                                     "--kubeconfig", kubeconfig_,     "--node-name", n.name,
+                                     "--host-root",  a.root.string(), "--socket",    a.socket};
+    if (!n.primary) {
+      args[5] = node_kubeconfig_;
+      args.push_back("--leader-election-candidate=false");
+    }
+    a.pid = g_children.spawn(args, a.log);
     if (a.pid <= 0) fail("cannot start " + ekco_);
     agents_.push_back(a);
   }
@@ -614,9 +626,12 @@ class Demo {
     int total = 0;
     int denied = 0;
     for (const auto& r : api_->requestLog()) {
-      if (r.user != kServiceAccount || r.resource.empty()) continue;
+      if ((r.user != kServiceAccount && r.user != kNodeServiceAccount) || r.resource.empty()) {
+        continue;
+      }
       ++total;
-      std::string key = r.verb + " " + r.resource;
+      std::string key = std::string(r.user == kNodeServiceAccount ? "ekco-node: " : "ekco: ") +
+                        r.verb + " " + r.resource;
       if (!r.subresource.empty()) key += "/" + r.subresource;
       if (!r.api_group.empty()) key += "." + r.api_group;
       key += r.ns.empty() ? " (cluster)" : " (" + r.ns + ")";
@@ -673,7 +688,8 @@ class Demo {
   bool have_etcd_ = false;
   std::shared_ptr<testing::CephFixture> ceph_;
   std::unique_ptr<kubesim::Server> api_;
-  std::string kubeconfig_;
+  std::string kubeconfig_;       // kurl/ekco's, for the control-plane agents
+  std::string node_kubeconfig_;  // kurl/ekco-node's, for the workers
   std::string config_;
   std::vector<Agent> agents_;
   std::set<std::string> dead_;

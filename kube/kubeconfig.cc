@@ -303,6 +303,20 @@ Result<Connection> loadInCluster(const hostfs::HostFs& fs, const Environment& en
   return conn;
 }
 
+Result<Connection> loadNodeConnection(const hostfs::HostFs& host_fs, const Environment& env) {
+  auto conn = loadKubeconfig(host_fs, kKubeletConf, {}, /*token_file_readable_later=*/false);
+  if (!conn) return conn;
+  const auto host = env.find("KUBERNETES_SERVICE_HOST");
+  const auto port = env.find("KUBERNETES_SERVICE_PORT");
+  if (host != env.end() && !host->second.empty() && port != env.end() && !port->second.empty()) {
+    const bool ipv6 = host->second.find(':') != std::string::npos;
+    conn->server =
+        "https://" + (ipv6 ? "[" + host->second + "]" : host->second) + ":" + port->second;
+    conn->source += ", server " + conn->server + " (in-cluster)";
+  }
+  return conn;
+}
+
 Result<Connection> loadConnection(const ConnectionSources& sources) {
   // (1)
   if (!sources.explicit_kubeconfig.empty()) {

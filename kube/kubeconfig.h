@@ -63,6 +63,16 @@ struct ConnectionSources {
 // --kubeconfig must not silently become admin.conf). Nothing found is kNotFound.
 base::Result<Connection> loadConnection(const ConnectionSources& sources);
 
+// The node's own credentials, whatever else the process has: the host's
+// /etc/kubernetes/kubelet.conf (host_fs), the kubelet's identity system:node:<name>, which
+// kube-apiserver's Node authorizer and NodeRestriction admission confine to this node (its own
+// Node object, the pods bound to it). With KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT
+// set (a pod) the server is the in-cluster one: kubelet.conf's may be an address only the host's
+// network reaches (kURL's internal load balancer, https://localhost:6444), and kubeadm's
+// apiserver certificate names the kubernetes Service's IP for the cluster CA kubelet.conf
+// trusts. kNotFound when the host has no kubelet.conf.
+base::Result<Connection> loadNodeConnection(const hostfs::HostFs& host_fs, const Environment& env);
+
 // One kubeconfig file (`path` in `fs`). `context` "" means its current-context.
 // A tokenFile is kept in Connection::token_file (re-read by the transport) when `fs` is the
 // process's filesystem (token_file_readable_later); otherwise it is read once, into token.

@@ -151,7 +151,10 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
       {"ready", readiness.ready ? "yes" : "no (" + cell(readiness.reason) + ")"},
       {"api reachable", field(status, "api_reachable")},
       {"leader", field(status, "leader")},
-      {"is leader", field(status, "is_leader")},
+      {"is leader",
+       field(status, "is_leader") + (kube::jsonField(status, "leader_candidate") == false
+                                         ? " (never: leader_election_candidate is false)"
+                                         : "")},
       {"lease holder", field(lease, "holder")},
       {"lease renewed", renewed},
       {"lease transitions", field(lease, "transitions")},

@@ -118,6 +118,10 @@ struct Config {
   // Accept a plain http:// auto_upgrade_url (an installer mirror without TLS). Off: https only.
   bool auto_upgrade_allow_http = false;
   std::string leader_election_namespace = "kurl";
+  // false: this agent never leads (it only reads the Lease, to show who leads) and runs only the
+  // every-node controllers that need no cluster-wide permissions: the worker DaemonSet's agents,
+  // whose ServiceAccount ekco-node holds none (deploy/10-rbac-node.yaml).
+  bool leader_election_candidate = true;
   // client-go's defaults; lease > renew deadline > retry period.
   Duration leader_election_lease_duration = std::chrono::seconds(15);
   Duration leader_election_renew_deadline = std::chrono::seconds(10);

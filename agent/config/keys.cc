@@ -121,6 +121,8 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(auto_upgrade_allow_http, kBool,
                "Accept a plain http:// auto_upgrade_url, whose downloads are not verified"),
       EKCO_KEY(leader_election_namespace, kString, "Namespace of the ekco-leader Lease"),
+      EKCO_KEY(leader_election_candidate, kBool,
+               "false: never lead, run only the every-node controllers (worker agents)"),
       EKCO_KEY(leader_election_lease_duration, kDuration,
                "How long a leader's Lease holds without renewal before others may take it"),
       EKCO_KEY(leader_election_renew_deadline, kDuration,

@@ -146,6 +146,9 @@ ControllerSpec clusterCertsSpec() {
           // Its secret writes: an operator's pause includes the add-ons' TLS (kURL replaces
           // them during upgrades and migrations).
           .pauses_in_maintenance = true,
+          // It acts only on a host with the cluster CA's key (a control-plane node), with
+          // secret writes that the worker account does not hold.
+          .candidates_only = true,
           .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
             ClusterCertsControllerOptions o;
             o.secrets = clusterCertsOptions(d.config);

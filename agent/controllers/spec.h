@@ -78,6 +78,11 @@ struct ControllerSpec {
   // runtime does not call its reconcile (its /status says "paused: maintenance (reason)") and
   // its is_leader_fresh / may_act answer false (agent/runtime/maintenance.h).
   bool pauses_in_maintenance = false;
+  // An every-node controller that needs what only the control-plane account (ekco) holds: it
+  // is not built on an agent with leader_election_candidate: false (the worker DaemonSet's
+  // ekco-node), whose /status shows it null as if disabled. Leader controllers are never built
+  // there either.
+  bool candidates_only = false;
   std::function<base::Result<std::shared_ptr<Controller>>(const ControllerDeps&)> build{};
 };
 

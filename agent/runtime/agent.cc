@@ -178,7 +178,8 @@ base::Status Agent::Impl::initElection() {
        .identity = options_.holder_identity,
        .lease_duration = ms(c.leader_election_lease_duration),
        .renew_deadline = ms(c.leader_election_renew_deadline),
-       .retry_period = ms(c.leader_election_retry_period)},
+       .retry_period = ms(c.leader_election_retry_period),
+       .candidate = c.leader_election_candidate},
       {.on_started_leading = [this] { onLeaderChange(true); },
        .on_stopped_leading = [this] { onLeaderChange(false); },
        .on_new_leader =
@@ -266,9 +267,13 @@ base::Status Agent::Impl::initControllers() {
   ControllerDeps pausing = deps;
   pausing.is_leader_fresh = [this] { return elector_->isLeaderFresh() && maintenance_->mayAct(); };
   pausing.may_act = [this] { return maintenance_->mayAct(); };
+  // An agent that may not lead builds neither the leader controllers nor the every-node ones
+  // that need the control-plane account (ControllerSpec::candidates_only).
+  const bool candidate = options_.config.leader_election_candidate;
   for (const ControllerSpec& spec : controllerSpecs()) {
     Built built{.spec = &spec};
-    if (spec.enabled && spec.enabled(options_.config)) {
+    const bool runs_here = candidate || (spec.scope == Scope::kNode && !spec.candidates_only);
+    if (runs_here && spec.enabled && spec.enabled(options_.config)) {
       auto controller = spec.build(spec.pauses_in_maintenance ? pausing : deps);
       if (!controller) return std::move(controller).error().wrap(std::string(spec.name));
       built.controller = std::move(*controller);
@@ -373,6 +378,7 @@ int Agent::Impl::run() {
                                   {"api", platform_.connection.server},
                                   {"credentials", platform_.connection.source},
                                   {"socket", options_.socket_path},
+                                  {"leader_candidate", options_.config.leader_election_candidate},
                                   {"dry_run", options_.dry_run}});
 
   caches_->start();

@@ -45,7 +45,9 @@ Health Agent::Impl::readyz() const {
   // until their idle bound: the elector notices first (the leader's renewals; a candidate's
   // watched renewals or, with its watch silent, its own read of the Lease). A candidate whose
   // Lease watch still delivers counts the API as answering even if its new requests would hang:
-  // it acts on nothing cluster-wide until it leads, and leading takes a read and a write.
+  // it acts on nothing cluster-wide until it leads, and leading takes a read and a write. An
+  // agent that may not lead reads the Lease itself once neither its reads nor its watch have
+  // answered for a lease duration (+ up to 1.2 retry periods), within the candidate's limit.
   const auto now = clock_.monoNow();
   const auto silent_since = elector_->lastAnswer().value_or(started_at_);
   if (now - silent_since > (elector_->isLeader() ? api_silence_limit_ : candidate_silence_limit_)) {
@@ -71,6 +73,8 @@ json Agent::Impl::status() const {
   const auto lease = elector_->status();
   out["leader"] = leaseHolderNode(lease.holder);
   out["is_leader"] = lease.is_leader;
+  // false: this agent never leads (leader_election_candidate); "leader" is who does.
+  out["leader_candidate"] = options_.config.leader_election_candidate;
   out["lease"] = {{"name", options_.config.leader_election_namespace + "/ekco-leader"},
                   {"holder", lease.holder},
                   {"identity", options_.holder_identity},

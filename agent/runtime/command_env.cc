@@ -58,11 +58,13 @@ base::Status buildClient(CommandClient& out, const CommandClientOptions& options
     if (!host_fs) return std::move(host_fs).error();
     out.host_fs = std::move(*host_fs);
   }
-  auto connection = kube::loadConnection({.process_fs = *out.process_fs,
-                                          .host_fs = *out.host_fs,
-                                          .env = env,
-                                          .explicit_kubeconfig = options.kubeconfig,
-                                          .working_dir = working_dir});
+  auto connection = options.node_credentials
+                        ? kube::loadNodeConnection(*out.host_fs, env)
+                        : kube::loadConnection({.process_fs = *out.process_fs,
+                                                .host_fs = *out.host_fs,
+                                                .env = env,
+                                                .explicit_kubeconfig = options.kubeconfig,
+                                                .working_dir = working_dir});
   if (!connection) return std::move(connection).error();
   out.connection = *connection;
   auto transport = kube::CurlTransport::create(std::move(*connection), out.process_fs.get(), clock,

@@ -46,6 +46,9 @@ struct CommandClient {
 struct CommandClientOptions {
   std::string host_root = "/";
   std::string kubeconfig{};  // --kubeconfig
+  // The node's own kubelet credentials (kube::loadNodeConnection), not the usual search: for a
+  // drain by an agent whose own account may not write (leader_election_candidate: false).
+  bool node_credentials = false;
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
   kube::RestClientOptions rest{};
 };

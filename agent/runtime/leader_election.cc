@@ -154,6 +154,18 @@ base::Result<bool> LeaderElector::attempt(Pending& pending) {
   auto got = client_.get(kube::resources::kLeases, config_.ns, config_.name);
   if (!got) {
     if (!isCode(got.error(), ErrorCode::kNotFound)) return std::move(got).error();
+    if (!config_.candidate) {
+      // An observer creates nothing: nobody leads until a candidate creates the Lease.
+      std::lock_guard lock(mu_);
+      observed_.reset();
+      if (reported_holder_ && !reported_holder_->empty()) {
+        reported_holder_ = "";
+        if (callbacks_.on_new_leader) {
+          pending.push_back([cb = callbacks_.on_new_leader] { cb(""); });
+        }
+      }
+      return false;
+    }
     Json object = {{"apiVersion", kube::resources::kLeases.apiVersion()},
                    {"kind", kube::resources::kLeases.kind},
                    {"metadata", {{"name", config_.name}, {"namespace", config_.ns}}},
@@ -182,6 +194,7 @@ base::Result<bool> LeaderElector::attempt(Pending& pending) {
     const bool expired =
         lease->holder_identity.empty() || observed_at_ + durationOf(*lease) <= clock_.monoNow();
     if (!ours && !expired) return false;
+    if (!config_.candidate) return false;  // an observer never writes
   }
 
   // (4) Write our claim on top of the version we read.
@@ -212,6 +225,11 @@ std::optional<kube::Lease> LeaderElector::unreadableLease(const Json& object,
   lease.name = config_.name;
   lease.resource_version = rv->get<std::string>();
   lease.holder_identity = kUnreadableHolder;
+  if (!config_.candidate) {
+    lost_race_ = fmt::format("leader election: lease {}/{} is unreadable ({})", config_.ns,
+                             config_.name, why.message());
+    return lease;
+  }
   lost_race_ = fmt::format(
       "leader election: lease {}/{} is unreadable ({}); taking it over if it stays unchanged "
       "for {}",
@@ -345,6 +363,11 @@ base::MonoTime LeaderElector::nextStepLocked(base::MonoTime stepped, double spre
   if (leader_) return stepped + config_.retry_period;
   const auto jittered = std::chrono::duration_cast<nanoseconds>(
       std::chrono::duration<double, std::milli>(config_.retry_period) * spread);
+  // An observer only needs to hear from the API: a read once neither a step nor its watch has
+  // answered for a lease duration.
+  if (!config_.candidate) {
+    return std::max(stepped, last_watched_.value_or(stepped)) + config_.lease_duration + jittered;
+  }
   const base::MonoTime poll = stepped + config_.retry_period + jittered;
   // Without a live watch, or with a record that may be ours (a restart) or nobody's: poll.
   if (!observed_ || !last_watched_ || clock_.monoNow() - *last_watched_ >= config_.lease_duration ||
@@ -367,7 +390,7 @@ void LeaderElector::observeDeleted() {
   // Nothing left to wait for: the next step reads (NotFound) and creates it; until a record is
   // seen again, run() polls.
   if (!leader_) observed_.reset();
-  nudged_ = true;
+  if (config_.candidate) nudged_ = true;
   cv_.notify_all();
 }
 
@@ -384,7 +407,7 @@ void LeaderElector::observeWatched(const Json& object) {
       auto lease = kube::parseLease(object);
       if (lease && !lease->resource_version.empty()) {
         observeLocked(object, *lease, pending);
-        if (lease->holder_identity.empty()) nudged_ = true;
+        if (lease->holder_identity.empty() && config_.candidate) nudged_ = true;
       }
     }
     cv_.notify_all();

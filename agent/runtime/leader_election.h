@@ -94,6 +94,14 @@ struct LeaderElectionConfig {
   std::chrono::milliseconds renew_deadline{10000};
   // Time between steps (acquirers add up to 120 % jitter, as client-go does).
   std::chrono::milliseconds retry_period{2000};
+  // false: an observer that never leads (config leader_election_candidate: an agent whose
+  // credentials hold no cluster-wide writes, the worker DaemonSet's). Its steps only read the
+  // Lease (get, never create or update): status() and lastAnswer() stay truthful and
+  // on_new_leader reports the holder, but it never leads and release() writes nothing. It reads
+  // only when its watch has been silent for a lease duration (plus up to 1.2 retry periods of
+  // jitter), and a released or deleted Lease does not make it step at once: it takes nothing
+  // over, so hundreds of workers do not read the moment a leader hands over.
+  bool candidate = true;
 };
 
 // lease_duration > renew_deadline > retry_period > 0 and identity, ns and name non-empty;

@@ -181,9 +181,14 @@ std::unique_ptr<ShutdownInhibitor> makeAgentShutdownInhibitor(const AgentOptions
     rest.request_timeout = std::chrono::seconds(5);
     rest.retry.max_attempts = 2;
     rest.reporting_instance = options.node_name;
+    // An agent that may not lead holds no cluster-wide write (the worker DaemonSet's
+    // ekco-node): it drains as the node itself, with the kubelet's credentials, which the Node
+    // authorizer and NodeRestriction confine to this node, its pods and Events — what
+    // `ekco shutdown` uses on a worker too.
     if (auto built = buildClient(c,
                                  {.host_root = options.host_root,
                                   .kubeconfig = options.kubeconfig,
+                                  .node_credentials = !options.config.leader_election_candidate,
                                   .rest = std::move(rest)},
                                  options.env, options.working_dir, clock);
         !built) {

@@ -225,6 +225,31 @@ TEST(LoadConnection, ResolutionOrderIsExplicitThenKubeconfigEnvThenInClusterThen
   EXPECT_THAT(conn.error().message(), StartsWith("no Kubernetes connection"));
 }
 
+TEST(LoadNodeConnection, IsTheHostsKubeletConfWithTheInClusterServerInAPod) {
+  Sources s;
+  // On the host (no in-cluster environment): kubelet.conf as it is, even with admin.conf there.
+  auto conn = loadNodeConnection(s.host.fs(), {});
+  ASSERT_TRUE(conn) << conn.error().message();
+  EXPECT_EQ(conn->token, "kubelet");
+  EXPECT_EQ(conn->server, "https://10.0.0.1:6443");
+  EXPECT_THAT(conn->source, StartsWith("kubeconfig /etc/kubernetes/kubelet.conf"));
+  // In a pod: the kubelet's credentials, not the pod's ServiceAccount, at the Service's address
+  // (kubelet.conf's may be the host's localhost:6444).
+  conn = loadNodeConnection(s.host.fs(), s.fullEnv());
+  ASSERT_TRUE(conn) << conn.error().message();
+  EXPECT_EQ(conn->token, "kubelet");
+  EXPECT_EQ(conn->server, "https://10.96.0.1:443");
+  EXPECT_THAT(conn->source, HasSubstr("server https://10.96.0.1:443 (in-cluster)"));
+  conn = loadNodeConnection(
+      s.host.fs(), {{"KUBERNETES_SERVICE_HOST", "fd00::1"}, {"KUBERNETES_SERVICE_PORT", "443"}});
+  ASSERT_TRUE(conn) << conn.error().message();
+  EXPECT_EQ(conn->server, "https://[fd00::1]:443");
+  std::filesystem::remove(s.host.dir() + "/etc/kubernetes/kubelet.conf");
+  conn = loadNodeConnection(s.host.fs(), s.fullEnv());
+  ASSERT_FALSE(conn);
+  EXPECT_EQ(conn.error().code(), ErrorCode::kNotFound);
+}
+
 TEST(LoadConnection, RelativeExplicitPathsAreResolvedAgainstTheWorkingDirectory) {
   Sources s;
   s.process.write("/home/op/k.conf", kubeconfig("", "    token: op\n"));

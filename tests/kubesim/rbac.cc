@@ -556,4 +556,82 @@ Reply selfSubjectAccessReview(const RbacPolicy& policy, const UserInfo& user, co
   return Reply{.code = 201, .body = std::move(out)};
 }
 
+namespace {
+
+// serviceaccount.SplitUsername: "system:serviceaccount:NS:NAME" with exactly two non-empty parts.
+std::optional<std::pair<std::string, std::string>> splitServiceAccount(std::string_view name) {
+  if (name.substr(0, kServiceAccountPrefix.size()) != kServiceAccountPrefix) return std::nullopt;
+  std::string_view rest = name.substr(kServiceAccountPrefix.size());
+  const auto colon = rest.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == rest.size() ||
+      rest.find(':', colon + 1) != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return std::pair{std::string(rest.substr(0, colon)), std::string(rest.substr(colon + 1))};
+}
+
+}  // namespace
+
+Impersonation impersonate(const UserInfo& requester, const ImpersonationHeaders& headers,
+                          const std::function<RbacPolicy(const std::string& ns)>& policy_for) {
+  Impersonation out;
+  if (headers.user.empty()) {
+    std::string requested;
+    for (const auto& g : headers.groups) requested += (requested.empty() ? "" : " ") + g;
+    out.refused = statusReply(
+        500, "InternalError",
+        "Internal error occurred: requested [" + requested + "] without impersonating a user");
+    return out;
+  }
+  // (1) Each thing asked for, authorized for the requester, in buildImpersonationRequests's
+  // order.
+  std::vector<RequestAttributes> asks;
+  auto ask = [&](std::string group, std::string resource, std::string ns, std::string name,
+                 std::string subresource = {}) {
+    asks.push_back({.resource_request = true,
+                    .verb = "impersonate",
+                    .api_group = std::move(group),
+                    .api_version = "v1",
+                    .resource = std::move(resource),
+                    .subresource = std::move(subresource),
+                    .ns = std::move(ns),
+                    .name = std::move(name)});
+  };
+  UserInfo user{.name = headers.user};
+  const auto service_account = splitServiceAccount(headers.user);
+  if (service_account) {
+    ask("", "serviceaccounts", service_account->first, service_account->second);
+  } else {
+    ask("", "users", "", headers.user);
+  }
+  for (const auto& g : headers.groups) ask("", "groups", "", g);
+  for (const auto& [key, value] : headers.extras) {
+    ask("authentication.k8s.io", "userextras", "", value, key);
+  }
+  if (!headers.uid.empty()) ask("authentication.k8s.io", "uids", "", headers.uid);
+  for (const RequestAttributes& attrs : asks) {
+    if (requester.isMaster()) continue;
+    const Decision decision = authorize(policy_for(attrs.ns), requester, attrs);
+    if (!decision.allowed) {
+      out.refused = Reply{.code = 403, .body = forbiddenStatus(requester, attrs, decision.reason)};
+      return out;
+    }
+  }
+  // (2) The new user's groups.
+  if (service_account && headers.groups.empty()) {
+    user.groups = {"system:serviceaccounts", "system:serviceaccounts:" + service_account->first};
+  } else {
+    user.groups = headers.groups;
+  }
+  if (user.name != "system:anonymous") {
+    if (!user.inGroup("system:authenticated") && !user.inGroup("system:unauthenticated")) {
+      user.groups.push_back("system:authenticated");
+    }
+  } else if (!user.inGroup("system:unauthenticated")) {
+    user.groups.push_back("system:unauthenticated");
+  }
+  out.user = std::move(user);
+  return out;
+}
+
 }  // namespace ekco::kubesim

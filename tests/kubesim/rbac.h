@@ -7,6 +7,7 @@
 // Forbidden message.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -96,6 +97,41 @@ std::string forbiddenMessage(const UserInfo& user, const RequestAttributes& attr
 // The 403 Status body (reason Forbidden, details group/kind/name).
 nlohmann::json forbiddenStatus(const UserInfo& user, const RequestAttributes& attrs,
                                std::string_view reason);
+
+// What a request asks to act as (kube-apiserver's impersonation headers): Impersonate-User (the
+// first one), every Impersonate-Group, Impersonate-Uid, and each Impersonate-Extra-<key> value
+// (the key lower-cased and percent-decoded).
+struct ImpersonationHeaders {
+  std::string user{};
+  std::vector<std::string> groups{};
+  std::string uid{};
+  std::vector<std::pair<std::string, std::string>> extras{};  // (key, value)
+
+  bool empty() const { return user.empty() && groups.empty() && uid.empty() && extras.empty(); }
+};
+
+// The user a request with impersonation headers runs as, or its refusal.
+struct Impersonation {
+  std::optional<UserInfo> user{};  // set when allowed
+  std::optional<Reply> refused{};  // set when refused (403, or 500 for headers without a user)
+};
+
+// kube-apiserver's WithImpersonation filter (k8s.io/apiserver/pkg/endpoints/filters): the
+// requester must be allowed the verb "impersonate" on each thing it asks for, in this order:
+// the user (resource "serviceaccounts" in its namespace, named, when the name is
+// "system:serviceaccount:NS:NAME"; otherwise "users", named), each group ("groups"), each extra
+// value (group authentication.k8s.io, "userextras", subresource the key) and the uid
+// (authentication.k8s.io "uids"); the first refusal is the 403 (`serviceaccounts "x" is
+// forbidden: User "u" cannot impersonate resource "serviceaccounts" in API group "" in the
+// namespace "kurl"`). Groups, an extra or a uid without a user is a 500, as there. The new user
+// has the requested name and groups; a service account without requested groups gets
+// system:serviceaccounts and system:serviceaccounts:NS; everyone but system:anonymous gets
+// system:authenticated unless system:authenticated or system:unauthenticated was requested
+// (system:anonymous gets system:unauthenticated). kubesim's users carry no uid or extra, so
+// those are authorized and then dropped. `policy_for(ns)` gives the RBAC objects for a
+// namespace; members of system:masters may impersonate anyone.
+Impersonation impersonate(const UserInfo& requester, const ImpersonationHeaders& headers,
+                          const std::function<RbacPolicy(const std::string& ns)>& policy_for);
 
 // Answers a SelfSubjectAccessReview body (authorization.k8s.io/v1) for `user`: 201 with the
 // review and status.allowed / status.reason, or 422 Invalid when the spec has neither or both of

@@ -410,5 +410,29 @@ TEST_F(RbacKubectlTest, TokenUserRunsAllowedCommands) {
                         "namespace \"rook-ceph\""));
 }
 
+TEST_F(RbacKubectlTest, CanIAsAServiceAccountAnswersForItAndNeedsImpersonate) {
+  // The admin (system:masters) asks for the ServiceAccount: kubectl sends Impersonate-User and
+  // the SelfSubjectAccessReview is answered for kurl/ekco, not for the admin.
+  const std::string admin = server_->kubeconfigPath();
+  const std::string as = "--as=system:serviceaccount:kurl:ekco";
+  EXPECT_EQ(kubectl(admin, {"auth", "can-i", "list", "nodes", as}).stdout_data, "yes\n");
+  EXPECT_EQ(kubectl(admin, {"auth", "can-i", "delete", "nodes", as}).stdout_data, "no\n");
+  EXPECT_EQ(kubectl(admin, {"auth", "can-i", "delete", "nodes"}).stdout_data, "yes\n");
+  // Every request is served as the impersonated user: a forbidden get reads as its.
+  auto get = kubectl(admin, {"get", "configmaps", "-n", "kurl", as});
+  EXPECT_NE(get.exit_code, 0);
+  EXPECT_THAT(get.stderr_data, HasSubstr("User \"system:serviceaccount:kurl:ekco\" cannot list "
+                                         "resource \"configmaps\""));
+
+  // The ServiceAccount itself may not impersonate anyone.
+  auto refused = kubectl(token_kubeconfig_, {"auth", "can-i", "list", "nodes",
+                                             "--as=system:serviceaccount:kurl:other"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.stderr_data,
+              HasSubstr("serviceaccounts \"other\" is forbidden: User "
+                        "\"system:serviceaccount:kurl:ekco\" cannot impersonate resource "
+                        "\"serviceaccounts\" in API group \"\" in the namespace \"kurl\""));
+}
+
 }  // namespace
 }  // namespace ekco::kubesim

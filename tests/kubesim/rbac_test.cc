@@ -339,5 +339,77 @@ TEST_F(AuthorizeTest, SelfSubjectAccessReviewAnswersFromTheSameEvaluator) {
   EXPECT_EQ(selfSubjectAccessReview(policy_, ekcoUser(), {{"spec", json::object()}}).code, 422);
 }
 
+// --- impersonation (kubectl --as) ---
+
+TEST(ImpersonateTest, AServiceAccountIsImpersonatedWithItsGroupsOnlyWhereTheRequesterMay) {
+  // Bob may impersonate the ServiceAccount kurl/ekco-node, nothing else.
+  RbacPolicy policy{.roles = {role("kurl", "as-node",
+                                   {{{"apiGroups", {""}},
+                                     {"resources", {"serviceaccounts"}},
+                                     {"resourceNames", {"ekco-node"}},
+                                     {"verbs", {"impersonate"}}}})},
+                    .role_bindings = {binding("RoleBinding", "kurl", "as-node", "Role", "as-node",
+                                              {{{"kind", "User"}, {"name", "bob"}}})}};
+  auto policy_for = [&](const std::string&) { return policy; };
+  const UserInfo bob = tokenUserInfo(TokenUser{.token = "b", .user = "bob", .groups = {}});
+
+  Impersonation as_node =
+      impersonate(bob, {.user = "system:serviceaccount:kurl:ekco-node"}, policy_for);
+  ASSERT_TRUE(as_node.user);
+  EXPECT_FALSE(as_node.refused);
+  EXPECT_EQ(as_node.user->name, "system:serviceaccount:kurl:ekco-node");
+  EXPECT_EQ(as_node.user->groups,
+            (std::vector<std::string>{"system:serviceaccounts", "system:serviceaccounts:kurl",
+                                      "system:authenticated"}));
+
+  Impersonation as_ekco = impersonate(bob, {.user = "system:serviceaccount:kurl:ekco"}, policy_for);
+  EXPECT_FALSE(as_ekco.user);
+  ASSERT_TRUE(as_ekco.refused);
+  EXPECT_EQ(as_ekco.refused->code, 403);
+  EXPECT_EQ(as_ekco.refused->body["message"],
+            "serviceaccounts \"ekco\" is forbidden: User \"bob\" cannot impersonate resource "
+            "\"serviceaccounts\" in API group \"\" in the namespace \"kurl\"");
+
+  // Asking for a group too needs `impersonate groups` as well.
+  Impersonation with_group = impersonate(
+      bob, {.user = "system:serviceaccount:kurl:ekco-node", .groups = {"system:masters"}},
+      policy_for);
+  ASSERT_TRUE(with_group.refused);
+  EXPECT_EQ(with_group.refused->body["message"],
+            "groups \"system:masters\" is forbidden: User \"bob\" cannot impersonate resource "
+            "\"groups\" in API group \"\" at the cluster scope");
+
+  // A user name that is not a ServiceAccount's is a user (resource "users").
+  Impersonation as_alice = impersonate(bob, {.user = "alice"}, policy_for);
+  ASSERT_TRUE(as_alice.refused);
+  EXPECT_THAT(as_alice.refused->body["message"].get<std::string>(),
+              HasSubstr("users \"alice\" is forbidden: User \"bob\" cannot impersonate resource "
+                        "\"users\""));
+}
+
+TEST(ImpersonateTest, AMasterMayImpersonateAnyoneWithTheGroupsAsked) {
+  const UserInfo admin{.name = "admin", .groups = {"system:masters", "system:authenticated"}};
+  auto none = [](const std::string&) { return RbacPolicy{}; };
+  Impersonation as_user = impersonate(admin, {.user = "alice", .groups = {"dev"}}, none);
+  ASSERT_TRUE(as_user.user);
+  EXPECT_EQ(as_user.user->name, "alice");
+  EXPECT_EQ(as_user.user->groups, (std::vector<std::string>{"dev", "system:authenticated"}));
+  EXPECT_FALSE(as_user.user->isMaster());
+  // Groups given for a ServiceAccount replace its own.
+  Impersonation sa_groups =
+      impersonate(admin, {.user = "system:serviceaccount:kurl:ekco-node", .groups = {"x"}}, none);
+  ASSERT_TRUE(sa_groups.user);
+  EXPECT_EQ(sa_groups.user->groups, (std::vector<std::string>{"x", "system:authenticated"}));
+  Impersonation anonymous = impersonate(admin, {.user = "system:anonymous"}, none);
+  ASSERT_TRUE(anonymous.user);
+  EXPECT_EQ(anonymous.user->groups, (std::vector<std::string>{"system:unauthenticated"}));
+  // Groups without a user: kube-apiserver's 500.
+  Impersonation no_user = impersonate(admin, {.groups = {"system:masters"}}, none);
+  ASSERT_TRUE(no_user.refused);
+  EXPECT_EQ(no_user.refused->code, 500);
+  EXPECT_THAT(no_user.refused->body["message"].get<std::string>(),
+              HasSubstr("without impersonating a user"));
+}
+
 }  // namespace
 }  // namespace ekco::kubesim

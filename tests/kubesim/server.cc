@@ -376,6 +376,22 @@ bool Server::Impl::handle(SslStream& stream, Request& req,
     return keep_alive;
   }
 
+  // Impersonation (Impersonate-User, -Group, -Uid, -Extra-*: `kubectl --as`), between
+  // authentication and authorization as in kube-apiserver: the requester must be allowed to
+  // impersonate, then the request is authorized and served as the impersonated user.
+  std::optional<UserInfo> impersonated;
+  if (ImpersonationHeaders asked = impersonationHeaders(req); !asked.empty()) {
+    Impersonation result =
+        impersonate(*user, asked, [this](const std::string& ns) { return rbacPolicy(ns); });
+    if (result.refused) {
+      record(std::move(attrs), user->name, result.refused->code, false);
+      writeReply(stream, req, *result.refused, keep_alive);
+      return keep_alive;
+    }
+    impersonated = std::move(result.user);
+    user = &*impersonated;
+  }
+
   // Authorization: RBAC from the store (system:masters bypasses it).
   if (!user->isMaster()) {
     Decision decision = authorize(rbacPolicy(attrs.ns), *user, attrs);

@@ -109,6 +109,9 @@ std::string bearerToken(std::string_view header);
 // Splits ".../namespaces/NS/RES/NAME/SUB" or ".../RES/NAME/SUB" (segments after the version).
 std::optional<ParsedRoute> parseResourcePath(std::vector<std::string> rest);
 
+// The request's impersonation headers (names case-insensitive, as Go's http.Header).
+ImpersonationHeaders impersonationHeaders(const Request& req);
+
 }  // namespace server_detail
 
 using server_detail::ParsedRoute;

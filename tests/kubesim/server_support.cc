@@ -1,5 +1,7 @@
 // Helpers of ekco-kubesim's server: query strings and paths, discovery documents, watch
 // filtering, client identities.
+#include <cctype>
+
 #include "tests/kubesim/list_options.h"
 #include "tests/kubesim/server_impl.h"
 
@@ -284,6 +286,27 @@ std::string bearerToken(std::string_view header) {
   std::string_view token = header.substr(space + 1);
   if (token.find(' ') != std::string_view::npos) token = token.substr(0, token.find(' '));
   return std::string(token);
+}
+
+ImpersonationHeaders impersonationHeaders(const Request& req) {
+  constexpr std::string_view kExtraPrefix = "impersonate-extra-";
+  ImpersonationHeaders out;
+  for (const auto& field : req) {
+    std::string name(field.name_string().data(), field.name_string().size());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string value(field.value().data(), field.value().size());
+    if (name == "impersonate-user") {
+      if (out.user.empty()) out.user = value;  // headers.Get: the first
+    } else if (name == "impersonate-group") {
+      out.groups.push_back(value);
+    } else if (name == "impersonate-uid") {
+      if (out.uid.empty()) out.uid = value;
+    } else if (name.size() > kExtraPrefix.size() && name.starts_with(kExtraPrefix)) {
+      out.extras.emplace_back(percentDecode(std::string_view(name).substr(kExtraPrefix.size())),
+                              value);
+    }
+  }
+  return out;
 }
 
 // Splits ".../namespaces/NS/RES/NAME/SUB" or ".../RES/NAME/SUB" (segments after the version).

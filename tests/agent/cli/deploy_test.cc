@@ -1,10 +1,13 @@
 // deploy/ (and deploy-rook-ceph/, deploy-monitoring/, deploy-contour/, deploy-minio/) as a user
 // applies them: created with the real kubectl against ekco-kubesim, the DaemonSet's contract with
 // the agent (host root, node name, config mount, probes the `ekco` CLI accepts), the ConfigMap
-// equal to the packaged config, and the RBAC rules answering `kubectl auth can-i` for the
-// ServiceAccount exactly as README's Permissions table says. That the agent needs no more than
-// these rules — and uses every one of them — is proven by tests/agent/purge_e2e_test.cc, which runs
-// the real agent as this ServiceAccount.
+// equal to the packaged config, the two DaemonSets (control-plane nodes as kurl/ekco, every other
+// node as kurl/ekco-node, which never leads), and the RBAC rules answering `kubectl auth can-i`
+// for both ServiceAccounts exactly as README's Permissions tables say (the worker's through
+// `--as=system:serviceaccount:kurl:ekco-node`, impersonated by the admin). That the agents need no
+// more than these rules — and use every one of them — is proven by
+// tests/agent/tasks/purge_e2e_test.cc (kurl/ekco) and tests/agent/runtime/agent_worker_rbac_test.cc
+// (kurl/ekco-node), which run the real agent as each.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -73,80 +76,171 @@ TEST(Deploy, TheConfigMapHoldsThePackagedConfigAndItIsValid) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
-TEST(Deploy, TheDaemonSetRunsTheAgentOnEveryNodeWithTheHostMounted) {
-  const YAML::Node ds = find(kSource + "/deploy/30-daemonset.yaml", "DaemonSet", "ekco");
-  ASSERT_TRUE(ds);
-  EXPECT_EQ(ds["metadata"]["namespace"].as<std::string>(), "kurl");
-  const YAML::Node pod = ds["spec"]["template"]["spec"];
-  EXPECT_EQ(pod["serviceAccountName"].as<std::string>(), "ekco");
-  EXPECT_EQ(pod["priorityClassName"].as<std::string>(), "system-node-critical");
-  EXPECT_TRUE(pod["hostPID"].as<bool>());
-  ASSERT_EQ(pod["tolerations"].size(), 1u);
-  EXPECT_EQ(pod["tolerations"][0]["operator"].as<std::string>(), "Exists");
-  EXPECT_FALSE(pod["tolerations"][0]["key"]);
-  const YAML::Node c = pod["containers"][0];
-  std::vector<std::string> args;
-  for (const auto& a : c["args"]) args.push_back(a.as<std::string>());
-  EXPECT_THAT(args, ElementsAre("agent", "--config=/etc/ekco/config.yaml", "--host-root=/host"));
-  EXPECT_EQ(c["env"][0]["name"].as<std::string>(), "NODE_NAME");
-  EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(), "spec.nodeName");
-  std::map<std::string, std::string> mounts;
-  for (const auto& m : c["volumeMounts"]) {
-    mounts[m["name"].as<std::string>()] = m["mountPath"].as<std::string>();
-  }
-  EXPECT_EQ(mounts["host"], "/host");
-  EXPECT_EQ(mounts["config"], "/etc/ekco");
-  for (const auto& v : pod["volumes"]) {
-    if (v["name"].as<std::string>() == "host") {
-      EXPECT_EQ(v["hostPath"]["path"].as<std::string>(), "/");
-    }
-    if (v["name"].as<std::string>() == "config") {
-      EXPECT_EQ(v["configMap"]["name"].as<std::string>(), "ekco-config");
-    }
-  }
-  EXPECT_TRUE(c["resources"]["requests"]["memory"]);
-  EXPECT_TRUE(c["resources"]["limits"]["memory"]);
+// The labels a pod template carries.
+std::map<std::string, std::string> labelsOf(const YAML::Node& labels) {
+  std::map<std::string, std::string> out;
+  for (const auto& l : labels) out[l.first.as<std::string>()] = l.second.as<std::string>();
+  return out;
+}
 
-  // The probes are `ekco status` command lines the CLI accepts: against the host's socket under
-  // /host they answer from a live agent (here: a health server under a temp "/host"), and a
-  // missing agent is "cannot reach", not a usage error.
+// Whether a DaemonSet's matchLabels select a pod with these labels.
+bool selects(const YAML::Node& ds, const std::map<std::string, std::string>& labels) {
+  for (const auto& [key, value] : labelsOf(ds["spec"]["selector"]["matchLabels"])) {
+    auto it = labels.find(key);
+    if (it == labels.end() || it->second != value) return false;
+  }
+  return true;
+}
+
+// A nodeAffinity term as "key operator; key operator" lines, one per term.
+std::vector<std::string> affinityTerms(const YAML::Node& pod) {
+  std::vector<std::string> out;
+  for (const auto& term : pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuring"
+                                                          "Execution"]["nodeSelectorTerms"]) {
+    std::string line;
+    for (const auto& e : term["matchExpressions"]) {
+      line += (line.empty() ? "" : "; ") + e["key"].as<std::string>() + " " +
+              e["operator"].as<std::string>();
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+std::string envValueOf(const YAML::Node& container, const std::string& name) {
+  for (const auto& e : container["env"]) {
+    if (e["name"].as<std::string>() == name && e["value"]) return e["value"].as<std::string>();
+  }
+  return "<unset>";
+}
+
+TEST(Deploy, ControlPlaneNodesRunTheEkcoAccountAndEveryOtherNodeTheWorkerAccount) {
+  const std::string file = kSource + "/deploy/30-daemonset.yaml";
+  const YAML::Node cp = find(file, "DaemonSet", "ekco");
+  const YAML::Node worker = find(file, "DaemonSet", "ekco-node");
+  ASSERT_TRUE(cp);
+  ASSERT_TRUE(worker);
+  const YAML::Node cp_pod = cp["spec"]["template"]["spec"];
+  const YAML::Node worker_pod = worker["spec"]["template"]["spec"];
+  EXPECT_EQ(cp_pod["serviceAccountName"].as<std::string>(), "ekco");
+  EXPECT_EQ(worker_pod["serviceAccountName"].as<std::string>(), "ekco-node");
+  // kubeadm's control-plane label (master before 1.24): either puts a node in the ekco
+  // DaemonSet, and only nodes with neither get ekco-node. A kubelet cannot set these labels on
+  // its own Node (NodeRestriction), so a worker cannot draw the ekco pod to itself.
+  EXPECT_THAT(affinityTerms(cp_pod), ElementsAre("node-role.kubernetes.io/control-plane Exists",
+                                                 "node-role.kubernetes.io/master Exists"));
+  EXPECT_THAT(affinityTerms(worker_pod),
+              ElementsAre("node-role.kubernetes.io/control-plane DoesNotExist; "
+                          "node-role.kubernetes.io/master DoesNotExist"));
+  EXPECT_FALSE(cp_pod["nodeSelector"]);
+  EXPECT_FALSE(worker_pod["nodeSelector"]);
+  // Neither DaemonSet adopts the other's pods; Service kurl/ekco (the webhook, selector
+  // app.kubernetes.io/name: ekco) selects the control-plane pods only.
+  const auto cp_labels = labelsOf(cp["spec"]["template"]["metadata"]["labels"]);
+  const auto worker_labels = labelsOf(worker["spec"]["template"]["metadata"]["labels"]);
+  EXPECT_TRUE(selects(cp, cp_labels));
+  EXPECT_TRUE(selects(worker, worker_labels));
+  EXPECT_FALSE(selects(cp, worker_labels));
+  EXPECT_FALSE(selects(worker, cp_labels));
+  EXPECT_EQ(cp_labels.at("app.kubernetes.io/name"), "ekco");
+  EXPECT_NE(worker_labels.at("app.kubernetes.io/name"), "ekco");
+  // The worker never competes for the Lease and serves no webhook.
+  EXPECT_EQ(envValueOf(worker_pod["containers"][0], "EKCO_LEADER_ELECTION_CANDIDATE"), "false");
+  EXPECT_EQ(envValueOf(cp_pod["containers"][0], "EKCO_LEADER_ELECTION_CANDIDATE"), "<unset>");
+  std::set<std::string> worker_ports;
+  for (const auto& p : worker_pod["containers"][0]["ports"]) {
+    worker_ports.insert(p["name"].as<std::string>());
+  }
+  EXPECT_EQ(worker_ports, (std::set<std::string>{"metrics"}));
+  // The ConfigMap's configuration with the worker's environment is valid and makes a
+  // non-candidate.
   testing::TempDir dir;
-  const std::string host = dir.path() + "/host";
-  HealthHandlers h;
-  h.healthz = [] { return Health{.ok = true}; };
-  h.readyz = [] { return Health{.ok = false, .reason = "caches not synced: pods"}; };
-  auto server = HealthServer::start(
-      HealthServerOptions{.socket_path = host + "/run/ekco/ekco.sock", .handlers = h});
-  ASSERT_TRUE(server) << server.error().message();
-  for (const char* probe : {"livenessProbe", "readinessProbe"}) {
-    std::vector<std::string> command;
-    for (const auto& a : c[probe]["exec"]["command"]) command.push_back(a.as<std::string>());
-    ASSERT_GE(command.size(), 2u) << probe;
-    EXPECT_EQ(command[0], "ekco") << probe;
-    EXPECT_THAT(command, ::testing::Contains("--host-root=/host")) << probe;
-    std::vector<std::string> run(command.begin() + 1, command.end());
-    for (auto& a : run) {
-      if (a == "--host-root=/host") a = "--host-root=" + host;
+  const std::string path = dir.path() + "/config.yaml";
+  std::ofstream(path) << find(kSource + "/deploy/20-config.yaml", "ConfigMap",
+                              "ekco-config")["data"]["config.yaml"]
+                             .as<std::string>();
+  testing::CliRun shown =
+      testing::cli({"config", "show", "--config", path}, {"EKCO_LEADER_ELECTION_CANDIDATE=false"});
+  EXPECT_EQ(shown.code, 0) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("leader_election_candidate: false"));
+}
+
+TEST(Deploy, TheDaemonSetsRunTheAgentWithTheHostMounted) {
+  for (const char* name : {"ekco", "ekco-node"}) {
+    SCOPED_TRACE(name);
+    const YAML::Node ds = find(kSource + "/deploy/30-daemonset.yaml", "DaemonSet", name);
+    ASSERT_TRUE(ds);
+    EXPECT_EQ(ds["metadata"]["namespace"].as<std::string>(), "kurl");
+    const YAML::Node pod = ds["spec"]["template"]["spec"];
+    EXPECT_EQ(pod["priorityClassName"].as<std::string>(), "system-node-critical");
+    EXPECT_TRUE(pod["hostPID"].as<bool>());
+    ASSERT_EQ(pod["tolerations"].size(), 1u);
+    EXPECT_EQ(pod["tolerations"][0]["operator"].as<std::string>(), "Exists");
+    EXPECT_FALSE(pod["tolerations"][0]["key"]);
+    const YAML::Node c = pod["containers"][0];
+    std::vector<std::string> args;
+    for (const auto& a : c["args"]) args.push_back(a.as<std::string>());
+    EXPECT_THAT(args, ElementsAre("agent", "--config=/etc/ekco/config.yaml", "--host-root=/host"));
+    EXPECT_EQ(c["env"][0]["name"].as<std::string>(), "NODE_NAME");
+    EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(), "spec.nodeName");
+    std::map<std::string, std::string> mounts;
+    for (const auto& m : c["volumeMounts"]) {
+      mounts[m["name"].as<std::string>()] = m["mountPath"].as<std::string>();
     }
-    testing::CliRun r = testing::cli(run);
-    if (std::string(probe) == "livenessProbe") {
-      EXPECT_EQ(r.code, 0) << r.err;  // alive though not ready: no restart
-      EXPECT_EQ(r.out, "ok\n");
-    } else {
-      EXPECT_EQ(r.code, 1) << r.err;
-      EXPECT_THAT(r.err, HasSubstr("caches not synced"));
+    EXPECT_EQ(mounts["host"], "/host");
+    EXPECT_EQ(mounts["config"], "/etc/ekco");
+    for (const auto& v : pod["volumes"]) {
+      if (v["name"].as<std::string>() == "host") {
+        EXPECT_EQ(v["hostPath"]["path"].as<std::string>(), "/");
+      }
+      if (v["name"].as<std::string>() == "config") {
+        EXPECT_EQ(v["configMap"]["name"].as<std::string>(), "ekco-config");
+      }
     }
+    EXPECT_TRUE(c["resources"]["requests"]["memory"]);
+    EXPECT_TRUE(c["resources"]["limits"]["memory"]);
+
+    // The probes are `ekco status` command lines the CLI accepts: against the host's socket under
+    // /host they answer from a live agent (here: a health server under a temp "/host"), and a
+    // missing agent is "cannot reach", not a usage error.
+    testing::TempDir dir;
+    const std::string host = dir.path() + "/host";
+    HealthHandlers h;
+    h.healthz = [] { return Health{.ok = true}; };
+    h.readyz = [] { return Health{.ok = false, .reason = "caches not synced: pods"}; };
+    auto server = HealthServer::start(
+        HealthServerOptions{.socket_path = host + "/run/ekco/ekco.sock", .handlers = h});
+    ASSERT_TRUE(server) << server.error().message();
+    for (const char* probe : {"livenessProbe", "readinessProbe"}) {
+      std::vector<std::string> command;
+      for (const auto& a : c[probe]["exec"]["command"]) command.push_back(a.as<std::string>());
+      ASSERT_GE(command.size(), 2u) << probe;
+      EXPECT_EQ(command[0], "ekco") << probe;
+      EXPECT_THAT(command, ::testing::Contains("--host-root=/host")) << probe;
+      std::vector<std::string> run(command.begin() + 1, command.end());
+      for (auto& a : run) {
+        if (a == "--host-root=/host") a = "--host-root=" + host;
+      }
+      testing::CliRun r = testing::cli(run);
+      if (std::string(probe) == "livenessProbe") {
+        EXPECT_EQ(r.code, 0) << r.err;  // alive though not ready: no restart
+        EXPECT_EQ(r.out, "ok\n");
+      } else {
+        EXPECT_EQ(r.code, 1) << r.err;
+        EXPECT_THAT(r.err, HasSubstr("caches not synced"));
+      }
+    }
+    (*server)->stop();
+    std::vector<std::string> live;
+    for (const auto& a : c["livenessProbe"]["exec"]["command"]) live.push_back(a.as<std::string>());
+    live.erase(live.begin());
+    for (auto& a : live) {
+      if (a == "--host-root=/host") a = "--host-root=" + dir.path() + "/absent";
+    }
+    testing::CliRun gone = testing::cli(live);
+    EXPECT_EQ(gone.code, 2);
+    EXPECT_THAT(gone.err, HasSubstr("cannot reach the ekco agent's health socket"));
   }
-  (*server)->stop();
-  std::vector<std::string> live;
-  for (const auto& a : c["livenessProbe"]["exec"]["command"]) live.push_back(a.as<std::string>());
-  live.erase(live.begin());
-  for (auto& a : live) {
-    if (a == "--host-root=/host") a = "--host-root=" + dir.path() + "/absent";
-  }
-  testing::CliRun gone = testing::cli(live);
-  EXPECT_EQ(gone.code, 2);
-  EXPECT_THAT(gone.err, HasSubstr("cannot reach the ekco agent's health socket"));
 }
 
 class DeployKubectlTest : public ::testing::Test {
@@ -181,6 +275,15 @@ class DeployKubectlTest : public ::testing::Test {
     return kubectl(args, sa_kubeconfig_).stdout_data;
   }
 
+  // `kubectl auth can-i --as=system:serviceaccount:kurl:<account>` as the cluster admin (an
+  // impersonated SelfSubjectAccessReview, as an operator checks an account).
+  std::string canIAs(const std::string& account, std::vector<std::string> args) {
+    args.insert(args.begin(), {"auth", "can-i", "--as=system:serviceaccount:kurl:" + account});
+    base::ProcessResult r = kubectl(args);
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.stderr_data;
+    return r.stdout_data;
+  }
+
   testing::TempDir dir_{"ekco-deploy"};
   base::SystemClock clock_;
   base::BoostProcessRunner runner_{clock_};
@@ -203,7 +306,13 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
                            "rolebinding.rbac.authorization.k8s.io/ekco-node-leases created",
                            "role.rbac.authorization.k8s.io/ekco-internal-lb created",
                            "role.rbac.authorization.k8s.io/ekco-purge-kubeadm created",
-                           "configmap/ekco-config created", "daemonset.apps/ekco created"}) {
+                           "configmap/ekco-config created", "daemonset.apps/ekco created",
+                           "serviceaccount/ekco-node created",
+                           "clusterrole.rbac.authorization.k8s.io/ekco-node created",
+                           "clusterrolebinding.rbac.authorization.k8s.io/ekco-node created",
+                           "role.rbac.authorization.k8s.io/ekco-node created",
+                           "rolebinding.rbac.authorization.k8s.io/ekco-node created",
+                           "daemonset.apps/ekco-node created"}) {
     EXPECT_THAT(created.stdout_data, HasSubstr(std::string(line) + "\n"));
   }
   // Rook is installed: its namespace exists (kube-apiserver refuses objects in a missing one)
@@ -256,25 +365,39 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
   ASSERT_EQ(minio.exit_code, 0) << minio.stderr_data;
   EXPECT_THAT(minio.stdout_data, HasSubstr("role.rbac.authorization.k8s.io/ekco-minio-ha created"));
 
-  base::ProcessResult ds = kubectl({"get", "daemonset", "ekco", "-n", "kurl", "-o", "json"});
-  ASSERT_EQ(ds.exit_code, 0) << ds.stderr_data;
-  const json daemonset = json::parse(ds.stdout_data);
-  EXPECT_EQ(daemonset["spec"]["template"]["spec"]["serviceAccountName"], "ekco");
-  // The PodMonitor scrapes the `metrics` port, which is where the agent's metrics_address
-  // (EKCO_METRICS_ADDRESS in the pod) listens.
-  const json& container = daemonset["spec"]["template"]["spec"]["containers"][0];
-  json metrics_port;
-  for (const json& p : container["ports"]) {
-    if (p["name"] == "metrics") metrics_port = p;
+  for (const char* name : {"ekco", "ekco-node"}) {
+    base::ProcessResult ds = kubectl({"get", "daemonset", name, "-n", "kurl", "-o", "json"});
+    ASSERT_EQ(ds.exit_code, 0) << ds.stderr_data;
+    const json daemonset = json::parse(ds.stdout_data);
+    EXPECT_EQ(daemonset["spec"]["template"]["spec"]["serviceAccountName"], name);
+    // The PodMonitor scrapes the `metrics` port, which is where the agent's metrics_address
+    // (EKCO_METRICS_ADDRESS in the pod) listens.
+    const json& container = daemonset["spec"]["template"]["spec"]["containers"][0];
+    json metrics_port;
+    for (const json& p : container["ports"]) {
+      if (p["name"] == "metrics") metrics_port = p;
+    }
+    ASSERT_TRUE(metrics_port.is_object()) << daemonset.dump();
+    json metrics_env;
+    for (const json& e : container["env"]) {
+      if (e["name"] == "EKCO_METRICS_ADDRESS") metrics_env = e;
+    }
+    ASSERT_TRUE(metrics_env.is_object()) << daemonset.dump();
+    EXPECT_EQ(metrics_env["value"],
+              fmt::format("0.0.0.0:{}", metrics_port["containerPort"].get<int>()));
+    // deploy-monitoring/podmonitor.yaml scrapes both DaemonSets' pods.
+    const YAML::Node monitor =
+        find(kSource + "/deploy-monitoring/podmonitor.yaml", "PodMonitor", "ekco");
+    std::set<std::string> scraped;
+    for (const auto& e : monitor["spec"]["selector"]["matchExpressions"]) {
+      ASSERT_EQ(e["key"].as<std::string>(), "app.kubernetes.io/name");
+      ASSERT_EQ(e["operator"].as<std::string>(), "In");
+      for (const auto& v : e["values"]) scraped.insert(v.as<std::string>());
+    }
+    EXPECT_TRUE(scraped.contains(
+        daemonset["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"]))
+        << name;
   }
-  ASSERT_TRUE(metrics_port.is_object()) << daemonset.dump();
-  json metrics_env;
-  for (const json& e : container["env"]) {
-    if (e["name"] == "EKCO_METRICS_ADDRESS") metrics_env = e;
-  }
-  ASSERT_TRUE(metrics_env.is_object()) << daemonset.dump();
-  EXPECT_EQ(metrics_env["value"],
-            fmt::format("0.0.0.0:{}", metrics_port["containerPort"].get<int>()));
 
   // README's Permissions table, row by row, and what it leaves out.
   struct Case {
@@ -419,6 +542,87 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
     for (const auto& a : c.args) what += a + " ";
     EXPECT_EQ(canI(c.args), std::string(c.answer) + "\n") << "kubectl auth can-i " << what;
   }
+
+  // The worker account (deploy/10-rbac-node.yaml; README's Permissions, "ekco-node"): root on
+  // a worker holds this token, so no cluster-wide write and no secret, only what the worker's
+  // agent uses (tests/agent/runtime/agent_worker_rbac_test.cc runs it with these rules).
+  const std::vector<Case> worker_cases = {
+      // What a worker's agent does: its Node and pods (read), the apiservers, who leads,
+      // maintenance mode, its Events, HostJobs and their status.
+      {{"get", "nodes"}, "yes"},
+      {{"list", "nodes"}, "yes"},
+      {{"watch", "nodes"}, "yes"},
+      {{"list", "pods", "--all-namespaces"}, "yes"},
+      {{"watch", "pods", "--all-namespaces"}, "yes"},
+      {{"list", "endpointslices.discovery.k8s.io", "-n", "default"}, "yes"},
+      {{"watch", "endpoints/kubernetes", "-n", "default"}, "yes"},
+      {{"get", "leases/ekco-leader", "-n", "kurl"}, "yes"},
+      {{"watch", "leases/ekco-leader", "-n", "kurl"}, "yes"},
+      {{"watch", "configmaps/ekco-maintenance", "-n", "kurl"}, "yes"},
+      {{"get", "configmaps/ekco-config", "-n", "kurl"}, "yes"},
+      {{"create", "events", "-n", "default"}, "yes"},
+      {{"list", "hostjobs.ekco.kurl.sh"}, "yes"},
+      {{"patch", "hostjobs.ekco.kurl.sh", "--subresource=status"}, "yes"},
+      {{"update", "hostjobs.ekco.kurl.sh", "--subresource=status"}, "yes"},
+      // What it must not: approve CSRs, delete or change Nodes, patch Rook, delete or evict
+      // pods, lead, touch secrets or the webhook.
+      {{"update", "certificatesigningrequests.certificates.k8s.io", "--subresource=approval"},
+       "no"},
+      {{"list", "certificatesigningrequests.certificates.k8s.io"}, "no"},
+      {{"delete", "nodes"}, "no"},
+      {{"patch", "nodes"}, "no"},
+      {{"update", "nodes"}, "no"},
+      {{"patch", "nodes", "--subresource=status"}, "no"},
+      {{"patch", "cephclusters.ceph.rook.io", "-n", "rook-ceph"}, "no"},
+      {{"get", "cephclusters.ceph.rook.io/rook-ceph", "-n", "rook-ceph"}, "no"},
+      {{"patch", "cephblockpools.ceph.rook.io", "-n", "rook-ceph"}, "no"},
+      {{"delete", "deployments.apps", "-n", "rook-ceph"}, "no"},
+      {{"create", "pods", "--subresource=exec", "-n", "rook-ceph"}, "no"},
+      {{"patch", "configmaps/rook-ceph-operator-config", "-n", "rook-ceph"}, "no"},
+      {{"delete", "pods", "--all-namespaces"}, "no"},
+      {{"delete", "pods", "-n", "default"}, "no"},
+      {{"delete", "pods", "-n", "kube-system"}, "no"},
+      {{"create", "pods", "--subresource=eviction", "-n", "default"}, "no"},
+      {{"update", "leases/ekco-leader", "-n", "kurl"}, "no"},
+      {{"create", "leases", "-n", "kurl"}, "no"},
+      {{"delete", "leases/ekco-leader", "-n", "kurl"}, "no"},
+      {{"get", "leases/other", "-n", "kurl"}, "no"},
+      {{"list", "leases", "-n", "kube-node-lease"}, "no"},
+      {{"get", "secrets/ekco-webhook-ca", "-n", "kurl"}, "no"},
+      {{"get", "secrets/registry-pki", "-n", "kurl"}, "no"},
+      {{"list", "secrets", "--all-namespaces"}, "no"},
+      {{"create", "secrets", "-n", "kurl"}, "no"},
+      {{"patch", "services/ekco", "-n", "kurl"}, "no"},
+      {{"update", "mutatingwebhookconfigurations/pod-image-overrides.kurl.sh"}, "no"},
+      {{"create", "mutatingwebhookconfigurations"}, "no"},
+      {{"update", "configmaps/kubeadm-config", "-n", "kube-system"}, "no"},
+      {{"update", "configmaps/ekco-maintenance", "-n", "kurl"}, "no"},
+      {{"create", "configmaps", "-n", "kurl"}, "no"},
+      {{"update", "configmaps/ekco-storage-migration", "-n", "kurl"}, "no"},
+      {{"create", "events", "-n", "kube-system"}, "no"},
+      {{"list", "endpoints", "-n", "default"}, "no"},
+      {{"create", "hostjobs.ekco.kurl.sh"}, "no"},
+      {{"update", "hostjobs.ekco.kurl.sh"}, "no"},
+      {{"delete", "hostjobs.ekco.kurl.sh"}, "no"},
+      {{"patch", "statefulsets.apps/kotsadm-rqlite", "-n", "default"}, "no"},
+      {{"update", "statefulsets.apps/ha-minio", "--subresource=scale", "-n", "minio"}, "no"},
+      {{"delete", "persistentvolumeclaims/minio-pv-claim", "-n", "minio"}, "no"},
+      {{"patch", "prometheuses.monitoring.coreos.com/k8s", "-n", "monitoring"}, "no"},
+      {{"update", "secret/contourcert", "-n", "projectcontour"}, "no"},
+      {{"patch", "daemonset.apps/envoy", "-n", "projectcontour"}, "no"},
+      {{"list", "storageclasses.storage.k8s.io"}, "no"},
+      {{"impersonate", "serviceaccounts/ekco", "-n", "kurl"}, "no"},
+  };
+  for (const auto& c : worker_cases) {
+    std::string what;
+    for (const auto& a : c.args) what += a + " ";
+    EXPECT_EQ(canIAs("ekco-node", c.args), std::string(c.answer) + "\n")
+        << "kubectl auth can-i --as=system:serviceaccount:kurl:ekco-node " << what;
+  }
+  // The impersonated review answers for the account, not the admin: the control-plane
+  // account's answers through --as are its own.
+  EXPECT_EQ(canIAs("ekco", {"delete", "nodes"}), "yes\n");
+  EXPECT_EQ(canIAs("ekco", {"get", "secrets", "-n", "kurl"}), "no\n");
 
   // A forbidden call reads as kubectl users know it.
   base::ProcessResult secrets = kubectl({"get", "secrets", "-n", "kurl"}, sa_kubeconfig_);

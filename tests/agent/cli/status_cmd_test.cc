@@ -232,6 +232,17 @@ TEST(StatusTable, ShowsTheReadinessReason) {
   EXPECT_THAT(table, HasSubstr("\nready:              no (caches not synced)\n"));
 }
 
+TEST(StatusTable, AnAgentThatMayNotLeadSaysSo) {
+  json doc = {
+      {"node", "worker-1"}, {"leader", "cp-1"}, {"is_leader", false}, {"leader_candidate", false}};
+  std::string table = renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  EXPECT_THAT(table,
+              HasSubstr("is leader:          no (never: leader_election_candidate is false)\n"));
+  doc["leader_candidate"] = true;
+  table = renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  EXPECT_THAT(table, HasSubstr("is leader:          no\n"));
+}
+
 TEST(StatusTable, MissingAndWrongTypedFieldsPrintADash) {
   const json doc = json::parse(R"json({
     "node": 5, "version": null, "leader": ["x"], "is_leader": "maybe",

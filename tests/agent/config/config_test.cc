@@ -72,6 +72,7 @@ TEST(Config, DefaultsAreTheDocumentedProductDefaults) {
   EXPECT_FALSE(c.enable_host_jobs);  // root on every node: an explicit opt-in
   EXPECT_EQ(c.auto_upgrade_schedule, "");
   EXPECT_EQ(c.leader_election_namespace, "kurl");
+  EXPECT_TRUE(c.leader_election_candidate);  // every agent may lead unless told not to
   EXPECT_EQ(c.leader_election_lease_duration, std::chrono::seconds(15));
   EXPECT_EQ(c.leader_election_renew_deadline, std::chrono::seconds(10));
   EXPECT_EQ(c.leader_election_retry_period, std::chrono::seconds(2));
@@ -501,6 +502,25 @@ TEST(Config, EnvironmentOverridesFileAndFlagsOverrideEnvironment) {
   EXPECT_EQ(l.sources().at("min_ready_master_nodes"), "flag --min-ready-master-nodes");
   EXPECT_EQ(l.sources().at("purge_dead_nodes"), "environment EKCO_PURGE_DEAD_NODES");
   EXPECT_EQ(l.sources().at("log_level"), "environment LOG_LEVEL");
+}
+
+TEST(Config, TheWorkerDaemonSetsEnvironmentMakesTheAgentANonCandidate) {
+  // deploy/30-daemonset.yaml's ekco-node sets EKCO_LEADER_ELECTION_CANDIDATE over the shared
+  // ConfigMap, whose value is true.
+  ConfigLoader l;
+  l.loadYaml("leader_election_candidate: true\n", "config.yaml");
+  l.loadEnvironment({"EKCO_LEADER_ELECTION_CANDIDATE=false"});
+  Config c = l.finish();
+  EXPECT_THAT(problemLines(l), ElementsAre());
+  EXPECT_FALSE(c.leader_election_candidate);
+  EXPECT_EQ(l.sources().at("leader_election_candidate"),
+            "environment EKCO_LEADER_ELECTION_CANDIDATE");
+  ConfigLoader bad;
+  bad.loadYaml("leader_election_candidate: workers\n", "config.yaml");
+  bad.finish();
+  EXPECT_THAT(problemLines(bad),
+              ElementsAre("config.yaml:1: leader_election_candidate: want true or false, got "
+                          "\"workers\""));
 }
 
 TEST(Config, PrefixedLogLevelBeatsBareLogLevel) {

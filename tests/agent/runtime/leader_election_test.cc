@@ -843,6 +843,88 @@ TEST_F(WatchedRunTest, AWatchedReleaseMakesACandidateTakeOverAtOnce) {
   t.join();
 }
 
+// --- an observer (leader_election_candidate: false, the worker DaemonSet's agents) ---
+
+TEST_F(LeaderElectionTest, AnObserverReadsTheLeaseButNeverCreatesTakesOrReleasesIt) {
+  Recorder rec;
+  LeaderElectionConfig observer_cfg;
+  observer_cfg.candidate = false;
+  auto w = elector(kube_, clock_, "worker-1", &rec, observer_cfg);
+  // No Lease: nobody leads, and an observer creates nothing.
+  EXPECT_FALSE(step(*w));
+  EXPECT_FALSE(storedLease());
+  EXPECT_EQ(kube_.count(Verb::kCreate), 0);
+  EXPECT_EQ(w->status().last_error, "");
+  EXPECT_TRUE(w->lastAnswer());  // the NotFound was the API's answer
+
+  auto a = elector(kube_, clock_, "node-a");
+  ASSERT_TRUE(step(*a));
+  EXPECT_FALSE(step(*w));
+  EXPECT_EQ(w->status().holder, "node-a");
+  EXPECT_EQ(rec.take(), (Events{"leader node-a"}));
+
+  // node-a stops renewing: long past its expiry, and released, the observer still takes nothing.
+  clock_.advance(seconds(60));
+  EXPECT_FALSE(step(*w));
+  ASSERT_TRUE(a->release());
+  EXPECT_FALSE(step(*w));
+  EXPECT_EQ(spec()["holderIdentity"], "");
+  EXPECT_FALSE(w->isLeader());
+  EXPECT_FALSE(w->isLeaderFresh());
+  EXPECT_EQ(w->status().holder, "");
+  EXPECT_EQ(rec.take(), (Events{"leader "}));
+  // A garbage record is reported, never taken over, however long it stays.
+  putRaw({{"apiVersion", "coordination.k8s.io/v1"},
+          {"kind", "Lease"},
+          {"metadata", {{"name", "ekco-leader"}, {"namespace", "kurl"}, {"resourceVersion", "9"}}},
+          {"spec", {{"holderIdentity", 5}}}});
+  EXPECT_FALSE(step(*w));
+  clock_.advance(seconds(60));
+  EXPECT_FALSE(step(*w));
+  EXPECT_THAT(w->status().last_error, ::testing::HasSubstr("is unreadable"));
+  EXPECT_THAT(w->status().last_error, ::testing::Not(::testing::HasSubstr("taking it over")));
+  EXPECT_TRUE(w->release());
+  // Every write was node-a's: its create and its release. The observer only read.
+  EXPECT_EQ(kube_.count(Verb::kCreate), 1);
+  EXPECT_EQ(kube_.count(Verb::kUpdate), 1);
+}
+
+TEST_F(WatchedRunTest, AnObserverReadsOnlyWhenItsWatchIsSilentAndNeverStepsOnARelease) {
+  LeaderElectionConfig observer_cfg = kWatched;  // a 3 s lease, 100 ms retry period
+  observer_cfg.candidate = false;
+  auto a = elector(kube_, real_, "node-a", nullptr, kWatched);
+  auto w = elector(kube_, real_, "worker-1", nullptr, observer_cfg);
+  ASSERT_TRUE(step(*a));
+  w->observeWatched(storedLease().value());
+  const int gets = kube_.count(Verb::kGet);
+  std::thread t([&] { w->run(); });
+  // Fed renewals for 2 s, it reads once (its first step), as a candidate does.
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+    ASSERT_TRUE(step(*a));
+    w->observeWatched(storedLease().value());
+  }
+  EXPECT_EQ(kube_.count(Verb::kGet), gets + 1);
+  // A release seen on the watch makes a candidate step at once; an observer does not.
+  ASSERT_TRUE(a->release());
+  const int writes = kube_.count(Verb::kUpdate) + kube_.count(Verb::kCreate);
+  w->observeWatched(storedLease().value());
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(kube_.count(Verb::kGet), gets + 1);
+  // Silent for a lease duration (3 s + up to 120 ms): it reads again, to hear from the API,
+  // and still writes nothing.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(6);
+  while (kube_.count(Verb::kGet) == gets + 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(kube_.count(Verb::kGet), gets + 2);
+  EXPECT_EQ(kube_.count(Verb::kUpdate) + kube_.count(Verb::kCreate), writes);
+  EXPECT_FALSE(w->isLeader());
+  EXPECT_EQ(spec()["holderIdentity"], "");
+  w->stop();
+  t.join();
+}
+
 TEST_F(WatchedRunTest, AFailedStepGoesToOnStepErrorAndALostRaceDoesNot) {
   std::mutex mu;
   std::vector<std::string> errors;
