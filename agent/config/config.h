@@ -92,6 +92,10 @@ struct Config {
   // 443 to it (agent/serve/webhook_server.h).
   int64_t pod_image_overrides_port = 6445;
   bool auto_approve_kubelet_csrs = true;
+  // When set, a kubelet serving CSR is approved only if every IP SAN is inside one of these
+  // prefixes ("10.0.0.0/16"; agent/controllers/kubelet_csr_rules.h, rule ip-prefixes). Empty:
+  // every IP that passes the other rules.
+  std::vector<std::string> kubelet_csr_allowed_ip_prefixes;
   bool enable_ha_minio = false;
   std::string minio_namespace = "minio";
   std::string minio_util_image;

@@ -90,6 +90,8 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(pod_image_overrides_port, kInt,
                "Port the agents serve the pod image overrides webhook on (HTTPS)"),
       EKCO_KEY(auto_approve_kubelet_csrs, kBool, "Approve kubelet serving certificate CSRs"),
+      EKCO_KEY(kubelet_csr_allowed_ip_prefixes, kStringList,
+               "Approve kubelet serving CSRs only for IPs inside these prefixes (empty: any)"),
       EKCO_KEY(enable_ha_minio, kBool, "Manage the HA MinIO StatefulSet"),
       EKCO_KEY(minio_namespace, kString, "Namespace of MinIO"),
       EKCO_COMPAT_KEY(minio_util_image, kString,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/ip_address.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "haproxy/image.h"
@@ -92,6 +93,16 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
   }
   for (const std::string& entry : c.pod_image_overrides) {
     if (auto r = parseImageOverride(entry); !r) problem("pod_image_overrides", r.error().message());
+  }
+  for (const std::string& entry : c.kubelet_csr_allowed_ip_prefixes) {
+    auto prefix = base::parseIpPrefix(entry);
+    if (!prefix) {
+      problem("kubelet_csr_allowed_ip_prefixes", prefix.error().message());
+    } else if (prefix->hasHostBits()) {
+      problem("kubelet_csr_allowed_ip_prefixes",
+              fmt::format("{} has bits set past its prefix length (did you mean {}/{}?)",
+                          base::quoteForMessage(entry), prefix->network().text(), prefix->length));
+    }
   }
   if (c.pod_image_overrides_port < 1 || c.pod_image_overrides_port > 65535) {
     problem("pod_image_overrides_port",

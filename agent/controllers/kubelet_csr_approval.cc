@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/controllers/kubelet_csr_apiserver.h"
 #include "base/log.h"
 #include "kube/resource.h"
 #include "kube/timestamp.h"
@@ -22,6 +23,17 @@ namespace {
 
 constexpr std::size_t kHistory = 20;
 const kube::Resource& kCsrs = kube::resources::kCertificateSigningRequests;
+
+// The config's kubelet_csr_allowed_ip_prefixes (validated by agent/config/validate.cc already).
+Result<std::vector<base::IpPrefix>> kubeletCsrAllowedIpPrefixes(const Config& config) {
+  std::vector<base::IpPrefix> out;
+  for (const auto& text : config.kubelet_csr_allowed_ip_prefixes) {
+    auto prefix = base::parseIpPrefix(text);
+    if (!prefix) return std::move(prefix).error().wrap("kubelet_csr_allowed_ip_prefixes");
+    out.push_back(*prefix);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -69,9 +81,59 @@ void KubeletCsrApprovalController::refused(const kube::CertificateSigningRequest
   }
 }
 
+Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::recordSans(
+    const ApprovedSans& current, const kube::NodeRecord& node, const std::vector<std::string>& sans,
+    const std::vector<kube::NodeRecord>& nodes, const std::string& csr) {
+  const std::string name = node.name.str();
+  auto it = current.by_node.find(name);
+  if (it != current.by_node.end() && it->second == sans) return Outcome::kApproved;
+  // Entries of Nodes that are gone are dropped (the requester's is kept even before the node
+  // cache has seen its Node).
+  std::map<std::string, std::vector<std::string>> by_node;
+  for (const auto& [n, s] : current.by_node) {
+    const bool present = std::any_of(
+        nodes.begin(), nodes.end(), [&, &n = n](const kube::NodeRecord& r) { return r.name == n; });
+    if (present) by_node[n] = s;
+  }
+  by_node[name] = sans;
+  auto written = writeApprovedSans(client_, options_.ns, current, by_node);
+  if (!written) {
+    const ErrorCode code = written.error().code();
+    if (code == ErrorCode::kConflict || code == ErrorCode::kAlreadyExists) {
+      return Outcome::kConflict;
+    }
+    return std::move(written).error();
+  }
+  const std::string to = formatSanList(sans);
+  const std::string where = options_.ns + "/" + std::string(kKubeletServingAddressesConfigMap);
+  kube::EventSpec event{.involved_resource = kube::resources::kNodes,
+                        .involved_name = name,
+                        .involved_uid = node.uid};
+  if (it == current.by_node.end()) {
+    base::logInfo("kubelet serving addresses recorded",
+                  {{"node", name}, {"sans", to}, {"csr", csr}, {"record", where}});
+    event.reason = std::string(kRecordedReason);
+    event.message = "ekco approves kubelet serving certificates of this node for " + to + " (CSR " +
+                    csr + "; recorded in ConfigMap " + where + ")";
+  } else {
+    const std::string from = formatSanList(it->second);
+    base::logWarn("kubelet serving addresses changed",
+                  {{"node", name}, {"from", from}, {"to", to}, {"csr", csr}, {"record", where}});
+    event.reason = std::string(kChangedReason);
+    event.message =
+        "the SANs ekco approves for this node's kubelet serving certificate changed "
+        "from " +
+        from + " to " + to + " (CSR " + csr + "; recorded in ConfigMap " + where + ")";
+    event.type = "Warning";
+  }
+  if (options_.record_event) options_.record_event(event);
+  return Outcome::kApproved;
+}
+
 Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::approve(
-    const std::string& name, std::string& line) {
-  // (1) The CSR and its Node as the API has them now.
+    const std::string& name, const ApiServerNames& apiserver,
+    const std::vector<kube::NodeRecord>& nodes, std::string& line) {
+  // (1) The CSR, its Node and the record as the API has them now.
   auto object = client_.get(kCsrs, "", name);
   if (!object) {
     if (object.error().code() == ErrorCode::kNotFound) {
@@ -98,7 +160,14 @@ Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::appr
     node = std::move(*record);
     return &*node;
   };
-  const KubeletCsrVerdict verdict = decideKubeletServingCsr(*csr, lookup);
+  auto approved = readApprovedSans(client_, options_.ns);
+  if (!approved) return std::move(approved).error().wrap("CSR " + name);
+  const SanClaims claims = sanClaims(nodes, approved->by_node);
+  const KubeletCsrVerdict verdict =
+      decideKubeletServingCsr(*csr, {.node = lookup,
+                                     .apiserver = &apiserver,
+                                     .claims = &claims,
+                                     .allowed_ip_prefixes = options_.allowed_ip_prefixes});
   if (node_error) return std::move(*node_error).wrap("re-read Node for CSR " + name);
   if (verdict.kind == Kind::kIgnore) {
     line = name + ": " + verdict.reason + " (on a fresh read)";
@@ -127,7 +196,14 @@ Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::appr
     return Error("CSR " + name + ": not approved: this agent's leadership is not fresh",
                  ErrorCode::kUnavailable);
   }
-  // (4) The approval subresource, on the object as read (its resourceVersion guards it).
+  // (4) The record of the node's approved SANs, before the approval.
+  auto recorded = recordSans(*approved, *node, verdict.sans, nodes, name);
+  if (!recorded) return std::move(recorded).error().wrap("CSR " + name);
+  if (*recorded == Outcome::kConflict) {
+    line = name + ": the approved addresses' record changed since it was read; looking again";
+    return Outcome::kConflict;
+  }
+  // (5) The approval subresource, on the object as read (its resourceVersion guards it).
   json approval = *object;
   json& status = approval["status"];
   if (!status.is_object()) status = json::object();
@@ -151,7 +227,7 @@ Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::appr
     }
     return std::move(updated).error().wrap("approve CSR " + name);
   }
-  // (5) Recorded.
+  // (6) Recorded.
   base::logInfo("approved kubelet serving CSR",
                 {{"csr", name}, {"node", verdict.node}, {"reason", verdict.reason}});
   if (options_.record_event) {
@@ -183,6 +259,10 @@ Result<ReconcileResult> KubeletCsrApprovalController::reconcile() {
     auto it = by_name.find(n);
     return it == by_name.end() ? nullptr : it->second;
   };
+  const auto undecided = [](const kube::CertificateSigningRequest& c) {
+    return c.signer_name == kKubeletServingSigner &&
+           !(c.approved || c.denied || c.failed || c.issued);
+  };
 
   std::vector<const kube::CertificateSigningRequest*> csrs;
   for (const auto& c : observed.csrs) csrs.push_back(&c);
@@ -203,13 +283,34 @@ Result<ReconcileResult> KubeletCsrApprovalController::reconcile() {
   }
 
   ReconcileResult result;
+  if (std::none_of(csrs.begin(), csrs.end(), [&](const auto* c) { return undecided(*c); })) {
+    result.summary = fmt::format("{} kubelet serving CSRs: none pending", observed.csrs.size());
+    result.requeue_after = options_.interval;
+    return result;
+  }
+  // What the rules compare SANs with; without it nothing is approved (fail closed).
+  auto apiserver = readApiServerNames(client_);
+  if (!apiserver) {
+    return std::move(apiserver).error().wrap(
+        "no kubelet serving CSR approved: the API server's names are not known");
+  }
+  auto record = readApprovedSans(client_, options_.ns);
+  if (!record) {
+    return std::move(record).error().wrap(
+        "no kubelet serving CSR approved: the record of approved addresses is not known");
+  }
+  const SanClaims claims = sanClaims(nodes.nodes, record->by_node);
+  const KubeletCsrPolicy policy{.node = lookup,
+                                .apiserver = &*apiserver,
+                                .claims = &claims,
+                                .allowed_ip_prefixes = options_.allowed_ip_prefixes};
   int approved = 0;
   int refused_count = 0;
   int attempts = 0;
   bool conflict = false;
   bool more = false;
   for (const auto* csr : csrs) {
-    const KubeletCsrVerdict verdict = decideKubeletServingCsr(*csr, lookup);
+    const KubeletCsrVerdict verdict = decideKubeletServingCsr(*csr, policy);
     if (verdict.kind == Kind::kIgnore) continue;
     std::string line;
     if (verdict.kind == Kind::kRefuse) {
@@ -222,7 +323,7 @@ Result<ReconcileResult> KubeletCsrApprovalController::reconcile() {
         continue;
       }
       ++attempts;
-      auto outcome = approve(csr->name, line);
+      auto outcome = approve(csr->name, *apiserver, nodes.nodes, line);
       if (!outcome) return std::move(outcome).error();
       approved += *outcome == Outcome::kApproved ? 1 : 0;
       refused_count += *outcome == Outcome::kRefused ? 1 : 0;
@@ -264,11 +365,15 @@ ControllerSpec kubeletCsrApprovalSpec() {
       // Approvals are irreversible; a kubelet keeps its current certificate and asks again.
       .pauses_in_maintenance = true,
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
+        auto prefixes = kubeletCsrAllowedIpPrefixes(d.config);
+        if (!prefixes) return std::move(prefixes).error();
         return std::make_shared<KubeletCsrApprovalController>(
             [&caches = d.caches] { return caches.clusterNodes(); },
             [&caches = d.caches] { return caches.kubeletServingCsrs(); }, d.client, d.clock,
             KubeletCsrApprovalOptions{
                 .dry_run = d.dry_run,
+                .ns = d.config.leader_election_namespace,
+                .allowed_ip_prefixes = std::move(*prefixes),
                 .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
                     d.config.reconcile_interval),
                 .is_leader_fresh = d.is_leader_fresh,

@@ -10,19 +10,32 @@
 // CSR) and every Node. Woken when either changes, so a CSR that names a Node not yet seen is
 // approved once the Node appears.
 //
+// A pass with a pending CSR first reads the API server's names (Service default/kubernetes and
+// kube-system/kubeadm-config, agent/controllers/kubelet_csr_apiserver.h) and the record of
+// approved SANs (ConfigMap <ns>/ekco-kubelet-serving-addresses, agent/controllers/
+// kubelet_csr_record.h) from the API. When either cannot be read the pass approves nothing and
+// fails with the reason (fail closed: /status last_error, the log, the manager's backoff).
+//
 // For each pending CSR the rules decide on the caches. Then:
 //   - refused: it stays pending, logged, with ONE Warning Event `KubeletCSRNotApproved` on it
 //     naming the failed rule (one per CSR while this agent leads, not one per pass; /status
 //     shows the current reason);
 //   - approved:
-//     (1) re-read the CSR and its Node from the API (not the caches) and decide again: a
-//         changed CSR or Node is decided on what the API has now;
+//     (1) re-read the CSR, its Node and the record from the API (not the caches) and decide
+//         again: a changed CSR, Node or record is decided on what the API has now (the other
+//         Nodes come from the cache);
 //     (2) under --dry-run: logged once and shown in /status, nothing written;
 //     (3) ask is_leader_fresh; no approval without a fresh Lease;
-//     (4) PUT certificatesigningrequests/NAME/approval with the re-read object (its
+//     (4) when the node's approved SANs differ from its record entry: write the record
+//         (conditional on its resourceVersion; a concurrent write is looked at again in a
+//         second), log, and an Event on the Node: Normal `KubeletServingAddressesRecorded` for
+//         its first entry, Warning `KubeletServingAddressesChanged` (old and new SANs) for a
+//         change. Written before the approval, so an approval never outruns its record (a
+//         record whose approval then fails only refuses more);
+//     (5) PUT certificatesigningrequests/NAME/approval with the re-read object (its
 //         resourceVersion: a concurrent change is the API's 409, looked at again in a second)
 //         plus an Approved condition, reason EkcoAutoApproved;
-//     (5) log, a Normal Event `KubeletCSRApproved`,
+//     (6) log, a Normal Event `KubeletCSRApproved`,
 //     ekco_actions_total{kind="kubelet_csr_approved"}.
 // At most kMaxApprovalsPerPass approvals per pass, then the next pass follows at once, so a storm
 // does not hold the leader's worker.
@@ -37,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/controllers/kubelet_csr_record.h"
 #include "agent/controllers/kubelet_csr_rules.h"
 #include "agent/controllers/observed.h"
 #include "agent/controllers/spec.h"
@@ -48,6 +62,8 @@ namespace ekco::agent {
 
 struct KubeletCsrApprovalOptions {
   bool dry_run = false;
+  std::string ns = "kurl";  // the record's namespace (leader_election_namespace)
+  std::vector<base::IpPrefix> allowed_ip_prefixes{};  // kubelet_csr_allowed_ip_prefixes
   std::chrono::milliseconds interval{std::chrono::minutes(1)};
   std::function<bool()> is_leader_fresh{};
   std::function<void(const kube::EventSpec& event)> record_event{};
@@ -59,6 +75,8 @@ class KubeletCsrApprovalController : public Controller {
   static constexpr std::chrono::seconds kAfterConflict{1};
   static constexpr int kMaxApprovalsPerPass = 50;
   static constexpr std::string_view kApprovedReason = "EkcoAutoApproved";
+  static constexpr std::string_view kRecordedReason = "KubeletServingAddressesRecorded";
+  static constexpr std::string_view kChangedReason = "KubeletServingAddressesChanged";
 
   KubeletCsrApprovalController(std::function<ObservedNodes()> observe_nodes,
                                std::function<ObservedCsrs()> observe_csrs, kube::KubeClient& client,
@@ -72,7 +90,13 @@ class KubeletCsrApprovalController : public Controller {
 
  private:
   enum class Outcome { kApproved, kRefused, kSkipped, kConflict };
-  base::Result<Outcome> approve(const std::string& name, std::string& line);
+  base::Result<Outcome> approve(const std::string& name, const ApiServerNames& apiserver,
+                                const std::vector<kube::NodeRecord>& nodes, std::string& line);
+  // Step (4): the node's record entry set to `sans`, with its log line and Event.
+  base::Result<Outcome> recordSans(const ApprovedSans& current, const kube::NodeRecord& node,
+                                   const std::vector<std::string>& sans,
+                                   const std::vector<kube::NodeRecord>& nodes,
+                                   const std::string& csr);
   void refused(const kube::CertificateSigningRequest& csr, const KubeletCsrVerdict& verdict);
   void remember(const std::string& csr, const std::string& decision, const std::string& reason);
 

@@ -526,6 +526,14 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"update", "certificatesigningrequests.certificates.k8s.io"}, "no"},
       {{"create", "certificatesigningrequests.certificates.k8s.io"}, "no"},
       {{"delete", "certificatesigningrequests.certificates.k8s.io"}, "no"},
+      // The API server's names, never approved, and the record of approved SANs per node.
+      {{"get", "services/kubernetes", "-n", "default"}, "yes"},
+      {{"get", "services/other", "-n", "default"}, "no"},
+      {{"update", "services/kubernetes", "-n", "default"}, "no"},
+      {{"get", "configmaps/ekco-kubelet-serving-addresses", "-n", "kurl"}, "yes"},
+      {{"update", "configmaps/ekco-kubelet-serving-addresses", "-n", "kurl"}, "yes"},
+      {{"delete", "configmaps/ekco-kubelet-serving-addresses", "-n", "kurl"}, "no"},
+      {{"update", "configmaps/ekco-kubelet-serving-addresses", "-n", "default"}, "no"},
       // `approve` on signers/kubernetes.io/kubelet-serving: kubectl auth can-i cannot name a
       // signer (its name holds a '/'); KubeletCsrApprovalSimTest approves as this
       // ServiceAccount through kubesim's signer check instead.

@@ -67,7 +67,8 @@ TEST(Config, DefaultsAreTheDocumentedProductDefaults) {
   EXPECT_EQ(c.certificates_dir, "/etc/kubernetes/pki");
   EXPECT_EQ(c.ceph_object_store, "rook-ceph-store");  // kURL's, not the binary's "replicated"
   EXPECT_EQ(c.kotsadm_kubelet_cert_secret, "kubelet-client-cert");
-  EXPECT_TRUE(c.auto_approve_kubelet_csrs);  // kURL hard-codes true
+  EXPECT_TRUE(c.auto_approve_kubelet_csrs);                // kURL hard-codes true
+  EXPECT_TRUE(c.kubelet_csr_allowed_ip_prefixes.empty());  // no restriction
   EXPECT_FALSE(c.disable_reboot_service);
   EXPECT_FALSE(c.enable_host_jobs);  // root on every node: an explicit opt-in
   EXPECT_EQ(c.auto_upgrade_schedule, "");
@@ -293,6 +294,25 @@ TEST(Config, MalformedImageOverridesAreErrors) {
                 ElementsAre(HasSubstr("malformed entry")))
         << bad;
   }
+}
+
+// Issue 34 item 4: the optional allow-list of kubelet serving IP SANs; a bad CIDR is one line
+// naming the key.
+TEST(Config, KubeletCsrAllowedIpPrefixesAreCidrsWithoutHostBits) {
+  Config c = load("kubelet_csr_allowed_ip_prefixes: [10.0.0.0/16, \"fd00::/64\"]\n");
+  EXPECT_THAT(c.kubelet_csr_allowed_ip_prefixes, ElementsAre("10.0.0.0/16", "fd00::/64"));
+  EXPECT_TRUE(problemsOf("kubelet_csr_allowed_ip_prefixes: []\n").empty());
+  EXPECT_THAT(problemsOf("kubelet_csr_allowed_ip_prefixes: [10.0.0.5]\n"),
+              ElementsAre("config.yaml:1: kubelet_csr_allowed_ip_prefixes: want an IP prefix such "
+                          "as 10.0.0.0/16 or fd00::/64, got \"10.0.0.5\""));
+  EXPECT_THAT(problemsOf("kubelet_csr_allowed_ip_prefixes: [10.0.0.0/33]\n"),
+              ElementsAre("config.yaml:1: kubelet_csr_allowed_ip_prefixes: the prefix length in "
+                          "\"10.0.0.0/33\" is not a number from 0 to 32"));
+  EXPECT_THAT(problemsOf("kubelet_csr_allowed_ip_prefixes: [10.1.2.3/16]\n"),
+              ElementsAre("config.yaml:1: kubelet_csr_allowed_ip_prefixes: \"10.1.2.3/16\" has "
+                          "bits set past its prefix length (did you mean 10.1.0.0/16?)"));
+  EXPECT_THAT(problemsOf("kubelet_csr_allowed_ip_prefixes: [node-a/8]\n"),
+              ElementsAre(HasSubstr("kubelet_csr_allowed_ip_prefixes: not an IP address")));
 }
 
 TEST(Config, InvalidCalendarScheduleIsAnErrorNamingTheKey) {

@@ -42,6 +42,7 @@ using ::testing::HasSubstr;
 constexpr const char* kSaToken = "ekco-csr-token";
 constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
 constexpr const char* kKubeletToken = "kubelet-node-a-token";
+constexpr const char* kKubeletBToken = "kubelet-node-b-token";
 constexpr const char* kEvilToken = "evil-token";
 constexpr const char* kEvil = "system:serviceaccount:default:evil";
 const kube::Resource& kCsrs = kube::resources::kCertificateSigningRequests;
@@ -57,10 +58,59 @@ json nodeA() {
             {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
 }
 
+json nodeB() {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", "node-b"}, {"labels", {{"kubernetes.io/hostname", "node-b"}}}}},
+          {"status",
+           {{"addresses",
+             {{{"type", "Hostname"}, {"address", "node-b"}},
+              {{"type", "InternalIP"}, {"address", "10.0.0.2"}}}},
+            {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+// What kubeadm leaves in a cluster: the kubernetes Service on the first IP of serviceSubnet and
+// kube-system/kubeadm-config.
+std::vector<json> kubeadmObjects() {
+  return {{{"apiVersion", "v1"},
+           {"kind", "Service"},
+           {"metadata", {{"name", "kubernetes"}, {"namespace", "default"}}},
+           {"spec",
+            {{"clusterIP", "10.96.0.1"},
+             {"ports", {{{"name", "https"}, {"port", 443}, {"targetPort", 6443}}}}}}},
+          {{"apiVersion", "v1"},
+           {"kind", "ConfigMap"},
+           {"metadata", {{"name", "kubeadm-config"}, {"namespace", "kube-system"}}},
+           {"data",
+            {{"ClusterConfiguration",
+              "apiVersion: kubeadm.k8s.io/v1beta3\nkind: ClusterConfiguration\n"
+              "controlPlaneEndpoint: 10.0.0.100:6443\nnetworking:\n  dnsDomain: cluster.local\n"
+              "  serviceSubnet: 10.96.0.0/12\n"}}}}};
+}
+
 // Who may create CSRs: nodes (kube-apiserver's system:node role grants it) and, for the
-// advisory's attack, one service account.
+// advisory's attack, one service account. Nodes may also update their Node's status (the Node
+// authorizer and NodeRestriction limit that to a node's own Node; this RBAC stands in for them).
 std::vector<json> csrCreators() {
   return {
+      {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+       {"kind", "ClusterRole"},
+       {"metadata", {{"name", "node-status"}}},
+       {"rules",
+        {{{"apiGroups", {""}},
+          {"resources", {"nodes/status"}},
+          {"verbs", {"get", "patch", "update"}}}}}},
+      {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+       {"kind", "ClusterRoleBinding"},
+       {"metadata", {{"name", "node-status"}}},
+       {"roleRef",
+        {{"apiGroup", "rbac.authorization.k8s.io"},
+         {"kind", "ClusterRole"},
+         {"name", "node-status"}}},
+       {"subjects",
+        {{{"kind", "Group"},
+          {"apiGroup", "rbac.authorization.k8s.io"},
+          {"name", "system:nodes"}}}}},
       {{"apiVersion", "rbac.authorization.k8s.io/v1"},
        {"kind", "ClusterRole"},
        {"metadata", {{"name", "csr-creator"}}},
@@ -110,6 +160,8 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
     auto objects = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + "/deploy");
     ASSERT_TRUE(objects) << objects.error().message();
     objects->push_back(nodeA());
+    objects->push_back(nodeB());
+    for (json& o : kubeadmObjects()) objects->push_back(std::move(o));
     for (json& o : csrCreators()) objects->push_back(std::move(o));
     // A kubelet's client CSR (another signer: never looked at). It also makes a kubesim that
     // knows CSRs only as stored objects serve the resource.
@@ -124,6 +176,9 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
                     {.token = kKubeletToken,
                      .user = "system:node:node-a",
                      .groups = {"system:nodes", "system:authenticated"}},
+                    {.token = kKubeletBToken,
+                     .user = "system:node:node-b",
+                     .groups = {"system:nodes", "system:authenticated"}},
                     {.token = kEvilToken,
                      .user = kEvil,
                      .groups = {"system:serviceaccounts", "system:authenticated"}}}});
@@ -134,9 +189,10 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
     process_fs_ = std::move(*process_fs);
     ekco_ = client(kSaToken);
     kubelet_ = client(kKubeletToken);
+    kubelet_b_ = client(kKubeletBToken);
     evil_ = client(kEvilToken);
     admin_ = client("");
-    ASSERT_TRUE(ekco_ && kubelet_ && evil_ && admin_);
+    ASSERT_TRUE(ekco_ && kubelet_ && kubelet_b_ && evil_ && admin_);
     caches_ = std::make_unique<Caches>(*ekco_->rest, clock_, CachesOptions{.node_name = "node-a"});
     caches_->require(CacheName::kKubeletServingCsrs, {});
     caches_->require(CacheName::kClusterNodes, {});
@@ -158,6 +214,7 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
     }
     ekco_.reset();
     kubelet_.reset();
+    kubelet_b_.reset();
     evil_.reset();
     admin_.reset();
     server_.reset();
@@ -208,7 +265,7 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
     return testing::eventually([&] { return caches_->kubeletServingCsrs().csrs.size() == n; },
                                seconds(10));
   }
-  // The Events on one CSR ("reason: message"), read by the admin.
+  // The Events on one object ("reason: message"), read by the admin.
   std::vector<std::string> eventsOn(const std::string& csr) {
     std::vector<std::string> out;
     auto list = admin_->rest->list(kube::resources::kEvents, "default");
@@ -246,7 +303,7 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
   base::SystemClock clock_;
   std::unique_ptr<kubesim::Server> server_;
   std::unique_ptr<hostfs::LocalHostFs> process_fs_;
-  std::unique_ptr<Client> ekco_, kubelet_, evil_, admin_;
+  std::unique_ptr<Client> ekco_, kubelet_, kubelet_b_, evil_, admin_;
   std::unique_ptr<Caches> caches_;
 };
 
@@ -276,11 +333,90 @@ TEST_F(KubeletCsrApprovalSimTest, AttacksStayPendingWithOneEventEachAndAStormIsN
                                                "pending: rule requester: the requester "
                                                "\"system:serviceaccount:default:evil\"")));
   EXPECT_THAT(eventsOn("apiserver-name"),
-              ::testing::ElementsAre(HasSubstr("rule addresses: SANs not among Node \"node-a\"'s "
-                                               "status.addresses: \"kubernetes.default.svc\"")));
+              ::testing::ElementsAre(HasSubstr("rule apiserver: SANs that name the API server: "
+                                               "\"kubernetes.default.svc\"")));
   EXPECT_EQ(eventsOn("storm-39").size(), 1u);
   EXPECT_TRUE(eventsOn("client-node-a").empty());  // another signer: not looked at
   EXPECT_EQ(csrLists(), 1);  // the informer's one list; everything since came by the watch
+}
+
+// Issue 34 item 4, the attack as it was made: node-b, with only its own kubelet credentials,
+// adds kubernetes.default.svc, 10.96.0.1 and node-a's IP to its Node's status.addresses and
+// asks for a serving certificate for them. It stays pending; node-b's own request is approved
+// and its SANs recorded in kurl/ekco-kubelet-serving-addresses, with an Event on the Node.
+TEST_F(KubeletCsrApprovalSimTest, ANodeThatWritesTheApiServersNamesIntoItsStatusGetsNoCertificate) {
+  auto patched =
+      kubelet_b_->rest->patch(kube::resources::kNodes, "", "node-b", kube::PatchType::kMerge,
+                              {{"status",
+                                {{"addresses",
+                                  {{{"type", "Hostname"}, {"address", "node-b"}},
+                                   {{"type", "InternalIP"}, {"address", "10.0.0.2"}},
+                                   {{"type", "InternalDNS"}, {"address", "kubernetes.default.svc"}},
+                                   {{"type", "InternalIP"}, {"address", "10.96.0.1"}},
+                                   {{"type", "InternalIP"}, {"address", "10.0.0.1"}}}}}}},
+                              "status");
+  ASSERT_TRUE(patched) << patched.error().message();
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        for (const auto& n : caches_->clusterNodes().nodes) {
+          if (n.name == "node-b") return n.addresses.size() == 5;
+        }
+        return false;
+      },
+      seconds(10)));
+  const CsrSpec attack{.subject = {{"O", "system:nodes"}, {"CN", "system:node:node-b"}},
+                       .dns = {"node-b", "kubernetes.default.svc"},
+                       .ips = {"10.0.0.2", "10.96.0.1", "10.0.0.1"}};
+  create(*kubelet_b_, csrObject("node-b-attack", attack, "system:node:node-b",
+                                {"system:nodes", "system:authenticated"}));
+  // Each class alone as well: the Service's IP, node-a's IP.
+  create(*kubelet_b_,
+         csrObject("node-b-service-ip",
+                   {.subject = attack.subject, .dns = {"node-b"}, .ips = {"10.0.0.2", "10.96.0.1"}},
+                   "system:node:node-b", {"system:nodes", "system:authenticated"}));
+  create(*kubelet_b_,
+         csrObject("node-b-node-a-ip",
+                   {.subject = attack.subject, .dns = {"node-b"}, .ips = {"10.0.0.2", "10.0.0.1"}},
+                   "system:node:node-b", {"system:nodes", "system:authenticated"}));
+  ASSERT_TRUE(cached(3));
+  auto c = controller();
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->summary, "3 kubelet serving CSRs: 0 approved, 3 left pending");
+  for (const char* name : {"node-b-attack", "node-b-service-ip", "node-b-node-a-ip"}) {
+    EXPECT_EQ(conditions(name), json::array()) << name;
+  }
+  EXPECT_THAT(eventsOn("node-b-attack"),
+              ::testing::ElementsAre(HasSubstr(
+                  "rule apiserver: SANs that name the API server: \"kubernetes.default.svc\" (the "
+                  "kubernetes Service's DNS name), \"10.96.0.1\" (Service default/kubernetes "
+                  "clusterIP)")));
+  EXPECT_THAT(eventsOn("node-b-service-ip"),
+              ::testing::ElementsAre(HasSubstr("rule apiserver: SANs that name the API server: "
+                                               "\"10.96.0.1\"")));
+  EXPECT_THAT(eventsOn("node-b-node-a-ip"),
+              ::testing::ElementsAre(HasSubstr(
+                  "rule other-node: SANs of another node: \"10.0.0.1\" (in the status.addresses "
+                  "of Node \"node-a\")")));
+  EXPECT_THAT(c.status()["pending"]["node-b-attack"].get<std::string>(),
+              HasSubstr("apiserver: SANs that name the API server"));
+
+  if (!servesApproval()) return;  // the rest approves
+  create(*kubelet_b_, csrObject("node-b-own",
+                                {.subject = attack.subject, .dns = {"node-b"}, .ips = {"10.0.0.2"}},
+                                "system:node:node-b", {"system:nodes", "system:authenticated"}));
+  ASSERT_TRUE(cached(4));
+  r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->summary, "4 kubelet serving CSRs: 1 approved, 3 left pending");
+  EXPECT_EQ(conditions("node-b-own")[0]["type"], "Approved");
+  auto record = server_->get("configmaps", "kurl", "ekco-kubelet-serving-addresses");
+  ASSERT_TRUE(record);
+  EXPECT_EQ((*record)["data"], json({{"node-b", "10.0.0.2,node-b"}}));
+  EXPECT_THAT(eventsOn("node-b"),
+              ::testing::ElementsAre(HasSubstr("KubeletServingAddressesRecorded: ekco approves "
+                                               "kubelet serving certificates of this node for "
+                                               "10.0.0.2,node-b")));
 }
 
 // A fake kubelet's CSR, approved through certificatesigningrequests/NAME/approval.
