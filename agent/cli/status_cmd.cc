@@ -185,21 +185,24 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
                                         field(c, "last_error")};
       });
   out += "\n";
-  out += renderSection(status, "controllers", "controllers",
-                       {"CONTROLLER", "SCOPE", "LAST RUN", "LAST RESULT", "NEXT RUN", "RUNS",
-                        "ERRORS", "LAST ERROR"},
-                       [now](const json& c) {
-                         return std::vector<std::string>{field(c, "name"),
-                                                         field(c, "scope"),
-                                                         timeField(c, "last_run", now),
-                                                         kube::jsonField(c, "paused").is_string()
-                                                             ? "paused: " + field(c, "paused")
-                                                             : field(c, "last_result"),
-                                                         timeField(c, "next_run", now),
-                                                         field(c, "runs"),
-                                                         field(c, "errors"),
-                                                         field(c, "last_error")};
-                       });
+  out += renderSection(
+      status, "controllers", "controllers",
+      {"CONTROLLER", "SCOPE", "LAST RUN", "LAST RESULT", "NEXT RUN", "RUNS", "ERRORS",
+       "LAST ERROR"},
+      [now](const json& c) {
+        return std::vector<std::string>{
+            field(c, "name"),
+            field(c, "scope"),
+            timeField(c, "last_run", now),
+            kube::jsonField(c, "paused").is_string() ? "paused: " + field(c, "paused")
+            : kube::jsonField(c, "closing").is_string()
+                ? "closing in maintenance: " + field(c, "closing") + "; " + field(c, "last_result")
+                : field(c, "last_result"),
+            timeField(c, "next_run", now),
+            field(c, "runs"),
+            field(c, "errors"),
+            field(c, "last_error")};
+      });
   out += "\n";
   out += renderSection(
       status, "host_checks", "host checks", {"HOST CHECK", "OK", "MESSAGE"}, [](const json& h) {

@@ -93,8 +93,45 @@ MinioHa::MinioHa(std::function<ObservedNodes()> observe, kube::KubeClient& clien
                      return probe.healthStatus(path);
                    }}) {}
 
+namespace {
+
+// The phases in which MinIO is offline (the Service selects nothing, or is about to).
+bool inOfflineWindow(const StorageMigrationState& state) {
+  return state.running() && state.migration == "minio" &&
+         (state.phase == "stopping-writes" || state.phase == "copying" ||
+          state.phase == "verifying" || state.phase == "switching");
+}
+
+// The Service minio's selector before the migration, as recorded in its state.
+json recordedSelector(const StorageMigrationState& state) {
+  json selector = json::parse(state.value("service-selector"), nullptr, false);
+  if (selector.is_discarded() || !selector.is_object() || selector.empty()) {
+    selector = {{"app", "minio"}};
+  }
+  return selector;
+}
+
+}  // namespace
+
+std::string MinioHa::windowToClose() const {
+  std::lock_guard lock(mu_);
+  return window_;
+}
+
+void MinioHa::noteWindow(const StorageMigrationState& state) {
+  std::string window;
+  if (inOfflineWindow(state)) {
+    window = "the MinIO migration's offline window (phase " + state.phase + ")";
+  }
+  std::lock_guard lock(mu_);
+  window_ = std::move(window);
+}
+
 base::Status MinioHa::fresh(const std::string& what) const {
-  if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
+  const auto& check = closing_ && options_.is_leader_fresh_to_close
+                          ? options_.is_leader_fresh_to_close
+                          : options_.is_leader_fresh;
+  if (check && !check()) {
     return Error(what + ": not done: this agent's leadership is not fresh",
                  ErrorCode::kUnavailable);
   }
@@ -137,7 +174,90 @@ Result<StorageMigrationState> MinioHa::save(const StorageMigrationState& current
   data["migration"] = "minio";
   data["updated"] = nowText(clock_);
   if (auto ok = fresh("record the MinIO migration's progress"); !ok) return std::move(ok).error();
-  return writeStorageMigration(client_, options_.migration_namespace, current, data);
+  auto saved = writeStorageMigration(client_, options_.migration_namespace, current, data);
+  if (saved) noteWindow(*saved);
+  return saved;
+}
+
+Result<ReconcileResult> MinioHa::closeWindow(const StorageMigrationState& state) {
+  ReconcileResult result{.requeue_after = options_.interval};
+  if (!inOfflineWindow(state)) {
+    result.summary = "maintenance mode: paused; no MinIO migration is offline";
+    remember(result.summary, state);
+    return result;
+  }
+  const bool finish = state.phase == "switching";
+  if (options_.dry_run) {
+    result.summary = fmt::format(
+        "maintenance mode, MinIO migration in phase {}: would {} (dry run)", state.phase,
+        finish ? "finish it (switch the Service to ha-minio)" : "roll it back");
+    remember(result.summary, state);
+    return result;
+  }
+  closing_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{closing_};
+  if (!finish) return rollBack(state);
+  base::logInfo(
+      "minio-ha: maintenance mode is on; finishing the verified MinIO migration so "
+      "MinIO is not left offline",
+      {{"phase", state.phase}});
+  auto switched = migrate(state);
+  if (!switched) return switched;
+  event(r::kDeployments, "minio", "MinioMigrationSwitchedInMaintenance",
+        "maintenance mode is on: the verified MinIO migration was finished (the Service minio "
+        "selects ha-minio) rather than leave MinIO offline; deleting the old Deployment minio and "
+        "PVC minio-pv-claim waits for maintenance to end");
+  result.summary =
+      "maintenance mode: MinIO migration finished (Service minio switched to "
+      "ha-minio); deleting the old MinIO waits for the end of maintenance";
+  {
+    std::lock_guard lock(mu_);
+    status_["decision"] = result.summary;
+  }
+  return result;
+}
+
+Result<ReconcileResult> MinioHa::rollBack(const StorageMigrationState& state) {
+  const json selector = recordedSelector(state);
+  base::logWarn(
+      "minio-ha: maintenance mode is on; rolling back the MinIO migration so MinIO is "
+      "not left offline",
+      {{"phase", state.phase}, {"selector", kube::jsonDump(selector)}});
+  if (auto ok = setSelector(selector, "maintenance mode: the MinIO migration is rolled back");
+      !ok) {
+    return std::move(ok).error();
+  }
+  // Guards, again: the same attempt, still in that phase (not finished or cleared meanwhile by
+  // another leader), and this agent still leads.
+  auto again = readStorageMigration(client_, options_.migration_namespace);
+  if (!again) return std::move(again).error().wrap("minio-ha: read the state again");
+  if (!again->present || again->value("started") != state.value("started") ||
+      again->phase != state.phase) {
+    noteWindow(*again);
+    return Error(
+        "minio-ha: the MinIO migration's state changed while rolling it back; reading it again",
+        ErrorCode::kUnavailable);
+  }
+  if (auto ok = fresh("clear the MinIO migration's state"); !ok) return std::move(ok).error();
+  if (auto ok = clearStorageMigration(client_, options_.migration_namespace); !ok) {
+    return std::move(ok).error();
+  }
+  noteWindow(StorageMigrationState{});
+  event(r::kDeployments, "minio", "MinioMigrationRolledBack",
+        fmt::format("maintenance mode is on: the MinIO migration in phase {} was rolled back "
+                    "rather than leave MinIO offline: the Service minio selects the old MinIO "
+                    "again ({}), whose data no write reached since writes stopped; what was "
+                    "copied stays on ha-minio; the migration starts again when maintenance ends",
+                    state.phase, kube::jsonDump(selector)),
+        /*warning=*/true);
+  ReconcileResult result{.requeue_after = options_.interval};
+  result.summary = "maintenance mode: MinIO migration rolled back from phase " + state.phase +
+                   "; the old MinIO serves again";
+  remember(result.summary, StorageMigrationState{});
+  return result;
 }
 
 Result<bool> MinioHa::storageClassPresent() {
@@ -242,6 +362,8 @@ Result<ReconcileResult> MinioHa::reconcile() {
   ReconcileResult result{.requeue_after = options_.interval};
   auto state = readStorageMigration(client_, options_.migration_namespace);
   if (!state) return std::move(state).error().wrap("minio-ha");
+  noteWindow(*state);
+  if (options_.may_act && !options_.may_act()) return closeWindow(*state);
   if (state->present && state->migration != "minio") {
     result.summary = "waiting: another storage migration is running (" + state->describe() + ")";
     remember(result.summary, *state);
@@ -445,11 +567,8 @@ Result<ReconcileResult> MinioHa::migrate(StorageMigrationState state) {
     if (!verified) return std::move(verified).error().wrap("MinIO migration: verify");
     digests_.clear();  // this attempt is decided
     if (!verified->ok()) {
-      json selector = json::parse(state.value("service-selector"), nullptr, false);
-      if (selector.is_discarded() || !selector.is_object() || selector.empty()) {
-        selector = {{"app", "minio"}};
-      }
-      if (auto ok = setSelector(selector, "the MinIO migration failed verification"); !ok) {
+      if (auto ok = setSelector(recordedSelector(state), "the MinIO migration failed verification");
+          !ok) {
         return std::move(ok).error();
       }
       data["phase"] = "failed";
@@ -508,6 +627,7 @@ Result<ReconcileResult> MinioHa::migrate(StorageMigrationState state) {
     if (auto ok = clearStorageMigration(client_, options_.migration_namespace); !ok) {
       return std::move(ok).error();
     }
+    noteWindow(StorageMigrationState{});
     event(r::kStatefulSets, "ha-minio", "MinioMigrationCompleted",
           fmt::format("MinIO now runs on ha-minio; the single-replica Deployment minio and PVC "
                       "minio-pv-claim were deleted ({}; offline for {})",
@@ -547,6 +667,8 @@ ControllerSpec minioHaSpec() {
                            .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
                                d.config.reconcile_interval),
                            .is_leader_fresh = d.is_leader_fresh,
+                           .may_act = d.may_act,
+                           .is_leader_fresh_to_close = d.is_leader_fresh_to_close,
                            .record_event = d.eventRecorder(),
                            .count_action = d.count_action});
       },

@@ -31,8 +31,21 @@
 // ConfigMap kurl/ekco-storage-migration retries it.
 //
 // Every step honours --dry-run (the plan only), asks is_leader_fresh right before it acts, and
-// is an Event on the object it changes and a line in /status. The controller pauses in
-// maintenance mode; a migration paused after (1) keeps MinIO offline until it resumes.
+// is an Event on the object it changes and a line in /status.
+//
+// Maintenance mode pauses the controller, except for the window in which MinIO is offline
+// (phases stopping-writes to switching), which is closed rather than left open for as long as
+// maintenance lasts (windowToClose(); the manager runs it while paused). While maintenance is on
+// a run does only that, fenced by the leadership alone (is_leader_fresh_to_close):
+//   - stopping-writes, copying, verifying: rolled back. The Service gets its recorded selector
+//     again (the old MinIO, whose data no write reached since writes stopped), the state is
+//     cleared (re-read first: still that attempt), Warning Event MinioMigrationRolledBack. What
+//     was copied stays on ha-minio; the migration starts again once maintenance ends.
+//   - switching (verified): finished: the Service selects ha-minio (Event
+//     MinioMigrationSwitchedInMaintenance); deleting the old MinIO (cleaning-up) waits for the
+//     end of maintenance.
+// Until its first run the controller does not know the state, so it runs once even in
+// maintenance, to read it.
 #pragma once
 
 #include <chrono>
@@ -75,6 +88,10 @@ struct MinioHaOptions {
   std::size_t checkpoint_every = 100;
   std::string tmp_dir = "/tmp";
   std::function<bool()> is_leader_fresh{};
+  // Maintenance mode (false while it is on or not yet read) and the leader fencing without it,
+  // for closing the offline window while paused (ControllerDeps).
+  std::function<bool()> may_act{};
+  std::function<bool()> is_leader_fresh_to_close{};
   std::function<void(const kube::EventSpec& event)> record_event{};
   std::function<void(std::string_view kind)> count_action{};
 };
@@ -86,9 +103,14 @@ class MinioHa final : public Controller {
   std::string name() const override { return "minio-ha"; }
   base::Result<ReconcileResult> reconcile() override;
   nlohmann::json status() const override;
+  std::string windowToClose() const override;
 
  private:
   base::Result<ReconcileResult> migrate(StorageMigrationState state);
+  // Maintenance mode is on: close the offline window (roll back or finish), nothing else.
+  base::Result<ReconcileResult> closeWindow(const StorageMigrationState& state);
+  base::Result<ReconcileResult> rollBack(const StorageMigrationState& state);
+  void noteWindow(const StorageMigrationState& state);
   base::Result<std::optional<s3::Endpoint>> endpoint(const std::string& selector,
                                                      bool healthy_only);
   base::Result<s3::Credentials> credentials();
@@ -115,8 +137,13 @@ class MinioHa final : public Controller {
   CopyDigests digests_;
   std::string digests_started_;
 
+  // closeWindow() is running: fence with is_leader_fresh_to_close. Only reconcile() touches it.
+  bool closing_ = false;
+
   mutable std::mutex mu_;
   nlohmann::json status_ = nullptr;
+  // windowToClose(): set from every state read or written.
+  std::string window_ = "the MinIO migration's state is not read yet";
 };
 
 ControllerSpec minioHaSpec();

@@ -47,6 +47,9 @@ struct ControllerDeps {
   // maintenance it also answers false while maintenance mode is on (or not yet read), so that
   // guard is the maintenance check too.
   std::function<bool()> is_leader_fresh{};
+  // The leader fencing alone, without the maintenance check: only for a pausable controller
+  // closing its window while paused (Controller::windowToClose, agent/runtime/manager.h).
+  std::function<bool()> is_leader_fresh_to_close{};
   // Maintenance mode (agent/runtime/maintenance.h): false while it is on or not yet read, for a
   // spec that pauses in maintenance (always true for the others). A node-scope controller that
   // pauses asks it right before each irreversible call.

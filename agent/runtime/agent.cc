@@ -259,6 +259,7 @@ base::Status Agent::Impl::initControllers() {
       .caches = *caches_,
       .metrics = metrics_,
       .is_leader_fresh = [this] { return elector_->isLeaderFresh(); },
+      .is_leader_fresh_to_close = [this] { return elector_->isLeaderFresh(); },
       .may_act = [] { return true; },
       .count_action = [this](std::string_view kind) { actions_->inc({std::string(kind)}); },
       .report = [this](std::string_view what,

@@ -112,7 +112,8 @@ json Agent::Impl::status() const {
                            {"runs", s.runs},
                            {"errors", s.errors},
                            {"pauses_in_maintenance", s.pausable},
-                           {"paused", s.paused.empty() ? json(nullptr) : json(s.paused)}});
+                           {"paused", s.paused.empty() ? json(nullptr) : json(s.paused)},
+                           {"closing", s.closing.empty() ? json(nullptr) : json(s.closing)}});
   }
   out["controllers"] = controllers;
   out["maintenance"] = maintenanceJson(maintenance_->state(), clock_.wallNow());

@@ -122,10 +122,14 @@ bool Manager::leader() const {
   return leader_;
 }
 
+bool Manager::heldLocked(const Entry& e) const {
+  return e.status.pausable && !paused_.empty() && e.controller->windowToClose().empty();
+}
+
 bool Manager::dueLocked(const Entry& e, base::MonoTime now) const {
   if (e.scope == Scope::kLeader && !leader_) return false;
-  if (e.status.pausable && !paused_.empty()) return false;
   if (e.status.running) return false;
+  if (heldLocked(e)) return false;
   if (e.backoff_until && now < *e.backoff_until) return false;
   if (e.woken) return true;
   return e.next_due && *e.next_due <= now;
@@ -163,7 +167,7 @@ std::optional<base::MonoTime> Manager::runDue(Scope scope) {
     {
       std::lock_guard lock(mu_);
       if (stopping_ || (scope == Scope::kLeader && !leader_)) break;
-      if (e->status.pausable && !paused_.empty()) {
+      if (heldLocked(*e)) {
         e->woken = true;  // held back, not forgotten: it runs when resumed
         continue;
       }
@@ -209,7 +213,7 @@ std::optional<base::MonoTime> Manager::runDue(Scope scope) {
   const auto now = clock_.monoNow();
   for (const auto& e : entries_) {
     if (e->scope != scope || (scope == Scope::kLeader && !leader_)) continue;
-    if (e->status.pausable && !paused_.empty()) continue;  // setPaused("") wakes the worker
+    if (heldLocked(*e)) continue;  // setPaused("") wakes the worker
     std::optional<base::MonoTime> when;
     if (e->woken) when = std::max(now, e->backoff_until.value_or(now));
     if (e->next_due) when = when ? std::min(*when, *e->next_due) : *e->next_due;
@@ -274,7 +278,10 @@ std::vector<ControllerStatus> Manager::status() const {
   for (const auto& e : entries_) {
     ControllerStatus s = e->status;
     s.active = e->scope == Scope::kNode || leader_;
-    if (s.pausable) s.paused = paused_;
+    if (s.pausable && !paused_.empty()) {
+      s.closing = e->controller->windowToClose();
+      if (s.closing.empty()) s.paused = paused_;
+    }
     std::optional<base::MonoTime> when;
     if (s.active && s.paused.empty()) {
       if (e->woken) when = std::max(mono, e->backoff_until.value_or(mono));

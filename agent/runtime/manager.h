@@ -31,7 +31,10 @@
 //   - Maintenance mode (agent/runtime/maintenance.h): setPaused("maintenance (reason)") stops
 //     the controllers registered as pausable from starting (a running one finishes its call:
 //     its fencing check answers false too); their status says why. setPaused("") makes each of
-//     them due at once.
+//     them due at once. The one exception: a pausable controller whose windowToClose() is not
+//     empty (it left the cluster in a state that must not last, such as MinIO with writes
+//     stopped) keeps running while paused, to close that window, and its status says so
+//     (`closing`).
 //
 // runDue() is the deterministic step the tests drive with a ManualClock; run() loops it on
 // real time.
@@ -79,6 +82,12 @@ class Controller {
   virtual nlohmann::json status() const { return nullptr; }
   // Leader controllers: this agent started or stopped leading (on the elector's thread; quick).
   virtual void leadershipChanged(bool /*leading*/) {}
+  // A pausable controller: why it must run even while paused (maintenance), "" when it need
+  // not: the cluster is in a window it opened that must be closed (finished or rolled back)
+  // rather than left as it is for as long as maintenance lasts. Its reconcile, run while
+  // paused, must only close that window. Called under the manager's lock from any thread, so
+  // quick and thread-safe, and never calling back into the manager.
+  virtual std::string windowToClose() const { return {}; }
 };
 
 struct ControllerStatus {
@@ -87,6 +96,7 @@ struct ControllerStatus {
   bool active = true;     // false: a leader controller on an agent that is not the leader
   bool pausable = false;  // registered as pausing in maintenance mode
   std::string paused{};   // why it does not run now ("maintenance (reason)"); "" when it may
+  std::string closing{};  // paused, yet running to close this window (Controller::windowToClose)
   bool running = false;
   std::optional<base::WallTime> last_run = std::nullopt;  // start of the last reconcile
   std::string last_result{};                              // the last success's summary
@@ -152,6 +162,8 @@ class Manager {
   };
 
   bool dueLocked(const Entry& e, base::MonoTime now) const;
+  // Paused and not closing a window: it must not start now.
+  bool heldLocked(const Entry& e) const;
   std::chrono::milliseconds backoffLocked(int consecutive_errors);
   void workerLoop(Scope scope);
   Worker& worker(Scope scope) { return scope == Scope::kNode ? node_worker_ : leader_worker_; }

@@ -127,7 +127,10 @@ class MinioHaTest : public ::testing::Test {
                     .copy_budget = milliseconds(1500),
                     .checkpoint_every = 50,
                     .tmp_dir = dir_.path(),
-                    .is_leader_fresh = [] { return true; },
+                    // As the agent builds a pausing controller's guards (agent/runtime/agent.cc).
+                    .is_leader_fresh = [this] { return !maintenance_; },
+                    .may_act = [this] { return !maintenance_; },
+                    .is_leader_fresh_to_close = [] { return true; },
                     .record_event =
                         [this](const kube::EventSpec& e) {
                           ASSERT_TRUE(minio_.cluster().client().recordEvent(e));
@@ -160,6 +163,7 @@ class MinioHaTest : public ::testing::Test {
   base::SystemClock clock_;
   testing::MinioCluster minio_;
   std::vector<kube::NodeRecord> nodes_;
+  bool maintenance_ = false;
   std::vector<std::string> events_;
   std::vector<std::string> event_messages_;
 };
@@ -240,6 +244,103 @@ TEST_F(MinioHaTest, ACopyChangedBehindItsBackFailsVerificationRestoresTheService
   EXPECT_THAT(r->summary, HasSubstr("delete ConfigMap kurl/ekco-storage-migration to retry"));
   EXPECT_EQ(selector(), json({{"app", "minio"}}));
   EXPECT_TRUE(minio_.server().get("deployments.apps", "minio", "minio"));
+}
+
+// Issue 34: `ekco maintenance on` during the copy froze the migration with the Service minio
+// selecting nothing, so MinIO stayed offline for as long as maintenance lasted. Now the offline
+// window is closed: before verification it is rolled back (the old MinIO, untouched since
+// writes stopped, serves again), also by a new leader that has not read the state yet; a dry
+// run only says so; the migration starts again after maintenance and completes.
+TEST_F(MinioHaTest, MaintenanceDuringTheCopyRollsTheMigrationBackAndTheOldMinioServesAgain) {
+  ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/300));
+  const auto source = minio_.contents(minio_.from());
+  auto c = controller();
+  for (int i = 0; i < 20 && state().phase != "copying"; ++i) {
+    auto r = c.reconcile();
+    ASSERT_TRUE(r) << r.error().message();
+  }
+  ASSERT_EQ(state().phase, "copying");
+  ASSERT_EQ(selector(), json({{"doesnotexist", "doesnotexist"}}));  // MinIO offline
+  EXPECT_THAT(c.windowToClose(), HasSubstr("offline window (phase copying)"));
+
+  maintenance_ = true;
+  // A dry run (another agent) only says what it would do.
+  auto dry = controller(/*dry_run=*/true);
+  auto r = dry.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("phase copying: would roll it back (dry run)"));
+  EXPECT_EQ(state().phase, "copying");
+
+  // A new leader: it does not know the state yet, so the manager runs it once to read it.
+  auto next = controller();
+  EXPECT_THAT(next.windowToClose(), HasSubstr("not read yet"));
+  r = next.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("MinIO migration rolled back from phase copying"));
+  EXPECT_EQ(selector(), json({{"app", "minio"}}));  // the recorded selector: online again
+  EXPECT_FALSE(state().present);
+  EXPECT_EQ(next.windowToClose(), "");
+  EXPECT_TRUE(minio_.server().get("deployments.apps", "minio", "minio"));
+  EXPECT_TRUE(minio_.server().get("persistentvolumeclaims", "minio", "minio-pv-claim"));
+  EXPECT_EQ(minio_.contents(minio_.from()), source);
+  ASSERT_FALSE(events_.empty());
+  EXPECT_EQ(events_.back(), "MinioMigrationRolledBack");
+  EXPECT_THAT(event_messages_.back(),
+              HasSubstr("maintenance mode is on: the MinIO migration in phase copying was rolled "
+                        "back"));
+
+  // Still in maintenance: nothing more happens.
+  r = next.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("maintenance mode: paused; no MinIO migration is offline"));
+  EXPECT_EQ(selector(), json({{"app", "minio"}}));
+  EXPECT_FALSE(state().present);
+
+  // Maintenance over: it starts again and completes, every object intact.
+  maintenance_ = false;
+  const auto summaries = run(next);
+  ASSERT_FALSE(summaries.empty());
+  EXPECT_THAT(summaries.back(), HasSubstr("MinIO migration completed"));
+  EXPECT_EQ(minio_.contents(minio_.to()), source);
+  EXPECT_EQ(selector(), json({{"app", "ha-minio"}}));
+}
+
+// Once verified, the offline window is closed by finishing it: the Service selects ha-minio;
+// the old MinIO is deleted only after maintenance.
+TEST_F(MinioHaTest, MaintenanceOnceVerifiedFinishesTheSwitchAndKeepsTheOldMinioUntilItEnds) {
+  ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/20));
+  const auto source = minio_.contents(minio_.from());
+  auto c = controller();
+  for (int i = 0; i < 20 && state().phase != "switching"; ++i) {
+    auto r = c.reconcile();
+    ASSERT_TRUE(r) << r.error().message();
+  }
+  ASSERT_EQ(state().phase, "switching");
+  ASSERT_EQ(selector(), json({{"doesnotexist", "doesnotexist"}}));
+
+  maintenance_ = true;
+  EXPECT_THAT(c.windowToClose(), HasSubstr("phase switching"));
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("maintenance mode: MinIO migration finished"));
+  EXPECT_EQ(selector(), json({{"app", "ha-minio"}}));
+  EXPECT_EQ(state().phase, "cleaning-up");
+  EXPECT_EQ(c.windowToClose(), "");
+  EXPECT_EQ(events_.back(), "MinioMigrationSwitchedInMaintenance");
+  EXPECT_TRUE(minio_.server().get("deployments.apps", "minio", "minio"));
+
+  r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->summary, HasSubstr("maintenance mode: paused"));
+  EXPECT_TRUE(minio_.server().get("deployments.apps", "minio", "minio"));
+  EXPECT_TRUE(minio_.server().get("persistentvolumeclaims", "minio", "minio-pv-claim"));
+
+  maintenance_ = false;
+  const auto summaries = run(c);
+  ASSERT_FALSE(summaries.empty());
+  EXPECT_THAT(summaries.back(), HasSubstr("MinIO migration completed"));
+  EXPECT_FALSE(minio_.server().get("deployments.apps", "minio", "minio"));
+  EXPECT_EQ(minio_.contents(minio_.to()), source);
 }
 
 // 256 KiB of `fill`-derived bytes: two calls with different fills have the same size and differ.

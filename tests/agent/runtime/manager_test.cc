@@ -40,7 +40,9 @@ class FakeController final : public Controller {
     }
     return ReconcileResult{.summary = "ok " + std::to_string(runs.load()), .plan = "nothing"};
   }
+  std::string windowToClose() const override { return window; }
   std::atomic<int> runs{0};
+  std::string window;  // windowToClose() (the step tests set it between runs)
   std::deque<base::Result<ReconcileResult>> script;
   std::atomic<bool>* block = nullptr;
   int throws = 0;  // runs that end in an exception (a bug in a real controller)
@@ -342,6 +344,47 @@ TEST_F(ManagerTest, PausedControllersDoNotRunSayWhyAndRunAtOnceWhenResumed) {
   manager_.runDue(Scope::kNode);
   manager_.runDue(Scope::kLeader);
   EXPECT_EQ(certs->runs, 2);
+  EXPECT_EQ(clear->runs, 2);
+}
+
+TEST_F(ManagerTest, APausedControllerWithAWindowToCloseRunsUntilItIsClosedAndSaysSo) {
+  auto minio = std::make_shared<FakeController>("minio-ha");
+  ASSERT_TRUE(manager_.add(Scope::kLeader, minio, /*pauses_in_maintenance=*/true));
+  auto clear = std::make_shared<FakeController>("clear-nodes");
+  ASSERT_TRUE(manager_.add(Scope::kLeader, clear, /*pauses_in_maintenance=*/true));
+  manager_.setLeader(true);
+  manager_.runDue(Scope::kLeader);
+  ASSERT_EQ(minio->runs, 1);
+
+  // Maintenance on while minio-ha has MinIO offline: it goes on running (a requeue, a wake);
+  // clear-nodes, with nothing to close, is held.
+  minio->window = "the MinIO migration's offline window (phase copying)";
+  minio->script.push_back(ReconcileResult{.summary = "rolled back", .requeue_after = seconds(0)});
+  manager_.setPaused("maintenance (disk swap)");
+  manager_.wake("minio-ha");
+  manager_.wake("clear-nodes");
+  const auto next = manager_.runDue(Scope::kLeader);
+  EXPECT_EQ(minio->runs, 2);
+  EXPECT_EQ(clear->runs, 1);
+  EXPECT_EQ(status("minio-ha").paused, "");
+  EXPECT_EQ(status("minio-ha").closing, "the MinIO migration's offline window (phase copying)");
+  EXPECT_EQ(status("minio-ha").last_result, "rolled back");
+  EXPECT_EQ(status("clear-nodes").paused, "maintenance (disk swap)");
+  EXPECT_EQ(status("clear-nodes").closing, "");
+  ASSERT_TRUE(next.has_value()) << "a controller closing a window is scheduled while paused";
+
+  // Closed: from now on it is held like the others, a wake remembered for the resume.
+  minio->window.clear();
+  clock_.advance(seconds(1));
+  manager_.wake("minio-ha");
+  EXPECT_EQ(manager_.runDue(Scope::kLeader), std::nullopt);
+  EXPECT_EQ(minio->runs, 2);
+  EXPECT_EQ(status("minio-ha").paused, "maintenance (disk swap)");
+  EXPECT_EQ(status("minio-ha").closing, "");
+
+  manager_.setPaused("");
+  manager_.runDue(Scope::kLeader);
+  EXPECT_EQ(minio->runs, 3);
   EXPECT_EQ(clear->runs, 2);
 }
 
