@@ -4,21 +4,23 @@
 // Why ekco chooses. The packaged binary carries Debian's libcurl, whose built-in defaults are
 // Debian's: CA file /etc/ssl/certs/ca-certificates.crt, CA directory /etc/ssl/certs. On RHEL,
 // Rocky, Alma, Oracle, Amazon Linux and SUSE that file does not exist, so every transfer without
-// an explicit CA would fail. libcurl reads no environment variable for this (curl the command
-// does; the library does not), so SSL_CERT_FILE is honoured here too.
+// an explicit CA would fail. libcurl reads no environment variable for this (Debian 12's 7.88
+// ignores SSL_CERT_FILE and SSL_CERT_DIR), so SSL_CERT_FILE is honoured here.
 //
 // The rule (chooseSystemTrust), first match wins:
-//   (1) SSL_CERT_FILE, when set and not empty: that file and no other, as OpenSSL and Go do. An
-//       operator who set it means it; if it cannot be read the choice stands and `problem` says
-//       why (transfers without an explicit CA then fail naming it) rather than ekco quietly
-//       trusting another bundle.
+//   (1) SSL_CERT_FILE, when set and not empty: that file in place of the well-known ones, as
+//       OpenSSL's and Go's SSL_CERT_FILE replaces their default file. An operator who set it
+//       means it; if it cannot be read the choice stands and `problem` says why (transfers
+//       without an explicit CA then fail naming it) rather than ekco quietly trusting another
+//       bundle.
 //   (2) the first usable file of kWellKnownCaBundles, the locations Go's crypto/x509 searches on
 //       Linux (less OpenELEC's), each kept there by one distribution family.
 //   (3) none: ca_file is empty, `problem` lists what was searched, and libcurl keeps its
 //       built-in defaults (transfers without an explicit CA fail; everything else works).
 // "Usable" is the probe's answer: the real one (bundleProbe) reads the file and wants at least
-// one PEM certificate in it, so an empty or truncated bundle left by a half-done package
-// operation is passed over for the next location.
+// one PEM certificate in it, so an empty bundle left by a half-done package operation is passed
+// over for the next location. The chosen file is all that is trusted: no CA directory is
+// (kube/curl_transport.cc, useSystemTrust, says why).
 //
 // Explicit CAs (a kubeconfig's certificate-authority(-data), the in-cluster CA, etcd's CA,
 // UrlFetchRequest::ca_pem) are not affected by any of this.
