@@ -119,10 +119,31 @@ Error tooLarge(const std::string& url, std::size_t max_bytes) {
                ErrorCode::kIo);
 }
 
-// The transport Error for a failed transfer (see HttpTransport for the codes).
-Error transferError(CURL* easy, CURLcode rc, const char* errbuf, const std::string& url) {
+// The system trust for a transfer without a CA of its own (kube/system_trust.h): CAINFO is the
+// chosen bundle. CAPATH is cleared: Debian's libcurl also loads its built-in CA directory
+// /etc/ssl/certs, which (a) on the RHEL family is a symlink to /etc/pki/tls/certs, a directory
+// of bundles without OpenSSL's <hash>.0 names, so it adds nothing there; (b) on Debian and
+// Ubuntu holds the certificates ca-certificates.crt holds (update-ca-certificates writes both);
+// (c) would trust more than SSL_CERT_FILE names, and more than the bundle the log and
+// `ekco status` report. With nothing found, libcurl keeps its built-in defaults and the
+// transfer fails as it would have, its error naming the search (transferError).
+void useSystemTrust(CURL* easy, const SystemTrust& trust) {
+  if (trust.ca_file.empty()) return;
+  curl_easy_setopt(easy, CURLOPT_CAINFO, trust.ca_file.c_str());  // copied by libcurl
+  curl_easy_setopt(easy, CURLOPT_CAPATH, nullptr);
+}
+
+// The transport Error for a failed transfer (see HttpTransport for the codes). `system_trust`:
+// what the transfer trusted when it had no CA of its own (null when it had one, or did not
+// verify), named when the server's certificate did not verify or the bundle could not be read.
+Error transferError(CURL* easy, CURLcode rc, const char* errbuf, const std::string& url,
+                    const SystemTrust* system_trust) {
   std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
   std::string message = "request " + url + ": " + detail;
+  if (system_trust != nullptr &&
+      (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)) {
+    message += " (system CA bundle: " + describeSystemTrust(*system_trust) + ")";
+  }
   switch (rc) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -203,6 +224,7 @@ Result<std::unique_ptr<CurlTransport>> CurlTransport::create(Connection connecti
                                                              const base::Clock& clock,
                                                              CurlTransportOptions options) {
   globalInit();
+  if (!options.system_trust) options.system_trust = processSystemTrust();
   Target target;
   std::string scheme, host, port;
   if (!splitServer(connection.server, scheme, host, port)) {
@@ -260,11 +282,18 @@ void CurlTransport::release(void* handle) {
 
 namespace {
 
+// What a connection trusts when it has no CA of its own; null when it has one or is insecure.
+const SystemTrust* systemTrustFor(const Connection& conn, const CurlTransportOptions& options) {
+  if (conn.insecure_skip_tls_verify || !conn.ca_pem.empty()) return nullptr;
+  return &*options.system_trust;  // set by create()
+}
+
 // Sets every option of one exchange on a (reset) easy handle. `headers` must outlive the call.
+// `system_trust`: systemTrustFor(conn).
 void configure(CURL* easy, const Connection& conn, const std::string& url,
                curl_slist* connect_to_list, const HttpRequest& request, curl_slist* headers,
                Exchange* exchange, char* errbuf, std::chrono::milliseconds connect_timeout,
-               const std::string& user_agent) {
+               const std::string& user_agent, const SystemTrust* system_trust) {
   curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "https,http");
@@ -299,6 +328,8 @@ void configure(CURL* easy, const Connection& conn, const std::string& url,
   } else if (!conn.ca_pem.empty()) {
     curl_blob ca{const_cast<char*>(conn.ca_pem.data()), conn.ca_pem.size(), CURL_BLOB_COPY};
     curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &ca);
+  } else if (system_trust != nullptr) {
+    useSystemTrust(easy, *system_trust);
   }
   if (!conn.client_cert_pem.empty()) {
     curl_blob cert{const_cast<char*>(conn.client_cert_pem.data()), conn.client_cert_pem.size(),
@@ -339,16 +370,17 @@ Result<HttpResponse> CurlTransport::send(const HttpRequest& request) {
   Exchange exchange;
   exchange.max_body = options_.max_response_bytes;
   char errbuf[CURL_ERROR_SIZE] = {0};
+  const SystemTrust* system_trust = systemTrustFor(connection_, options_);
   configure(easy, connection_, url, connect_to.get(), request, headers.get(), &exchange, errbuf,
-            options_.connect_timeout, options_.user_agent);
+            options_.connect_timeout, options_.user_agent, system_trust);
   const CURLcode rc = curl_easy_perform(easy);
   long connects = 0;
   curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects);
   connections_opened_ += static_cast<std::uint64_t>(std::max(0L, connects));
   exchange.response.http_version = httpVersion(easy);
-  Result<HttpResponse> result = rc == CURLE_OK
-                                    ? Result<HttpResponse>(std::move(exchange.response))
-                                    : Result<HttpResponse>(transferError(easy, rc, errbuf, url));
+  Result<HttpResponse> result =
+      rc == CURLE_OK ? Result<HttpResponse>(std::move(exchange.response))
+                     : Result<HttpResponse>(transferError(easy, rc, errbuf, url, system_trust));
   if (exchange.too_large) result = tooLarge(url, options_.max_response_bytes);
   // The options point at this call's buffers; clear them before the handle is reused.
   curl_easy_reset(easy);
@@ -377,8 +409,9 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
   exchange.max_body = options_.max_response_bytes;
   exchange.on_headers = &request.on_headers;
   char errbuf[CURL_ERROR_SIZE] = {0};
+  const SystemTrust* system_trust = systemTrustFor(connection_, options_);
   configure(easy.get(), connection_, url, connect_to.get(), request, headers.get(), &exchange,
-            errbuf, options_.connect_timeout, options_.user_agent);
+            errbuf, options_.connect_timeout, options_.user_agent, system_trust);
   curl_multi_add_handle(multi.get(), easy.get());
   CURLM* raw_multi = multi.get();
   cancel.setWaker([raw_multi] { curl_multi_wakeup(raw_multi); });
@@ -420,7 +453,7 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
             " s (a silent stream)",
         ErrorCode::kTimeout);
   }
-  return transferError(easy.get(), rc, errbuf, url);
+  return transferError(easy.get(), rc, errbuf, url, system_trust);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -470,9 +503,13 @@ Result<HttpResponse> fetchOnce(const UrlFetchRequest& request, const std::string
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, &exchange);
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, onBody);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, &exchange);
+  const SystemTrust* system_trust = nullptr;
   if (!request.ca_pem.empty()) {
     curl_blob ca{const_cast<char*>(request.ca_pem.data()), request.ca_pem.size(), CURL_BLOB_COPY};
     curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &ca);
+  } else {
+    system_trust = request.system_trust ? &*request.system_trust : &processSystemTrust();
+    useSystemTrust(easy, *system_trust);
   }
   if (request.head) {
     curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
@@ -488,7 +525,7 @@ Result<HttpResponse> fetchOnce(const UrlFetchRequest& request, const std::string
         fmt::format("fetch {}: the response is larger than {} bytes", url, request.max_body_bytes),
         ErrorCode::kInvalidArgument);
   }
-  if (rc != CURLE_OK) return transferError(easy, rc, errbuf, url);
+  if (rc != CURLE_OK) return transferError(easy, rc, errbuf, url, system_trust);
   exchange.response.http_version = httpVersion(easy);
   char* redirect = nullptr;
   curl_easy_getinfo(easy, CURLINFO_REDIRECT_URL, &redirect);

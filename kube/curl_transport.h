@@ -10,7 +10,9 @@
 //
 // TLS comes from the Connection's PEM text (CAINFO/SSLCERT/SSLKEY blobs); tls_server_name is
 // honoured by addressing the request to that name and connecting to the real host
-// (CURLOPT_CONNECT_TO), so both SNI and certificate verification use it.
+// (CURLOPT_CONNECT_TO), so both SNI and certificate verification use it. A connection without a
+// CA of its own (and not insecure) trusts the system CA bundle ekco chose
+// (kube/system_trust.h), never libcurl's built-in Debian paths.
 //
 // Authentication: client certificate and/or "Authorization: Bearer". A token_file is re-read at
 // most every Connection::token_refresh (measured on the clock's monotonic time); if a re-read
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +35,7 @@
 #include "hostfs/host_fs.h"
 #include "kube/connection.h"
 #include "kube/http_transport.h"
+#include "kube/system_trust.h"
 #include "kube/token_source.h"
 
 namespace ekco::kube {
@@ -45,6 +49,8 @@ struct CurlTransportOptions {
   std::size_t max_response_bytes = std::size_t{64} << 20;
   std::size_t max_idle_handles = 4;
   std::string user_agent = "ekco";
+  // What a connection without ca_pem trusts; unset: processSystemTrust(). Tests set it.
+  std::optional<SystemTrust> system_trust{};
 };
 
 class CurlTransport final : public HttpTransport {
@@ -103,8 +109,10 @@ struct UrlFetchRequest {
   // Plain http:// for the URL and its redirects. Whatever this says, a redirect from https to
   // http is refused: once a fetch is on TLS it stays on TLS.
   bool allow_http = false;
-  std::string ca_pem{};  // PEM; "" = the system trust store
+  std::string ca_pem{};  // PEM; "" = the system trust store (system_trust)
   std::string user_agent = "ekco";
+  // What a fetch without ca_pem trusts; unset: processSystemTrust(). Tests set it.
+  std::optional<SystemTrust> system_trust{};
 };
 
 // Follows redirects itself (301, 302, 303, 307, 308 with a Location), checking each hop: http or
@@ -112,7 +120,9 @@ struct UrlFetchRequest {
 // final response (any HTTP status is a value, as for HttpTransport). Errors: kInvalidArgument
 // for a refused URL or redirect, too many redirects or a body over the bound; otherwise the
 // transport codes of HttpTransport (kUnavailable: nothing was sent; kTimeout; kIo). Messages
-// name the URL that failed. The clock measures `timeout` over the hops.
+// name the URL that failed, and a certificate that does not verify against the system trust
+// names the bundle ("(system CA bundle: /etc/pki/tls/certs/ca-bundle.crt (RHEL family))").
+// The clock measures `timeout` over the hops.
 [[nodiscard]] base::Result<HttpResponse> fetchUrl(const UrlFetchRequest& request,
                                                   const base::Clock& clock);
 

@@ -137,6 +137,19 @@ std::string shutdownInhibitorLine(const json& inhibitor) {
   return line;
 }
 
+std::string systemTrustLine(const json& trust) {
+  const json& bundle = kube::jsonField(trust, "ca_bundle");
+  std::string line = bundle.is_string() ? field(trust, "ca_bundle") : "none";
+  std::string notes;
+  if (kube::jsonField(trust, "source").is_string()) notes = field(trust, "source");
+  if (const json& problem = kube::jsonField(trust, "problem");
+      problem.is_string() && !problem.get_ref<const std::string&>().empty()) {
+    notes += (notes.empty() ? "" : "; ") + std::string("warning: ") + field(trust, "problem");
+  }
+  if (!notes.empty()) line += " (" + notes + ")";
+  return line;
+}
+
 std::string renderStatusTable(const json& status, const Readiness& readiness, base::WallTime now) {
   std::string out;
   const json& lease = kube::jsonField(status, "lease");
@@ -171,6 +184,10 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
   // The shutdown inhibitor (agent/runtime/shutdown_inhibitor.h), from agents that report it.
   if (const json& i = kube::jsonField(status, "shutdown_inhibitor"); i.is_object()) {
     head.emplace_back("shutdown inhibitor", shutdownInhibitorLine(i));
+  }
+  // The CA bundle of transfers without a CA of their own (kube/system_trust.h).
+  if (const json& t = kube::jsonField(status, "system_trust"); t.is_object()) {
+    head.emplace_back("system CA bundle", systemTrustLine(t));
   }
   std::size_t width = 0;
   for (const auto& [name, value] : head) width = std::max(width, name.size());

@@ -57,6 +57,11 @@ struct Readiness {
 std::string renderStatusTable(const nlohmann::json& status, const Readiness& readiness,
                               base::WallTime now);
 
+// The "system CA bundle" line for /status's system_trust object (kube/system_trust.h):
+// "/etc/pki/tls/certs/ca-bundle.crt (RHEL family)", "/x (SSL_CERT_FILE; warning: ...)",
+// "none (warning: no CA bundle found: ...)".
+std::string systemTrustLine(const nlohmann::json& trust);
+
 // The "shutdown inhibitor" line for /status's shutdown_inhibitor object: held or not (and why),
 // logind's InhibitDelayMaxSec against the drain's bound, with a warning when it is shorter.
 std::string shutdownInhibitorLine(const nlohmann::json& inhibitor);

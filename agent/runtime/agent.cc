@@ -8,6 +8,7 @@
 #include "agent/runtime/agent_impl.h"
 #include "base/thread.h"
 #include "base/version_info.h"
+#include "kube/system_trust.h"
 #include "kube/timestamp.h"
 
 namespace ekco::agent {
@@ -381,6 +382,17 @@ int Agent::Impl::run() {
                                   {"socket", options_.socket_path},
                                   {"leader_candidate", options_.config.leader_election_candidate},
                                   {"dry_run", options_.dry_run}});
+  // The CA bundle of transfers without a CA of their own (kube/system_trust.h): chosen once,
+  // said once. Not found or not usable is a warning, not a stop: the API, etcd and the webhook
+  // use their own CAs.
+  if (const kube::SystemTrust& trust = kube::processSystemTrust(); trust.problem.empty()) {
+    base::logInfo("system trust", {{"ca_bundle", trust.ca_file}, {"source", trust.source}});
+  } else {
+    base::logWarn("system trust",
+                  {{"ca_bundle", trust.ca_file.empty() ? std::string("none") : trust.ca_file},
+                   {"source", trust.source.empty() ? std::string("none") : trust.source},
+                   {"problem", trust.problem}});
+  }
 
   caches_->start();
   lease_watch_thread_ = base::startThread("lease-watch", [this] { lease_watch_->run(); });

@@ -6,6 +6,7 @@
 
 #include "agent/runtime/agent_impl.h"
 #include "base/version_info.h"
+#include "kube/system_trust.h"
 #include "kube/timestamp.h"
 
 namespace ekco::agent {
@@ -88,6 +89,11 @@ json Agent::Impl::status() const {
   out["ready_reason"] = ready.reason;
   out["api_reachable"] = caches_->ownNodeStats().connected;
   out["dry_run"] = options_.dry_run;
+  // kube/system_trust.h: ca_bundle and source null when none was found; problem "" when fine.
+  const kube::SystemTrust& trust = kube::processSystemTrust();
+  out["system_trust"] = {{"ca_bundle", trust.ca_file.empty() ? json(nullptr) : json(trust.ca_file)},
+                         {"source", trust.source.empty() ? json(nullptr) : json(trust.source)},
+                         {"problem", trust.problem}};
   out["shutdown_inhibitor"] = inhibitor_ ? inhibitor_->status() : json(nullptr);
   json caches = json::array();
   caches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {

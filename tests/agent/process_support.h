@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -35,7 +36,8 @@ inline std::string readWholeFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Starts argv[0] (a path) with this process's environment plus `extra_env` ("K=V"), stdout and
+// Starts argv[0] (a path) with this process's environment plus `extra_env` ("K=V", replacing an
+// inherited variable of the same name: getenv returns the first match), stdout and
 // stderr appended to `log_path`, in a process group of its own (so killAndReap also ends its
 // children, e.g. HAProxy's workers). Returns the pid, or -1 (with a test failure) when it cannot.
 inline pid_t spawnLogged(std::vector<std::string> args, const std::string& log_path,
@@ -49,7 +51,16 @@ inline pid_t spawnLogged(std::vector<std::string> args, const std::string& log_p
                                    0644);
   posix_spawn_file_actions_adddup2(&actions, 2, 1);
   std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  const auto overridden = [&extra_env](std::string_view entry) {
+    const std::string_view name = entry.substr(0, entry.find('='));
+    for (const std::string& e : extra_env) {
+      if (std::string_view(e).substr(0, e.find('=')) == name) return true;
+    }
+    return false;
+  };
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!overridden(*e)) envp.push_back(*e);
+  }
   for (auto& e : extra_env) envp.push_back(e.data());
   envp.push_back(nullptr);
   posix_spawnattr_t attr;

@@ -1,6 +1,7 @@
 // kube::fetchUrl (the URL fetch of `ekco upgrade`) against the real OpenSSL: `openssl s_server
 // -HTTP` serves files that hold whole HTTP responses (redirects included) over TLS with a
-// certificate made here; and kube::urlProblem, the one rule config, command and fetch share.
+// certificate made here; the system CA bundle both libcurl paths (fetchUrl, CurlTransport) trust
+// without a CA of their own; and kube::urlProblem, the one rule config, command and fetch share.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,7 +14,9 @@
 
 #include "base/clock.h"
 #include "base/process.h"
+#include "hostfs/local_host_fs.h"
 #include "kube/curl_transport.h"
+#include "kube/system_trust.h"
 #include "tests/agent/process_support.h"
 #include "tests/kube/temp_root.h"
 
@@ -141,6 +144,101 @@ TEST_F(UrlFetch, VerifiesTheServerCertificate) {
   auto r = fetchUrl(request, clock_);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code(), base::ErrorCode::kUnavailable);
+}
+
+// The system trust as this process would choose it with SSL_CERT_FILE=`file` (the real probe
+// over the real filesystem).
+SystemTrust trustWithSslCertFile(const std::string& file) {
+  base::SystemClock clock;
+  auto root = hostfs::LocalHostFs::open("/", clock);
+  EXPECT_TRUE(root) << root.error().message();
+  return chooseSystemTrust({{"SSL_CERT_FILE", file}}, bundleProbe(**root));
+}
+
+// Without ca_pem a fetch trusts the chosen system bundle, CURLOPT_CAINFO, not libcurl's built-in
+// Debian path: the process's choice does not know the test CA, SSL_CERT_FILE naming the CA's
+// file does.
+TEST_F(UrlFetch, WithoutACaTheChosenSystemBundleVerifiesTheServer) {
+  server_.serve("installer", "HTTP/1.0 200 OK\r\n\r\nx");
+  UrlFetchRequest request = get(server_.url("installer"));
+  request.ca_pem.clear();
+  auto by_default = fetchUrl(request, clock_);
+  ASSERT_FALSE(by_default);
+  EXPECT_EQ(by_default.error().code(), base::ErrorCode::kUnavailable);
+  EXPECT_THAT(by_default.error().message(),
+              HasSubstr("(system CA bundle: " + describeSystemTrust(processSystemTrust()) + ")"));
+
+  request.system_trust = trustWithSslCertFile(server_.dir() + "/cert.pem");
+  ASSERT_EQ(request.system_trust->problem, "");
+  auto trusted = fetchUrl(request, clock_);
+  ASSERT_TRUE(trusted) << trusted.error().message();
+  EXPECT_EQ(trusted->body, "x");
+
+  // An explicit CA is unaffected by the system trust, however broken.
+  UrlFetchRequest explicit_ca = get(server_.url("installer"));
+  explicit_ca.system_trust = trustWithSslCertFile(server_.dir() + "/missing.pem");
+  auto pinned = fetchUrl(explicit_ca, clock_);
+  ASSERT_TRUE(pinned) << pinned.error().message();
+}
+
+// An SSL_CERT_FILE that cannot be read is used anyway: the fetch fails naming it, even with
+// another bundle on the machine; and a bundle without the server's CA is named when
+// verification fails.
+TEST_F(UrlFetch, AnUnusableOrWrongSystemBundleFailsNamingIt) {
+  server_.serve("installer", "HTTP/1.0 200 OK\r\n\r\nx");
+  UrlFetchRequest request = get(server_.url("installer"));
+  request.ca_pem.clear();
+  const std::string missing = server_.dir() + "/missing.pem";
+  request.system_trust = trustWithSslCertFile(missing);
+  auto unreadable = fetchUrl(request, clock_);
+  ASSERT_FALSE(unreadable);
+  EXPECT_EQ(unreadable.error().code(), base::ErrorCode::kUnavailable);
+  EXPECT_THAT(unreadable.error().message(),
+              HasSubstr("error setting certificate file: " + missing));
+  EXPECT_THAT(unreadable.error().message(), HasSubstr("(system CA bundle: " + missing +
+                                                      " (SSL_CERT_FILE; SSL_CERT_FILE is not "
+                                                      "usable: read " +
+                                                      missing + ": "));
+
+  // Another CA's certificate as the bundle.
+  base::SystemClock clock;
+  base::BoostProcessRunner runner(clock);
+  auto made = runner.run(
+      base::ProcessRequest{.argv = {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", "other-key.pem",
+                                    "-out", "other.pem", "-subj", "/CN=other", "-days", "1"},
+                           .working_dir = server_.dir()});
+  ASSERT_TRUE(made && made->success());
+  request.system_trust = trustWithSslCertFile(server_.dir() + "/other.pem");
+  auto untrusted = fetchUrl(request, clock_);
+  ASSERT_FALSE(untrusted);
+  EXPECT_EQ(untrusted.error().code(), base::ErrorCode::kUnavailable);
+  EXPECT_THAT(untrusted.error().message(),
+              HasSubstr("(system CA bundle: " + server_.dir() + "/other.pem (SSL_CERT_FILE))"));
+}
+
+// The API transport (CurlTransport) trusts the same way when a Connection has no CA: a
+// kubeconfig without certificate-authority.
+TEST_F(UrlFetch, AConnectionWithoutACaTrustsTheChosenSystemBundle) {
+  server_.serve("version", "HTTP/1.0 200 OK\r\n\r\n{}");
+  const std::string server = server_.url("");
+  Connection connection{.server = server.substr(0, server.size() - 1)};  // no trailing slash
+  const HttpRequest get_version{.method = "GET", .target = "/version"};
+
+  auto by_default = CurlTransport::create(connection, nullptr, clock_);
+  ASSERT_TRUE(by_default) << by_default.error().message();
+  auto refused = (*by_default)->send(get_version);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), base::ErrorCode::kUnavailable);
+
+  auto trusting = CurlTransport::create(
+      connection, nullptr, clock_,
+      CurlTransportOptions{.system_trust = trustWithSslCertFile(server_.dir() + "/cert.pem")});
+  ASSERT_TRUE(trusting) << trusting.error().message();
+  auto answered = (*trusting)->send(get_version);
+  ASSERT_TRUE(answered) << answered.error().message();
+  EXPECT_EQ(answered->status, 200);
+  EXPECT_EQ(answered->body, "{}");
 }
 
 TEST_F(UrlFetch, AnHttpStatusIsAValue) {

@@ -243,6 +243,32 @@ TEST(StatusTable, AnAgentThatMayNotLeadSaysSo) {
   EXPECT_THAT(table, HasSubstr("is leader:          no\n"));
 }
 
+// The system CA bundle (kube/system_trust.h): which file and why, a warning when SSL_CERT_FILE
+// is not usable or nothing was found; no line from an agent that does not report it.
+TEST(StatusTable, SaysWhichSystemCaBundleIsUsed) {
+  json doc = sampleStatus();
+  const auto now = at("2026-11-22T10:00:03Z");
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, now),
+              Not(HasSubstr("system CA bundle")));
+  doc["system_trust"] = {{"ca_bundle", "/etc/pki/tls/certs/ca-bundle.crt"},
+                         {"source", "RHEL family"},
+                         {"problem", ""}};
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, now),
+              HasSubstr("\nsystem CA bundle:   /etc/pki/tls/certs/ca-bundle.crt (RHEL family)\n"));
+  EXPECT_EQ(systemTrustLine({{"ca_bundle", "/opt/ca.pem"},
+                             {"source", "SSL_CERT_FILE"},
+                             {"problem",
+                              "SSL_CERT_FILE is not usable: read /opt/ca.pem: No such "
+                              "file or directory;\nfix it"}}),
+            "/opt/ca.pem (SSL_CERT_FILE; warning: SSL_CERT_FILE is not usable: read /opt/ca.pem: "
+            "No such file or directory; fix it)");
+  EXPECT_EQ(
+      systemTrustLine(
+          {{"ca_bundle", nullptr}, {"source", nullptr}, {"problem", "no CA bundle found: ..."}}),
+      "none (warning: no CA bundle found: ...)");
+  EXPECT_EQ(systemTrustLine(json::object()), "none");
+}
+
 TEST(StatusTable, MissingAndWrongTypedFieldsPrintADash) {
   const json doc = json::parse(R"json({
     "node": 5, "version": null, "leader": ["x"], "is_leader": "maybe",

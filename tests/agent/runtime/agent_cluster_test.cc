@@ -281,6 +281,49 @@ TEST_F(AgentClusterTest, AnAgentWithoutAReachableApiStaysUpNotReadyAndStopsClean
   EXPECT_EQ(reap("node-a"), 0) << logOf("node-a");
 }
 
+// Issue 35: the CA bundle of transfers without a CA of their own (kube/system_trust.h) is the
+// one SSL_CERT_FILE names, said once in the log, in /status and by `ekco status`. One that
+// cannot be read is still the choice, with a warning, and the agent gets ready anyway (its API
+// connection has its own CA).
+TEST_F(AgentClusterTest, SaysWhichSystemCaBundleItUses) {
+  const std::string bundle = (dir_ / "corp-ca.pem").string();
+  std::ofstream(bundle) << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  const std::string missing = (dir_ / "missing-ca.pem").string();
+  startAgent("node-a", {"SSL_CERT_FILE=" + bundle});
+  startAgent("node-b", {"SSL_CERT_FILE=" + missing});
+  for (const char* n : {"node-a", "node-b"}) {
+    ASSERT_TRUE(eventually([&] { return ready(n); }, seconds(20))) << n << ":\n" << logOf(n);
+  }
+
+  auto a = status("node-a");
+  ASSERT_TRUE(a);
+  EXPECT_EQ((*a)["system_trust"],
+            json({{"ca_bundle", bundle}, {"source", "SSL_CERT_FILE"}, {"problem", ""}}));
+  EXPECT_THAT(logOf("node-a"), ::testing::HasSubstr("level=info msg=\"system trust\" ca_bundle=" +
+                                                    bundle + " source=SSL_CERT_FILE\n"));
+  base::SystemClock clock;
+  base::BoostProcessRunner runner(clock);
+  auto table = runner.run({.argv = {EKCO_BIN, "status", "--socket", socket("node-a")},
+                           .timeout = std::chrono::seconds(10)});
+  ASSERT_TRUE(table) << table.error().message();
+  // The line, whatever the table's column width.
+  const std::string& out = table->stdout_data;
+  const auto line_at = out.find("\nsystem CA bundle:");
+  ASSERT_NE(line_at, std::string::npos) << out;
+  const std::string line = out.substr(line_at + 1, out.find('\n', line_at + 1) - line_at - 1);
+  EXPECT_THAT(line, ::testing::MatchesRegex("system CA bundle: +[^ ].*"));
+  EXPECT_THAT(line, ::testing::EndsWith(" " + bundle + " (SSL_CERT_FILE)"));
+
+  auto b = status("node-b");
+  ASSERT_TRUE(b);
+  EXPECT_EQ((*b)["system_trust"]["ca_bundle"], missing);
+  EXPECT_THAT((*b)["system_trust"]["problem"].get<std::string>(),
+              ::testing::StartsWith("SSL_CERT_FILE is not usable: read " + missing + ": "));
+  EXPECT_THAT(logOf("node-b"),
+              ::testing::HasSubstr("level=warn msg=\"system trust\" ca_bundle=" + missing +
+                                   " source=SSL_CERT_FILE problem=\"SSL_CERT_FILE is not usable"));
+}
+
 // The cache named `name` in the agent's /status, or null.
 json cacheNamed(const json& status, const std::string& name) {
   for (const auto& c : status.value("caches", json::array())) {
