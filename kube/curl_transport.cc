@@ -133,6 +133,18 @@ void useSystemTrust(CURL* easy, const SystemTrust& trust) {
   curl_easy_setopt(easy, CURLOPT_CAPATH, nullptr);
 }
 
+// A transfer with a CA of its own (a kubeconfig's certificate-authority-data, etcd's ca.crt)
+// trusts that CA alone, as kubectl does: libcurl's OpenSSL backend loads its built-in CA file
+// and directory (Debian's /etc/ssl/certs/ca-certificates.crt and /etc/ssl/certs) besides a
+// CAINFO blob, which on Debian and Ubuntu hosts would let every public CA vouch for the API
+// server. Both are cleared.
+void useOwnCa(CURL* easy, const std::string& pem) {
+  curl_blob ca{const_cast<char*>(pem.data()), pem.size(), CURL_BLOB_COPY};
+  curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &ca);
+  curl_easy_setopt(easy, CURLOPT_CAINFO, nullptr);
+  curl_easy_setopt(easy, CURLOPT_CAPATH, nullptr);
+}
+
 // The transport Error for a failed transfer (see HttpTransport for the codes). `system_trust`:
 // what the transfer trusted when it had no CA of its own (null when it had one, or did not
 // verify), named when the server's certificate did not verify or the bundle could not be read.
@@ -326,8 +338,7 @@ void configure(CURL* easy, const Connection& conn, const std::string& url,
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
   } else if (!conn.ca_pem.empty()) {
-    curl_blob ca{const_cast<char*>(conn.ca_pem.data()), conn.ca_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &ca);
+    useOwnCa(easy, conn.ca_pem);
   } else if (system_trust != nullptr) {
     useSystemTrust(easy, *system_trust);
   }
@@ -505,8 +516,7 @@ Result<HttpResponse> fetchOnce(const UrlFetchRequest& request, const std::string
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, &exchange);
   const SystemTrust* system_trust = nullptr;
   if (!request.ca_pem.empty()) {
-    curl_blob ca{const_cast<char*>(request.ca_pem.data()), request.ca_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &ca);
+    useOwnCa(easy, request.ca_pem);
   } else {
     system_trust = request.system_trust ? &*request.system_trust : &processSystemTrust();
     useSystemTrust(easy, *system_trust);

@@ -153,6 +153,14 @@ class MinioHaTest : public ::testing::Test {
   json selector() {
     return (*minio_.server().get("services", "minio", "minio"))["spec"]["selector"];
   }
+  // Reconciles until the migration's state reaches `phase` (at most 20 runs).
+  void advanceTo(MinioHa& c, const std::string& phase) {
+    for (int i = 0; i < 20 && state().phase != phase; ++i) {
+      auto r = c.reconcile();
+      ASSERT_TRUE(r) << r.error().message();
+    }
+    ASSERT_EQ(state().phase, phase);
+  }
   StorageMigrationState state() {
     auto s = readStorageMigration(minio_.cluster().client(), "kurl");
     EXPECT_TRUE(s) << s.error().message();
@@ -213,11 +221,7 @@ TEST_F(MinioHaTest, ACopyChangedBehindItsBackFailsVerificationRestoresTheService
   ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/20));
   auto c = controller();
   // Up to verification.
-  for (int i = 0; i < 20 && state().phase != "verifying"; ++i) {
-    auto r = c.reconcile();
-    ASSERT_TRUE(r) << r.error().message();
-  }
-  ASSERT_EQ(state().phase, "verifying");
+  ASSERT_NO_FATAL_FAILURE(advanceTo(c, "verifying"));
   EXPECT_EQ(selector(), json({{"doesnotexist", "doesnotexist"}}));  // writes stopped
   // Somebody writes to ha-minio behind the migration's back.
   ASSERT_NO_FATAL_FAILURE(
@@ -255,11 +259,7 @@ TEST_F(MinioHaTest, MaintenanceDuringTheCopyRollsTheMigrationBackAndTheOldMinioS
   ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/300));
   const auto source = minio_.contents(minio_.from());
   auto c = controller();
-  for (int i = 0; i < 20 && state().phase != "copying"; ++i) {
-    auto r = c.reconcile();
-    ASSERT_TRUE(r) << r.error().message();
-  }
-  ASSERT_EQ(state().phase, "copying");
+  ASSERT_NO_FATAL_FAILURE(advanceTo(c, "copying"));
   ASSERT_EQ(selector(), json({{"doesnotexist", "doesnotexist"}}));  // MinIO offline
   EXPECT_THAT(c.windowToClose(), HasSubstr("offline window (phase copying)"));
 
@@ -311,11 +311,7 @@ TEST_F(MinioHaTest, MaintenanceOnceVerifiedFinishesTheSwitchAndKeepsTheOldMinioU
   ASSERT_NO_FATAL_FAILURE(start(/*large_mib=*/0, /*many=*/20));
   const auto source = minio_.contents(minio_.from());
   auto c = controller();
-  for (int i = 0; i < 20 && state().phase != "switching"; ++i) {
-    auto r = c.reconcile();
-    ASSERT_TRUE(r) << r.error().message();
-  }
-  ASSERT_EQ(state().phase, "switching");
+  ASSERT_NO_FATAL_FAILURE(advanceTo(c, "switching"));
   ASSERT_EQ(selector(), json({{"doesnotexist", "doesnotexist"}}));
 
   maintenance_ = true;
@@ -405,11 +401,7 @@ TEST_F(MinioHaTest, AMultipartObjectChangedOnHaMinioBeforeVerificationFailsIt) {
   ASSERT_THAT(minio_.putMultipart(false, "velero", "backups/b.tar.gz", content, 2),
               ::testing::EndsWith("-2"));
   auto c = controller();
-  for (int i = 0; i < 20 && state().phase != "verifying"; ++i) {
-    auto r = c.reconcile();
-    ASSERT_TRUE(r) << r.error().message();
-  }
-  ASSERT_EQ(state().phase, "verifying");
+  ASSERT_NO_FATAL_FAILURE(advanceTo(c, "verifying"));
   // ha-minio's copy of a.tar.gz: other bytes, same size, uploaded in parts too.
   ASSERT_THAT(minio_.putMultipart(/*on_ha=*/true, "velero", "backups/a.tar.gz", bytes('x'), 3),
               ::testing::EndsWith("-3"));
@@ -450,11 +442,7 @@ TEST_F(MinioHaTest, ANewLeaderVerifiesMultipartObjectsByReadingThemAgain) {
   ASSERT_THAT(minio_.putMultipart(false, "velero", "backups/a.tar.gz", bytes('a'), 3),
               ::testing::EndsWith("-3"));
   auto c = controller();
-  for (int i = 0; i < 20 && state().phase != "verifying"; ++i) {
-    auto r = c.reconcile();
-    ASSERT_TRUE(r) << r.error().message();
-  }
-  ASSERT_EQ(state().phase, "verifying");
+  ASSERT_NO_FATAL_FAILURE(advanceTo(c, "verifying"));
   auto fresh = controller();
   const auto summaries = run(fresh);
   ASSERT_FALSE(summaries.empty());
