@@ -543,6 +543,11 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"update", "secret/contourcert", "-n", "projectcontour"}, "yes"},
       {{"get", "secret/envoycert", "-n", "projectcontour"}, "yes"},
       {{"get", "secret/other", "-n", "projectcontour"}, "no"},
+      // Read by name from deploy/ too, so that a cluster without Contour (no projectcontour,
+      // so no deploy-contour/) answers 404, not 403.
+      {{"get", "secret/contourcert", "-n", "default"}, "yes"},
+      {{"update", "secret/contourcert", "-n", "default"}, "no"},
+      {{"list", "secrets", "-n", "projectcontour"}, "no"},
       {{"patch", "daemonset.apps/envoy", "-n", "projectcontour"}, "yes"},
       {{"patch", "daemonset.apps/contour", "-n", "projectcontour"}, "no"},
       {{"get", "pods/envoy-x", "-n", "projectcontour"}, "yes"},
