@@ -779,6 +779,11 @@ TEST_F(DeployKubectlTest, TheHostJobSchemaRefusesWronglyTypedFieldsAtCreate) {
   EXPECT_EQ(stored["command"], json({"/bin/rm", "-rf", "ecs"}));
   EXPECT_EQ(stored["nodeSelectorTerms"][1]["matchFields"][0]["values"], json({"node-a"}));
 
+  // The README's example, as its comment says to create it.
+  base::ProcessResult example =
+      kubectl({"create", "-f", kSource + "/docs/examples/hostjob-clean-worker-dir.yaml"});
+  EXPECT_EQ(example.exit_code, 0) << example.stderr_data;
+
   base::ProcessResult shell = create("shell-string", "  command: rm -rf /var/lib/ecs\n");
   EXPECT_EQ(shell.exit_code, 0) << shell.stderr_data;
 
