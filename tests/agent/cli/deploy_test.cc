@@ -243,6 +243,107 @@ TEST(Deploy, TheDaemonSetsRunTheAgentWithTheHostMounted) {
   }
 }
 
+// Kubernetes' rules for a structural schema (apiextensions' "Specifying a structural schema"), as
+// far as a CRD can break them: below the root every node names its type unless it keeps unknown
+// fields; properties only on objects, items only on arrays (and every array has them); no
+// allOf/anyOf/oneOf/not; nothing about metadata. Also ekco's own: every property is described
+// (what `kubectl explain` prints). `preserved` gets the paths that keep unknown fields.
+void checkStructural(const json& s, const std::string& path, std::vector<std::string>& problems,
+                     std::set<std::string>& preserved) {
+  if (!s.is_object()) {
+    problems.push_back(path + ": not a schema");
+    return;
+  }
+  for (const char* junctor : {"allOf", "anyOf", "oneOf", "not"}) {
+    if (s.contains(junctor)) problems.push_back(path + ": " + junctor);
+  }
+  const std::string type = s.value("type", "");
+  const bool keeps = s.value("x-kubernetes-preserve-unknown-fields", false);
+  if (keeps) preserved.insert(path);
+  if (type.empty() && !keeps && !s.value("x-kubernetes-int-or-string", false)) {
+    problems.push_back(path + ": no type");
+  }
+  if (s.contains("properties")) {
+    if (type != "object") problems.push_back(path + ": properties on a " + type);
+    for (const auto& [name, p] : s["properties"].items()) {
+      if (path.empty() && name == "metadata") problems.push_back("metadata is specified");
+      if (p.value("description", "").empty())
+        problems.push_back(path + "." + name + ": no description");
+      checkStructural(p, path + "." + name, problems, preserved);
+    }
+  } else if (type == "object" && !keeps && !s.contains("additionalProperties")) {
+    problems.push_back(path + ": an object that keeps no field");
+  }
+  if (s.contains("items")) {
+    if (type != "array") problems.push_back(path + ": items on a " + type);
+    checkStructural(s["items"], path + "[]", problems, preserved);
+  } else if (type == "array") {
+    problems.push_back(path + ": an array without items");
+  }
+}
+
+std::set<std::string> keysOf(const json& object) {
+  std::set<std::string> out;
+  for (const auto& [k, v] : object.items()) out.insert(k);
+  return out;
+}
+
+// Issue 34: the HostJob CRD had no schema for spec (it kept any field). Now structural and
+// documenting each field; unknown fields are kept only where the agents read bad input
+// themselves to explain it in the status: `command` (a shell string is the usual mistake) and
+// the agents' own status.
+TEST(Deploy, TheHostJobSchemaIsStructuralAndDocumentsEverySpecField) {
+  auto objects =
+      kubesim::parseObjects(testing::readWholeFile(kSource + "/deploy/12-crd-hostjobs.yaml"));
+  ASSERT_TRUE(objects) << objects.error().message();
+  json crd;
+  for (const json& o : *objects) {
+    if (o["kind"] == "CustomResourceDefinition") crd = o;
+  }
+  ASSERT_TRUE(crd.is_object());
+  ASSERT_EQ(crd["spec"]["versions"].size(), 1u);
+  const json& version = crd["spec"]["versions"][0];
+  const json& root = version["schema"]["openAPIV3Schema"];
+  ASSERT_EQ(root.value("type", ""), "object");
+  std::vector<std::string> problems;
+  std::set<std::string> preserved;
+  checkStructural(root, "", problems, preserved);
+  EXPECT_THAT(problems, ::testing::IsEmpty());
+  EXPECT_EQ(preserved, (std::set<std::string>{".spec.command", ".status"}));
+
+  // Copies, not references: a field missing is then a failure, not a lookup past the end.
+  json spec = root.value("properties", json::object()).value("spec", json::object());
+  ASSERT_TRUE(spec.contains("properties")) << "spec declares no field";
+  EXPECT_EQ(keysOf(spec["properties"]),
+            (std::set<std::string>{"command", "hostPath", "nodeSelectorTerms", "timeout"}));
+  EXPECT_FALSE(spec["properties"]["command"].contains("type"));  // the agents explain a string
+  EXPECT_EQ(spec["properties"]["hostPath"]["type"], "string");
+  EXPECT_EQ(spec["properties"]["timeout"]["type"], "string");
+  ASSERT_TRUE(spec["properties"].contains("nodeSelectorTerms"));
+  json term = spec["properties"]["nodeSelectorTerms"].value("items", json::object());
+  ASSERT_TRUE(term.contains("properties")) << "a term declares no field";
+  EXPECT_EQ(keysOf(term["properties"]), (std::set<std::string>{"matchExpressions", "matchFields"}));
+  for (const char* list : {"matchExpressions", "matchFields"}) {
+    ASSERT_TRUE(term["properties"].contains(list)) << list;
+    json requirement = term["properties"][list].value("items", json::object());
+    ASSERT_TRUE(requirement.contains("properties")) << list;
+    EXPECT_EQ(keysOf(requirement["properties"]),
+              (std::set<std::string>{"key", "operator", "values"}))
+        << list;
+    EXPECT_EQ(requirement["properties"]["key"]["type"], "string") << list;
+    // No enum: an unknown operator is the agents' to name in the status.
+    EXPECT_FALSE(requirement["properties"]["operator"].contains("enum")) << list;
+    EXPECT_EQ(requirement["properties"]["values"]["items"]["type"], "string") << list;
+  }
+  // Every printer column reads a declared field (or metadata, or the agents' status).
+  for (const json& c : version["additionalPrinterColumns"]) {
+    const std::string path = c["jsonPath"];
+    const bool declared = path.starts_with(".status.") || path.starts_with(".metadata.") ||
+                          spec["properties"].contains(path.substr(std::string(".spec.").size()));
+    EXPECT_TRUE(declared) << path;
+  }
+}
+
 class DeployKubectlTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -306,6 +407,7 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
                            "rolebinding.rbac.authorization.k8s.io/ekco-node-leases created",
                            "role.rbac.authorization.k8s.io/ekco-internal-lb created",
                            "role.rbac.authorization.k8s.io/ekco-purge-kubeadm created",
+                           "role.rbac.authorization.k8s.io/ekco-control-plane-certificates created",
                            "configmap/ekco-config created", "daemonset.apps/ekco created",
                            "serviceaccount/ekco-node created",
                            "clusterrole.rbac.authorization.k8s.io/ekco-node created",
@@ -417,6 +519,8 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"delete", "pods", "-n", "default"}, "yes"},
       {{"create", "pods", "-n", "default"}, "no"},
       {{"get", "pods", "-n", "default"}, "no"},
+      {{"get", "pods/kube-apiserver-cp-1", "-n", "kube-system"}, "yes"},
+      {{"update", "pods", "-n", "kube-system"}, "no"},
       {{"create", "pods", "--subresource=eviction", "-n", "default"}, "no"},
       {{"create", "events", "-n", "default"}, "yes"},
       {{"create", "events", "-n", "kurl"}, "yes"},
@@ -540,6 +644,11 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
       {{"update", "secret/contourcert", "-n", "projectcontour"}, "yes"},
       {{"get", "secret/envoycert", "-n", "projectcontour"}, "yes"},
       {{"get", "secret/other", "-n", "projectcontour"}, "no"},
+      // Read by name from deploy/ too, so that a cluster without Contour (no projectcontour,
+      // so no deploy-contour/) answers 404, not 403.
+      {{"get", "secret/contourcert", "-n", "default"}, "yes"},
+      {{"update", "secret/contourcert", "-n", "default"}, "no"},
+      {{"list", "secrets", "-n", "projectcontour"}, "no"},
       {{"patch", "daemonset.apps/envoy", "-n", "projectcontour"}, "yes"},
       {{"patch", "daemonset.apps/contour", "-n", "projectcontour"}, "no"},
       {{"get", "pods/envoy-x", "-n", "projectcontour"}, "yes"},
@@ -636,6 +745,78 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
   base::ProcessResult secrets = kubectl({"get", "secrets", "-n", "kurl"}, sa_kubeconfig_);
   EXPECT_NE(secrets.exit_code, 0);
   EXPECT_THAT(secrets.stderr_data, HasSubstr("Error from server (Forbidden)"));
+}
+
+// The HostJob schema at `kubectl create`: a field of the wrong type is refused by the API,
+// naming it, before any agent sees the job; a command given as one string is accepted, for the
+// agents to reject it with a status message that says what to write instead; a misspelt field
+// is not kept (kube-apiserver refuses it under kubectl's default --validate=strict; kubesim,
+// which ignores fieldValidation, drops it as kube-apiserver does without).
+TEST_F(DeployKubectlTest, TheHostJobSchemaRefusesWronglyTypedFieldsAtCreate) {
+  base::ProcessResult crd = kubectl({"create", "-f", kSource + "/deploy/12-crd-hostjobs.yaml"});
+  ASSERT_EQ(crd.exit_code, 0) << crd.stderr_data;
+  const auto create = [&](const std::string& name, const std::string& spec) {
+    const std::string file = dir_.path() + "/" + name + ".yaml";
+    std::ofstream(file) << "apiVersion: ekco.kurl.sh/v1alpha1\nkind: HostJob\nmetadata: {name: "
+                        << name << "}\nspec:\n"
+                        << spec;
+    return kubectl({"create", "-f", file});
+  };
+  const std::string well_formed =
+      "  command: [/bin/rm, -rf, ecs]\n"
+      "  hostPath: /var/lib\n"
+      "  timeout: 10m\n"
+      "  nodeSelectorTerms:\n"
+      "  - matchExpressions:\n"
+      "    - {key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}\n"
+      "  - matchFields:\n"
+      "    - {key: metadata.name, operator: In, values: [node-a]}\n";
+  base::ProcessResult good = create("good", well_formed);
+  ASSERT_EQ(good.exit_code, 0) << good.stderr_data;
+  base::ProcessResult got = kubectl({"get", "hostjob", "good", "-o", "json"});
+  ASSERT_EQ(got.exit_code, 0) << got.stderr_data;
+  const json stored = json::parse(got.stdout_data)["spec"];
+  EXPECT_EQ(stored["command"], json({"/bin/rm", "-rf", "ecs"}));
+  EXPECT_EQ(stored["nodeSelectorTerms"][1]["matchFields"][0]["values"], json({"node-a"}));
+
+  // The README's example, as its comment says to create it.
+  base::ProcessResult example =
+      kubectl({"create", "-f", kSource + "/docs/examples/hostjob-clean-worker-dir.yaml"});
+  EXPECT_EQ(example.exit_code, 0) << example.stderr_data;
+
+  base::ProcessResult shell = create("shell-string", "  command: rm -rf /var/lib/ecs\n");
+  EXPECT_EQ(shell.exit_code, 0) << shell.stderr_data;
+
+  struct Refused {
+    const char* name;
+    std::string spec;
+    const char* field;
+  };
+  const std::vector<Refused> refused = {
+      {"path-number", "  command: [/bin/true]\n  hostPath: 5\n", "spec.hostPath"},
+      {"timeout-number", "  command: [/bin/true]\n  timeout: 600\n", "spec.timeout"},
+      {"terms-string", "  command: [/bin/true]\n  nodeSelectorTerms: role=worker\n",
+       "spec.nodeSelectorTerms"},
+      {"values-numbers",
+       "  command: [/bin/true]\n  nodeSelectorTerms:\n  - matchExpressions:\n"
+       "    - {key: rank, operator: Gt, values: [3]}\n",
+       "spec.nodeSelectorTerms[0].matchExpressions[0].values[0]"},
+  };
+  for (const Refused& r : refused) {
+    base::ProcessResult created = create(r.name, r.spec);
+    EXPECT_NE(created.exit_code, 0) << r.name;
+    EXPECT_THAT(created.stderr_data, HasSubstr(std::string(r.field) + ": Invalid value")) << r.name;
+    EXPECT_THAT(created.stderr_data, HasSubstr("must be of type")) << r.name;
+    EXPECT_NE(kubectl({"get", "hostjob", r.name}).exit_code, 0) << r.name;
+  }
+
+  base::ProcessResult typo =
+      create("typo", "  command: [/bin/true]\n  nodeSelectorTerm:\n  - matchFields: []\n");
+  if (typo.exit_code == 0) {
+    base::ProcessResult kept = kubectl({"get", "hostjob", "typo", "-o", "json"});
+    ASSERT_EQ(kept.exit_code, 0) << kept.stderr_data;
+    EXPECT_FALSE(json::parse(kept.stdout_data)["spec"].contains("nodeSelectorTerm"));
+  }
 }
 
 }  // namespace

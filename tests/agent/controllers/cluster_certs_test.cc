@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "base/process.h"
 #include "hostfs/local_host_fs.h"
@@ -78,11 +79,18 @@ class ClusterCertsTest : public ::testing::Test {
     ca_key_ = pki_.read(pki_.pki() / "ca.key");
   }
 
-  void start(std::vector<json> extra) {
+  // `contour`: kURL's Contour add-on is installed (its namespace, and deploy-contour/ applied,
+  // which needs it); without it, only deploy/.
+  void start(std::vector<json> extra, bool contour = true) {
     std::vector<json> objects = std::move(extra);
-    objects.push_back(
-        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "projectcontour"}}}});
-    for (const char* dir : {"/deploy", "/deploy-contour"}) {
+    std::vector<const char*> dirs = {"/deploy"};
+    if (contour) {
+      objects.push_back({{"apiVersion", "v1"},
+                         {"kind", "Namespace"},
+                         {"metadata", {{"name", "projectcontour"}}}});
+      dirs.push_back("/deploy-contour");
+    }
+    for (const char* dir : dirs) {
       auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + dir);
       ASSERT_TRUE(loaded) << loaded.error().message();
       objects.insert(objects.end(), loaded->begin(), loaded->end());
@@ -326,6 +334,38 @@ TEST_F(ClusterCertsTest, CustomCertificatesAFresherPeerAndAbsentAddOnsAreLeftAlo
             "another control-plane node's pair, at least as fresh as this host's");
   EXPECT_EQ(notes["registry"], "absent (the add-on is not installed)");
   EXPECT_EQ(notes["contour"], "absent (the add-on is not installed)");
+}
+
+// A cluster without kURL's Contour add-on has no projectcontour namespace, so deploy-contour/
+// cannot be applied, and contour_namespace is projectcontour by default: kube-apiserver
+// authorizes before it looks for the namespace, so the read of contourcert must be granted by
+// deploy/ itself to be answered 404 (absent) rather than 403, which made every check that found
+// a secret due a failure ("read secret projectcontour/contourcert: forbidden").
+TEST_F(ClusterCertsTest, WithoutContourItsSecretsAreAbsentNotForbiddenAndTheOthersAreRenewed) {
+  std::vector<json> objects;
+  for (json& o : everything()) {
+    if (o["metadata"].value("namespace", "") != "projectcontour") objects.push_back(std::move(o));
+  }
+  ASSERT_NO_FATAL_FAILURE(start(objects, /*contour=*/false));
+  MetricsRegistry metrics;
+  ClusterCertsControllerOptions o;
+  o.node_name = "cp-1";
+  o.failing = *metrics.gauge("ekco_cluster_certificate_renewal_failing", "h", {"node"});
+  ClusterCerts c(*client_, *host_fs_, clock_, o);
+  const std::string before = data("kurl", "registry-pki", "registry.crt");
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->summary, "renewed registry, kurl-proxy, kotsadm-kubelet-client");
+  EXPECT_EQ(o.failing->value({"cp-1"}), 0);
+  EXPECT_NE(data("kurl", "registry-pki", "registry.crt"), before);
+  std::map<std::string, json> by_name;
+  const json status = c.status();
+  for (const json& s : status["secrets"]) by_name[s["name"]] = s;
+  for (const char* name : {"contour", "envoy"}) {
+    EXPECT_EQ(by_name[name].value("note", ""), "absent (the add-on is not installed)") << name;
+    EXPECT_FALSE(by_name[name].contains("problem")) << by_name[name].dump();
+  }
+  // TearDown: not one request of the ServiceAccount was refused.
 }
 
 TEST_F(ClusterCertsTest, ExportsEachSecretsExpiryAndWhetherTheLastRenewalFailed) {

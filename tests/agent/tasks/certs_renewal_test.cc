@@ -17,6 +17,7 @@
 #include "agent/tasks/disruption_lease.h"
 #include "hostfs/local_host_fs.h"
 #include "kube/curl_transport.h"
+#include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/tasks/kubeadm_pki.h"
@@ -30,6 +31,9 @@ using nlohmann::json;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
+
+constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
+constexpr const char* kToken = "ekco-certs-renewal-token";
 
 constexpr const char* kComponents[] = {"kube-apiserver", "kube-controller-manager",
                                        "kube-scheduler", "etcd"};
@@ -75,10 +79,20 @@ class CertsRenewalTest : public ::testing::Test {
          {"kind", "Node"},
          {"metadata", {{"name", "cp-1"}}},
          {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}}};
-    objects.push_back(
-        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "kurl"}}}});
+    std::vector<kubesim::TokenUser> tokens;
+    if (as_service_account_) {
+      // deploy/ as a user applies it (its namespace kurl included), and the DaemonSet's token.
+      auto deploy = kubesim::loadManifestDir(EKCO_SOURCE_DIR + std::string("/deploy"));
+      ASSERT_TRUE(deploy) << deploy.error().message();
+      objects.insert(objects.end(), deploy->begin(), deploy->end());
+      tokens.push_back({.token = kToken, .user = kServiceAccount, .groups = {}});
+    } else {
+      objects.push_back(
+          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "kurl"}}}});
+    }
     for (const char* c : kComponents) objects.push_back(mirrorPod(c, json::object(), true));
-    auto server = kubesim::Server::start({.out_dir = tmp_.path() + "/sim", .objects = objects});
+    auto server = kubesim::Server::start(
+        {.out_dir = tmp_.path() + "/sim", .objects = objects, .tokens = std::move(tokens)});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
     kube::Connection conn{.server = server_->url(),
@@ -89,6 +103,21 @@ class CertsRenewalTest : public ::testing::Test {
     ASSERT_TRUE(transport);
     transport_ = std::move(*transport);
     client_ = std::make_unique<kube::RestClient>(*transport_, clock_, kube::RestClientOptions{});
+    if (as_service_account_) {
+      // The renewal's client, as the agent in the DaemonSet builds it from its token.
+      const std::string kubeconfig = tmp_.path() + "/sa.kubeconfig";
+      ASSERT_TRUE(server_->writeTokenKubeconfig(kubeconfig, kToken));
+      auto process_fs = hostfs::LocalHostFs::open("/", clock_);
+      ASSERT_TRUE(process_fs) << process_fs.error().message();
+      process_fs_ = std::move(*process_fs);
+      auto sa_conn = kube::loadKubeconfig(*process_fs_, kubeconfig);
+      ASSERT_TRUE(sa_conn) << sa_conn.error().message();
+      auto sa_transport = kube::CurlTransport::create(*sa_conn, process_fs_.get(), clock_, {});
+      ASSERT_TRUE(sa_transport) << sa_transport.error().message();
+      sa_transport_ = std::move(*sa_transport);
+      sa_client_ =
+          std::make_unique<kube::RestClient>(*sa_transport_, clock_, kube::RestClientOptions{});
+    }
     auto opened = hostfs::LocalHostFs::open(tmp_.path(), clock_);
     ASSERT_TRUE(opened);
     fs_ = std::move(*opened);
@@ -139,7 +168,7 @@ class CertsRenewalTest : public ::testing::Test {
   // The probe: what a server reloading its certificate from disk would present.
   CertRenewalDeps deps() {
     return {.fs = *fs_,
-            .kube = *client_,
+            .kube = sa_client_ ? *sa_client_ : *client_,
             .clock = clock_,
             .probe = [this](const std::string& host, int port) -> base::Result<pki::Certificate> {
               ++probes_;
@@ -170,7 +199,11 @@ class CertsRenewalTest : public ::testing::Test {
   base::SystemClock clock_;
   std::unique_ptr<kubesim::Server> server_;
   std::unique_ptr<kube::CurlTransport> transport_;
-  std::unique_ptr<kube::RestClient> client_;
+  std::unique_ptr<kube::RestClient> client_;  // the cluster admin (the test's own reads)
+  bool as_service_account_ = false;           // set by CertsRenewalAsEkcoTest
+  std::unique_ptr<hostfs::LocalHostFs> process_fs_;
+  std::unique_ptr<kube::CurlTransport> sa_transport_;
+  std::unique_ptr<kube::RestClient> sa_client_;  // kurl/ekco: the renewal's client when set
   std::unique_ptr<hostfs::LocalHostFs> fs_;
   std::jthread kubelet_;
   std::mutex mu_;
@@ -340,6 +373,43 @@ TEST_F(CertsRenewalTest, ADryRunWritesNoRepairAndWhatCouldNotBeRenewedIsReported
   ASSERT_TRUE(corrupt) << corrupt.error().message();
   ASSERT_EQ(corrupt->not_renewed.size(), 1u);
   EXPECT_THAT(corrupt->not_renewed[0], ::testing::StartsWith("front-proxy-client: "));
+}
+
+// The renewal as the control-plane DaemonSet runs it: its client is the ServiceAccount
+// kurl/ekco's token, against kubesim enforcing deploy/'s RBAC. The verification reads each
+// restarted component's mirror pod (a GET of kube-system/<component>-<node>): before that read
+// was granted, every renewal in the DaemonSet was "not verified" (403), restored from its
+// backups and tried again later, restarting the control plane twice each time.
+class CertsRenewalAsEkcoTest : public CertsRenewalTest {
+ protected:
+  CertsRenewalAsEkcoTest() { as_service_account_ = true; }
+};
+
+TEST_F(CertsRenewalAsEkcoTest, TheDaemonSetsAccountVerifiesTheRestartedMirrorPods) {
+  options_.verify_timeout = 5s;
+  options_.names = {"scheduler.conf", "front-proxy-client", "apiserver"};
+  const std::string apiserver_before = pki_.read(pki_.pki() / "apiserver.crt");
+  auto report = runCertRenewal(options_, deps());
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_EQ(report->renewed.size(), 3u);
+  EXPECT_EQ(report->restarted, (std::vector<std::string>{"kube-apiserver", "kube-scheduler"}));
+  EXPECT_THAT(report->lines.back(), HasSubstr("verified"));
+  EXPECT_NE(pki_.read(pki_.pki() / "apiserver.crt"), apiserver_before);  // not restored
+  for (const json& e : events()) {
+    EXPECT_NE(e.value("reason", ""), "CertificateRenewalFailed") << e.dump();
+  }
+  auto lease = server_->get("leases.coordination.k8s.io", "kurl", "ekco-disruption");
+  ASSERT_TRUE(lease);
+  EXPECT_EQ((*lease)["spec"]["holderIdentity"], "");
+  // Every call the run made as kurl/ekco was allowed, the mirror pods' reads among them.
+  int pod_reads = 0;
+  for (const auto& r : server_->requestLog()) {
+    if (r.user != kServiceAccount) continue;
+    EXPECT_TRUE(r.allowed) << r.verb << " " << r.resource << " " << r.ns << "/" << r.name << ": "
+                           << r.code;
+    if (r.verb == "get" && r.resource == "pods" && r.ns == "kube-system") ++pod_reads;
+  }
+  EXPECT_GE(pod_reads, 2);
 }
 
 TEST(CertsRenewalEndpoints, ComeFromTheManifestsOrTheDefaults) {

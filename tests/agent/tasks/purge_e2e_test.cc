@@ -166,6 +166,10 @@ TEST_F(PurgeE2eTest, ADeadControlPlaneNodeIsClearedThenPurgedEndToEnd) {
   // tests/agent/controllers/cluster_certs_test.cc makes those calls as this ServiceAccount.
   used.insert("get secrets");
   used.insert("update secrets");
+  // The mirror pods are read by name only to verify a control-plane certificate renewal, which
+  // this run does not make: tests/agent/tasks/certs_renewal_test.cc (CertsRenewalAsEkcoTest)
+  // makes it as this ServiceAccount.
+  used.insert("get pods");
   // kotsadm HA and the storage migration state are used only with enable_ha_kotsadm /
   // enable_ha_minio, off here: tests/agent/controllers/kotsadm_ha_test.cc and minio_ha_test.cc
   // make those calls as this ServiceAccount, with these rules enforced.
