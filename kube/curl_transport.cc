@@ -131,6 +131,9 @@ void useSystemTrust(CURL* easy, const SystemTrust& trust) {
   if (trust.ca_file.empty()) return;
   curl_easy_setopt(easy, CURLOPT_CAINFO, trust.ca_file.c_str());  // copied by libcurl
   curl_easy_setopt(easy, CURLOPT_CAPATH, nullptr);
+  // An https:// proxy (HTTPS_PROXY) is verified against the same bundle, not Debian's path.
+  curl_easy_setopt(easy, CURLOPT_PROXY_CAINFO, trust.ca_file.c_str());
+  curl_easy_setopt(easy, CURLOPT_PROXY_CAPATH, nullptr);
 }
 
 // A transfer with a CA of its own (a kubeconfig's certificate-authority-data, etcd's ca.crt)

@@ -6,8 +6,9 @@
 #   /usr/bin/ekco             -> ../../opt/ekco/bin/ekco
 #   /usr/bin/ekco-purge-node  -> ekco (runs `ekco purge-node`)
 #   /opt/ekco/startup.sh, /opt/ekco/shutdown.sh     (rendered by `ekco render units`)
-#   /lib/systemd/system/ekco-agent.service          (Type=notify, Restart=always, WatchdogSec)
-#   /lib/systemd/system/ekco-reboot.service         (rendered by `ekco render units`)
+#   /usr/lib/systemd/system/ekco-agent.service      (Type=notify, Restart=always, WatchdogSec)
+#   /usr/lib/systemd/system/ekco-reboot.service     (rendered by `ekco render units`)
+#   (/usr/lib, which every systemd searches; /lib/systemd/system is not one on SUSE)
 #   /etc/ekco/config.yaml                           (conffile / %config(noreplace))
 #   /usr/share/doc/ekco/copyright                   ekco's and every bundled library's notice
 # The agent keeps its own copy of the units under /etc/systemd/system up to date at run time;
@@ -76,7 +77,7 @@ install(PROGRAMS ${EKCO_UNITS_STAGING}/opt/ekco/startup.sh ${EKCO_UNITS_STAGING}
         DESTINATION opt/ekco)
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/systemd/ekco-agent.service
               ${EKCO_UNITS_STAGING}/etc/systemd/system/ekco-reboot.service
-        DESTINATION lib/systemd/system)
+        DESTINATION usr/lib/systemd/system)
 # 0600: it may hold storage_migration_auth_token and an installer URL with a password.
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/config.yaml DESTINATION etc/ekco
         PERMISSIONS OWNER_READ OWNER_WRITE)
@@ -116,7 +117,7 @@ set(CPACK_RPM_PACKAGE_AUTOREQPROV "no")
 set(CPACK_RPM_SPEC_MORE_DEFINE "%define _build_id_links none")
 set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/ekco/config.yaml"
     "%license /usr/share/doc/ekco/copyright")
-set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION /opt /lib /lib/systemd /lib/systemd/system)
+set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION /opt /usr/lib/systemd /usr/lib/systemd/system)
 set(CPACK_RPM_POST_INSTALL_SCRIPT_FILE ${PROJECT_SOURCE_DIR}/packaging/rpm/post.sh)
 set(CPACK_RPM_PRE_UNINSTALL_SCRIPT_FILE ${PROJECT_SOURCE_DIR}/packaging/rpm/preun.sh)
 set(CPACK_RPM_POST_UNINSTALL_SCRIPT_FILE ${PROJECT_SOURCE_DIR}/packaging/rpm/postun.sh)
