@@ -311,6 +311,20 @@ json configMapObject(const std::string& ns, const std::string& name, json data) 
           {"data", std::move(data)}};
 }
 
+json readyNodeObject(const std::string& name, const std::string& internal_ip, bool control_plane) {
+  json labels = {{"kubernetes.io/hostname", name}};
+  if (control_plane) labels["node-role.kubernetes.io/control-plane"] = "";
+  json status = {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}};
+  if (!internal_ip.empty()) {
+    status["addresses"] = {{{"type", "InternalIP"}, {"address", internal_ip}}};
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}, {"labels", labels}}},
+          {"spec", json::object()},
+          {"status", status}};
+}
+
 json runningPodObject(const std::string& ns, const std::string& name, const std::string& node,
                       json labels, json annotations) {
   return {{"apiVersion", "v1"},

@@ -205,6 +205,10 @@ nlohmann::json runningPodObject(const std::string& ns, const std::string& name,
                                 const std::string& node,
                                 nlohmann::json labels = nlohmann::json::object(),
                                 nlohmann::json annotations = nlohmann::json::object());
+// A Ready Node NAME labelled kubernetes.io/hostname (and node-role.kubernetes.io/control-plane
+// when `control_plane`), with the InternalIP `internal_ip` ("" = no addresses).
+nlohmann::json readyNodeObject(const std::string& name, const std::string& internal_ip = "",
+                               bool control_plane = false);
 // `node` as the node lifecycle controller leaves a node that stopped reporting at `since`
 // (RFC 3339): Ready=Unknown from then, and the unreachable NoExecute (timeAdded) and NoSchedule
 // taints beside its other taints.

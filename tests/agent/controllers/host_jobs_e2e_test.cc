@@ -41,13 +41,7 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 
 json nodeJson(const std::string& name, bool control_plane) {
-  json labels = {{"kubernetes.io/hostname", name}};
-  if (control_plane) labels["node-role.kubernetes.io/control-plane"] = "";
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"labels", labels}}},
-          {"spec", json::object()},
-          {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+  return kubesim::readyNodeObject(name, "", control_plane);
 }
 
 json hostJob(const std::string& name, json spec) {

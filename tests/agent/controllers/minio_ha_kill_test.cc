@@ -18,6 +18,7 @@
 #include "agent/serve/health_server.h"
 #include "tests/agent/controllers/minio_ha_fixture.h"
 #include "tests/agent/process_support.h"
+#include "tests/kubesim/server.h"
 #include "tests/kubesim/store.h"
 
 namespace ekco::agent {
@@ -31,13 +32,7 @@ using ::testing::HasSubstr;
 
 constexpr std::size_t kObjects = 400;  // in registry, besides the 7 of kotsadm
 
-json node(const std::string& name) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}}}},
-          {"spec", json::object()},
-          {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-}
+json node(const std::string& name) { return kubesim::readyNodeObject(name); }
 
 class MinioHaKillTest : public ::testing::Test {
  protected:

@@ -37,18 +37,6 @@ using ::testing::HasSubstr;
 constexpr const char* kControlPlaneAccount = "system:serviceaccount:kurl:ekco";
 constexpr const char* kWorkerAccount = "system:serviceaccount:kurl:ekco-node";
 
-json nodeJson(const std::string& name, const std::string& ip, bool control_plane) {
-  json labels = {{"kubernetes.io/hostname", name}};
-  if (control_plane) labels["node-role.kubernetes.io/control-plane"] = "";
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"labels", labels}}},
-          {"spec", json::object()},
-          {"status",
-           {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
-            {"addresses", {{{"type", "InternalIP"}, {"address", ip}}}}}}};
-}
-
 // "verb resource[/subresource][.group]".
 std::string permission(const std::string& verb, const std::string& group,
                        const std::string& resource) {
@@ -102,7 +90,8 @@ class AgentWorkerRbacTest : public ::testing::Test {
     ASSERT_TRUE(deploy) << deploy.error().message();
     deploy_ = *deploy;
     std::vector<json> objects = {
-        nodeJson("cp-1", "127.0.0.1", true), nodeJson("worker-1", "127.0.0.2", false),
+        kubesim::readyNodeObject("cp-1", "127.0.0.1", true),
+        kubesim::readyNodeObject("worker-1", "127.0.0.2", false),
         kubesim::kubernetesEndpointSlice("kubernetes", {"127.0.0.1"}, 6443)};
     objects.insert(objects.end(), deploy_.begin(), deploy_.end());
     auto server = kubesim::Server::start(

@@ -87,15 +87,7 @@ struct Row {
 };
 
 json node(const std::string& name, bool control_plane) {
-  json labels = {{"kubernetes.io/hostname", name}};
-  if (control_plane) labels["node-role.kubernetes.io/control-plane"] = "";
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"labels", labels}}},
-          {"spec", json::object()},
-          {"status",
-           {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
-            {"addresses", {{{"type", "InternalIP"}, {"address", "10.0.0.1"}}}}}}};
+  return kubesim::readyNodeObject(name, "10.0.0.1", control_plane);
 }
 
 std::string stamp(base::WallTime t) { return kube::formatRfc3339(t); }

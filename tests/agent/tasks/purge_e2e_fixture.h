@@ -51,15 +51,7 @@ inline std::string permission(const std::string& verb, const std::string& group,
 inline std::string stamp(base::WallTime t) { return kube::formatRfc3339(t); }
 
 inline json node(const std::string& name, const std::string& ip, bool control_plane) {
-  json labels = {{"kubernetes.io/hostname", name}};
-  if (control_plane) labels["node-role.kubernetes.io/control-plane"] = "";
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"labels", labels}}},
-          {"spec", json::object()},
-          {"status",
-           {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
-            {"addresses", {{{"type", "InternalIP"}, {"address", ip}}}}}}};
+  return kubesim::readyNodeObject(name, ip, control_plane);
 }
 
 inline json osdDeployment(const std::string& id, const std::string& host) {
@@ -239,8 +231,8 @@ class PurgeE2eTest : public ::testing::Test {
     for (const auto& e : server_->execLog()) {
       const std::string c = joined(e.command);
       bool query = false;
-      for (const char* q : {"ceph osd tree", "ceph osd pool ls", "ceph osd pool get",
-                            "ceph osd safe-to-destroy"}) {
+      for (const char* q :
+           {"ceph osd tree", "ceph osd pool ls", "ceph osd pool get", "ceph osd safe-to-destroy"}) {
         query = query || c.rfind(q, 0) == 0;
       }
       if (!query) out.push_back(c);
