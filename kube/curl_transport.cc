@@ -31,12 +31,17 @@ void globalInit() {
 
 // Collects the response; in streaming mode hands 2xx body chunks to the handler instead.
 struct Exchange {
+  explicit Exchange(base::MemoryBudget* budget = nullptr) : share(budget) {}
+
   HttpResponse response;
   const ChunkHandler* on_chunk = nullptr;
   const std::function<void(int)>* on_headers = nullptr;
   bool stopped_by_handler = false;
   std::size_t max_body = 0;  // collected body bound; 0 = none
   bool too_large = false;
+  // The collected body's part of the transport's budget, held while it is received.
+  base::BudgetShare share;
+  bool over_budget = false;
 };
 
 size_t onHeader(char* data, size_t size, size_t count, void* user) {
@@ -109,13 +114,32 @@ size_t onBody(char* data, size_t size, size_t count, void* user) {
     ex->too_large = true;
     return 0;  // CURLE_WRITE_ERROR, recognised by too_large
   }
-  ex->response.body.append(data, n);
+  if (!base::appendWithin(ex->response.body, std::string_view(data, n), ex->share)) {
+    ex->over_budget = true;
+    return 0;  // CURLE_WRITE_ERROR, recognised by over_budget
+  }
   return n;
 }
 
 // A response body over the transport's bound: the call fails and the partial body is dropped.
 Error tooLarge(const std::string& url, std::size_t max_bytes) {
   return Error("request " + url + ": the response is larger than " + base::describeBytes(max_bytes),
+               ErrorCode::kIo);
+}
+
+// The bound of one collected body: the request's own when it is smaller than the transport's.
+std::size_t maxBody(const HttpRequest& request, const CurlTransportOptions& options) {
+  if (request.max_body_bytes == 0) return options.max_response_bytes;
+  return std::min(request.max_body_bytes, options.max_response_bytes);
+}
+
+// The process's buffers are full (base/memory_budget.h): the call fails, and is retried later
+// like any other broken transfer.
+Error overBudget(const std::string& url, const base::MemoryBudget& budget) {
+  return Error(fmt::format("request {}: the agent's buffer budget ({}, {} in use) cannot hold the "
+                           "response; dropped it",
+                           url, base::describeBytes(budget.limit()),
+                           base::describeBytes(budget.used())),
                ErrorCode::kIo);
 }
 
@@ -265,6 +289,7 @@ CurlTransport::CurlTransport(Connection connection, Target target, const hostfs:
     : connection_(std::move(connection)),
       target_(std::move(target)),
       options_(std::move(options)),
+      budget_(options_.budget != nullptr ? options_.budget : &base::processBufferBudget()),
       token_(connection_.token, connection_.token_file, token_fs, clock,
              connection_.token_refresh) {}
 
@@ -381,8 +406,8 @@ Result<HttpResponse> CurlTransport::send(const HttpRequest& request) {
   Slist headers = requestHeaders(request, token_.current());
   Slist connect_to = connectTo(target_.connect_to);
 
-  Exchange exchange;
-  exchange.max_body = options_.max_response_bytes;
+  Exchange exchange(budget_);
+  exchange.max_body = maxBody(request, options_);
   char errbuf[CURL_ERROR_SIZE] = {0};
   const SystemTrust* system_trust = systemTrustFor(connection_, options_);
   configure(easy, connection_, url, connect_to.get(), request, headers.get(), &exchange, errbuf,
@@ -395,7 +420,8 @@ Result<HttpResponse> CurlTransport::send(const HttpRequest& request) {
   Result<HttpResponse> result =
       rc == CURLE_OK ? Result<HttpResponse>(std::move(exchange.response))
                      : Result<HttpResponse>(transferError(easy, rc, errbuf, url, system_trust));
-  if (exchange.too_large) result = tooLarge(url, options_.max_response_bytes);
+  if (exchange.too_large) result = tooLarge(url, exchange.max_body);
+  if (exchange.over_budget) result = overBudget(url, *budget_);
   // The options point at this call's buffers; clear them before the handle is reused.
   curl_easy_reset(easy);
   release(easy);
@@ -418,9 +444,9 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
   Slist headers = requestHeaders(request, token_.current());
   Slist connect_to = connectTo(target_.connect_to);
 
-  Exchange exchange;
+  Exchange exchange(budget_);
   exchange.on_chunk = &on_chunk;
-  exchange.max_body = options_.max_response_bytes;
+  exchange.max_body = maxBody(request, options_);
   exchange.on_headers = &request.on_headers;
   char errbuf[CURL_ERROR_SIZE] = {0};
   const SystemTrust* system_trust = systemTrustFor(connection_, options_);
@@ -455,7 +481,8 @@ Result<HttpResponse> CurlTransport::stream(const HttpRequest& request, const Chu
   curl_multi_remove_handle(raw_multi, easy.get());
 
   if (cancelled) return Error("request " + url + ": cancelled", ErrorCode::kCancelled);
-  if (exchange.too_large) return tooLarge(url, options_.max_response_bytes);
+  if (exchange.too_large) return tooLarge(url, exchange.max_body);
+  if (exchange.over_budget) return overBudget(url, *budget_);
   if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && exchange.stopped_by_handler)) {
     return std::move(exchange.response);
   }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/memory_budget.h"
 #include "base/result.h"
 #include "hostfs/host_fs.h"
 #include "kube/connection.h"
@@ -44,9 +45,13 @@ struct CurlTransportOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
   // A longer response body ends the call with kIo ("larger than 64 MiB"): send's whole body,
   // and a stream's body when its status is not 2xx (a 2xx stream goes to the handler, which
-  // bounds what it keeps). Lists come in pages of 500 objects (about 1 MiB), so only a broken or
-  // hostile server gets near it, and the agent's memory stays bounded.
+  // bounds what it keeps). A request's own max_body_bytes (the REST client's per-call bounds,
+  // kube/rest_client.h) applies when it is smaller.
   std::size_t max_response_bytes = std::size_t{64} << 20;
+  // What collected bodies are charged to, all calls of all transports together; a body the
+  // budget cannot take ends its call with kIo ("the agent's buffer budget ... is spent").
+  // Null: base::processBufferBudget(). Tests give their own.
+  base::MemoryBudget* budget = nullptr;
   std::size_t max_idle_handles = 4;
   std::string user_agent = "ekco";
   // What a connection without ca_pem trusts; unset: processSystemTrust(). Tests set it.
@@ -73,6 +78,8 @@ class CurlTransport final : public HttpTransport {
   // connection reuse.
   std::uint64_t connectionsOpened() const { return connections_opened_.load(); }
 
+  base::MemoryBudget* budget() const override { return budget_; }
+
  private:
   struct Target {
     std::string url_prefix;  // "https://name:port" the request URL starts with
@@ -87,6 +94,7 @@ class CurlTransport final : public HttpTransport {
   const Connection connection_;
   const Target target_;
   const CurlTransportOptions options_;
+  base::MemoryBudget* const budget_;
   TokenSource token_;
 
   std::mutex mu_;

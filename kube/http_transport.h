@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/memory_budget.h"
 #include "base/result.h"
 #include "kube/cancel_token.h"
 
@@ -35,6 +37,9 @@ struct HttpRequest {
   // body), with the status. A watch learns from it that the server answered, even when no
   // event follows for minutes.
   std::function<void(int status)> on_headers{};
+  // A collected body longer than this ends the exchange with kIo ("larger than ..."); 0: the
+  // transport's own bound. The REST client sets one per kind of call (kube/rest_client.h).
+  std::size_t max_body_bytes = 0;
 };
 
 struct HttpResponse {
@@ -80,6 +85,10 @@ class HttpTransport {
   [[nodiscard]] virtual base::Result<HttpResponse> stream(const HttpRequest& request,
                                                           const ChunkHandler& on_chunk,
                                                           CancelToken& cancel) = 0;
+
+  // The budget collected bodies are charged to (base/memory_budget.h), which the handlers of a
+  // stream charge what they keep of it to as well (a watch's partial line); null: none.
+  virtual base::MemoryBudget* budget() const { return nullptr; }
 };
 
 }  // namespace ekco::kube

@@ -11,10 +11,11 @@ namespace ondemand = simd::ondemand;
 
 namespace simd {
 
-namespace {
 // Objects up to this size keep the parser's buffers between calls; a larger one (rare: etcd
 // bounds an object at ~1.5 MiB) frees them afterwards, so one big object leaves no big buffer.
 constexpr std::size_t kKeptItemCapacity = std::size_t{256} << 10;
+
+namespace {
 thread_local std::unique_ptr<ondemand::parser> t_item_parser;
 }  // namespace
 
@@ -202,7 +203,11 @@ base::Result<WatchLine> JsonDecoder::watchLine(JsonText line, std::string_view o
     if (!simd::atEnd(doc) || !type || !object) return std::nullopt;
     return WatchLine{.type = *type, .object = *object};
   };
-  if (auto decoded = fast()) return *decoded;
+  auto decoded = fast();
+  // A long line leaves no long-lived buffer behind: the parser is rebuilt for the next one.
+  // (The decoded object points into `line`, not into the parser.)
+  if (impl_->line->capacity() > simd::kKeptItemCapacity) impl_->line.reset();
+  if (decoded) return *decoded;
   auto event = parseWatchEvent(line.text, std::string(op));
   if (!event) return std::move(event).error();
   scratch = jsonDump(event->object);

@@ -97,6 +97,7 @@ RestClient::RestClient(HttpTransport& transport, const base::Clock& clock,
 Result<HttpResponse> RestClient::execute(HttpRequest request, Idempotency idempotency,
                                          std::string_view op) {
   request.timeout = options_.request_timeout;
+  if (request.max_body_bytes == 0) request.max_body_bytes = kMaxObjectResponseBytes;
   request.headers.emplace_back("Accept", "application/json");
   for (int attempt = 1;; ++attempt) {
     auto sent = transport_.send(request);
@@ -171,18 +172,24 @@ std::string listTarget(const Resource& resource, std::string_view ns, const List
   return target;
 }
 
+HttpRequest listRequest(const Resource& resource, std::string_view ns, const ListOptions& options) {
+  return {.method = "GET",
+          .target = listTarget(resource, ns, options),
+          .max_body_bytes = options.limit > 0 ? kMaxListPageBytes : kMaxUnpagedListBytes};
+}
+
 }  // namespace
 
 Result<Json> RestClient::list(const Resource& resource, std::string_view ns,
                               const ListOptions& options) {
-  return executeJson({.method = "GET", .target = listTarget(resource, ns, options)},
-                     Idempotency::kIdempotent, opName("list", resource, ns));
+  return executeJson(listRequest(resource, ns, options), Idempotency::kIdempotent,
+                     opName("list", resource, ns));
 }
 
 Result<std::string> RestClient::listText(const Resource& resource, std::string_view ns,
                                          const ListOptions& options) {
-  auto response = execute({.method = "GET", .target = listTarget(resource, ns, options)},
-                          Idempotency::kIdempotent, opName("list", resource, ns));
+  auto response = execute(listRequest(resource, ns, options), Idempotency::kIdempotent,
+                          opName("list", resource, ns));
   if (!response) return std::move(response).error();
   return std::move(response->body);
 }
@@ -316,7 +323,8 @@ base::Status RestClient::watchText(const Resource& resource, std::string_view ns
   HttpRequest request{.method = "GET",
                       .target = std::move(target),
                       .timeout = std::chrono::seconds(timeout_seconds + 30),
-                      .idle_timeout = options.idle_timeout};
+                      .idle_timeout = options.idle_timeout,
+                      .max_body_bytes = kMaxObjectResponseBytes};  // a refusal's Status
   request.headers.emplace_back("Accept", "application/json");
   if (options.on_open) {
     request.on_headers = [&options](int status) {
@@ -324,7 +332,7 @@ base::Status RestClient::watchText(const Resource& resource, std::string_view ns
     };
   }
 
-  WatchDecoder decoder(op);
+  WatchDecoder decoder(op, WatchDecoder::kMaxLineBytes, transport_.budget());
   std::optional<Error> decode_error;
   bool keep_going = true;
   CancelToken local_cancel;

@@ -1,5 +1,7 @@
 #include "kube/watch.h"
 
+#include <fmt/format.h>
+
 #include "base/strings.h"
 #include "kube/errors.h"
 #include "kube/json_depth.h"
@@ -10,6 +12,9 @@ using base::Error;
 using base::ErrorCode;
 
 namespace {
+
+// A watch's buffer keeps up to this much capacity between lines (typical events are a few KiB).
+constexpr std::size_t kKeptLineCapacity = std::size_t{256} << 10;
 
 std::string_view trimLine(std::string_view text) {
   while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.remove_suffix(1);
@@ -26,9 +31,16 @@ base::Status WatchDecoder::feed(std::string_view chunk, const WatchHandler& hand
 
 base::Status WatchDecoder::feedLines(std::string_view chunk, const WatchLineHandler& on_line,
                                      bool& keep_going) {
-  pending_.append(chunk);
   // Every line handed out is followed by kJsonPadding readable bytes of pending_.
-  (void)padded(pending_);
+  if (!base::appendWithin(pending_, chunk, share_, kJsonPadding)) {
+    dropPending();
+    const base::MemoryBudget& budget = *share_.budget();
+    return Error(fmt::format("{}: the agent's buffer budget ({}, {} in use) cannot hold more of a "
+                             "watch event; dropping the stream",
+                             op_, base::describeBytes(budget.limit()),
+                             base::describeBytes(budget.used())),
+                 ErrorCode::kIo);
+  }
   std::size_t start = 0;
   for (std::size_t nl; keep_going && (nl = pending_.find('\n', start)) != std::string::npos;
        start = nl + 1) {
@@ -37,14 +49,20 @@ base::Status WatchDecoder::feedLines(std::string_view chunk, const WatchLineHand
     EKCO_TRY(on_line({.text = text, .capacity = pending_.capacity() - start}, keep_going));
   }
   pending_.erase(0, start);
+  // After a long line, what is left is usually a short start of the next one.
+  base::trimWithin(pending_, share_, kKeptLineCapacity);
   if (keep_going && pending_.size() > max_line_bytes_) {
-    pending_.clear();
-    pending_.shrink_to_fit();
+    dropPending();
     return Error(op_ + ": a watch event is longer than " + base::describeBytes(max_line_bytes_) +
                      " without a newline; dropping the stream",
                  ErrorCode::kParse);
   }
   return base::ok();
+}
+
+void WatchDecoder::dropPending() {
+  pending_ = std::string();
+  (void)share_.resize(0);
 }
 
 base::Status WatchDecoder::finish(const WatchHandler& handler, bool& keep_going) {
@@ -55,7 +73,8 @@ base::Status WatchDecoder::finish(const WatchHandler& handler, bool& keep_going)
 base::Status WatchDecoder::finishLines(const WatchLineHandler& on_line, bool& keep_going) {
   if (!keep_going || pending_.empty()) return base::ok();
   std::string last = std::move(pending_);
-  pending_.clear();
+  pending_ = std::string();
+  (void)share_.resize(0);  // `last` ends with this call
   const std::size_t size = trimLine(last).size();
   if (size == 0) return base::ok();
   last.resize(size);

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/memory_budget.h"
 #include "base/result.h"
 #include "kube/json_text.h"
 
@@ -57,14 +58,18 @@ base::Result<WatchEvent> parseWatchEvent(std::string_view text, const std::strin
 // and the stream should be abandoned.
 class WatchDecoder {
  public:
-  // One event is one object, which etcd bounds at ~1.5 MiB; a line this long is not an event but
-  // a broken or hostile stream, and holding more of it would only grow the agent's memory.
-  static constexpr std::size_t kMaxLineBytes = std::size_t{16} << 20;
+  // One event is one object, which etcd bounds at ~1.5 MiB (a little more as JSON); a line this
+  // long is not an event but a broken or hostile stream, and holding more of it would only grow
+  // the agent's memory.
+  static constexpr std::size_t kMaxLineBytes = std::size_t{8} << 20;
 
   // `op` prefixes error messages ("watch pods in default"). A line (an event) longer than
   // `max_line_bytes` is a kParse error; what the decoder holds stays below about that much.
-  explicit WatchDecoder(std::string op, std::size_t max_line_bytes = kMaxLineBytes)
-      : op_(std::move(op)), max_line_bytes_(max_line_bytes) {}
+  // What it holds is charged to `budget` (base/memory_budget.h) when one is given: a line the
+  // budget cannot hold is a kIo error, and the stream should be dropped as for any other.
+  explicit WatchDecoder(std::string op, std::size_t max_line_bytes = kMaxLineBytes,
+                        base::MemoryBudget* budget = nullptr)
+      : op_(std::move(op)), max_line_bytes_(max_line_bytes), share_(budget) {}
 
   // Decodes every complete line in `chunk` (with what is left from earlier chunks) and calls
   // the handler for each event. Returns false in `keep_going` when the handler asked to stop.
@@ -79,10 +84,12 @@ class WatchDecoder {
 
  private:
   base::Status line(std::string_view text, const WatchHandler& handler, bool& keep_going);
+  void dropPending();
 
   std::string op_;
   std::size_t max_line_bytes_;
   std::string pending_;
+  base::BudgetShare share_;  // pending_'s capacity
 };
 
 }  // namespace ekco::kube

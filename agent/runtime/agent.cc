@@ -83,6 +83,18 @@ base::Status Agent::Impl::registerMetrics() {
       metrics_.gauge("ekco_maintenance_mode", "1 while maintenance mode is on (ekco-maintenance)");
   if (!maintenance) return std::move(maintenance).error();
   maintenance_gauge_ = *maintenance;
+  auto buffered = metrics_.gauge(
+      "ekco_buffer_bytes",
+      "API data buffered (response bodies being received, watch lines waiting for their end): "
+      "now (in_use), the most at once (peak) and the bound on both (budget)",
+      {"state"});
+  if (!buffered) return std::move(buffered).error();
+  buffer_bytes_ = *buffered;
+  auto refused = metrics_.counter("ekco_buffer_refusals_total",
+                                  "Responses and watch lines dropped because the buffer budget "
+                                  "could not hold them (the call is retried)");
+  if (!refused) return std::move(refused).error();
+  buffer_refusals_ = *refused;
   for (const Error* e :
        {leader ? nullptr : &leader.error(), api ? nullptr : &api.error(),
         objects ? nullptr : &objects.error(), synced ? nullptr : &synced.error(),

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "agent/runtime/agent_impl.h"
+#include "base/memory_budget.h"
 #include "base/version_info.h"
 #include "kube/system_trust.h"
 #include "kube/timestamp.h"
@@ -150,6 +151,14 @@ std::string Agent::Impl::metricsText() const {
     exported_leader_caches_ = std::move(current);
   }
   api_gauge_->set(caches_->ownNodeStats().connected ? 1 : 0);
+  const base::MemoryBudget& budget = base::processBufferBudget();
+  buffer_bytes_->set({"in_use"}, static_cast<double>(budget.used()));
+  buffer_bytes_->set({"peak"}, static_cast<double>(budget.peak()));
+  buffer_bytes_->set({"budget"}, static_cast<double>(budget.limit()));
+  {
+    std::lock_guard lock(mu_);  // two renders at once would both add the difference
+    buffer_refusals_->inc({}, static_cast<double>(budget.refusals()) - buffer_refusals_->value());
+  }
   return metrics_.render();
 }
 

@@ -123,6 +123,9 @@ class Agent::Impl {
   const Counter* reconcile_errors_ = nullptr;
   const Histogram* reconcile_seconds_ = nullptr;
   const Counter* actions_ = nullptr;
+  // base::processBufferBudget(), as /metrics shows it.
+  const Gauge* buffer_bytes_ = nullptr;
+  const Counter* buffer_refusals_ = nullptr;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

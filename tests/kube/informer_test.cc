@@ -239,7 +239,7 @@ TEST_F(InformerTest, AStreamThatCannotBeDecodedIsFollowedByAListNotAResume) {
   // new watch made it look connected (and the agent ready on a stale picture).
   client_.scriptList(listOf({pod("a", "n1")}, "5"));
   client_.scriptWatch(
-      {.end = Error("watch pods: a watch event is longer than 16 MiB without a newline; "
+      {.end = Error("watch pods: a watch event is longer than 8 MiB without a newline; "
                     "dropping the stream",
                     ErrorCode::kParse),
        .accepted = true});

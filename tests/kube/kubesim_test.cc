@@ -145,6 +145,36 @@ TEST_F(KubesimTest, AResponseOverTheBoundIsAnErrorNamingTheBound) {
   EXPECT_EQ(CurlTransportOptions{}.max_response_bytes, std::size_t{64} << 20);
 }
 
+// Issue 34 Medium 8: the bodies being received are charged to one budget, shared by every call
+// of the transport; a body the budget cannot hold fails its call, and the part it held is
+// given back.
+TEST_F(KubesimTest, AResponseTheBufferBudgetCannotHoldFailsAndGivesItsPartBack) {
+  auto node_a = client_->get(resources::kNodes, "", "node-a");
+  ASSERT_TRUE(node_a) << node_a.error().message();
+  base::MemoryBudget budget(node_a->dump().size() * 3 / 2);
+  auto bounded = CurlTransport::create(connection_, process_fs_.get(), clock_,
+                                       {.connect_timeout = std::chrono::seconds(5),
+                                        .budget = &budget});
+  ASSERT_TRUE(bounded) << bounded.error().message();
+  EXPECT_EQ((*bounded)->budget(), &budget);
+  RestClient client(**bounded, clock_, clientOptions());
+  auto one = client.get(resources::kNodes, "", "node-a");
+  ASSERT_TRUE(one) << one.error().message();
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_GT(budget.peak(), 0u);
+  auto all = client.list(resources::kNodes, "", {});
+  ASSERT_FALSE(all);
+  EXPECT_THAT(all.error().message(),
+              HasSubstr("the agent's buffer budget (" + base::describeBytes(budget.limit())));
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_LE(budget.peak(), budget.limit());
+  EXPECT_GT(budget.refusals(), 0u);
+  // Without a budget of its own, a transport charges the process's.
+  auto plain = CurlTransport::create(connection_, process_fs_.get(), clock_, {});
+  ASSERT_TRUE(plain) << plain.error().message();
+  EXPECT_EQ((*plain)->budget(), &base::processBufferBudget());
+}
+
 TEST_F(KubesimTest, GetOfAMissingObjectIsNotFoundWithTheServersMessage) {
   auto got = client_->get(resources::kNodes, "", "node-x");
   ASSERT_FALSE(got);

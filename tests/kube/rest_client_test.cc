@@ -110,6 +110,22 @@ TEST(RestClient, ListSendsSelectorsPagingAndResourceVersion) {
             "&resourceVersionMatch=NotOlderThan");
 }
 
+// Issue 34 Medium 8: each kind of call has its own bound on what it may receive.
+TEST(RestClient, EachKindOfCallBoundsTheBodyItReceives) {
+  Fixture f;
+  f.transport.reply(200, R"({"kind":"PodList","items":[]})");
+  ASSERT_TRUE(f.client.list(resources::kPods, "", {.limit = 500}));
+  EXPECT_EQ(f.transport.last().max_body_bytes, kMaxListPageBytes);
+  ASSERT_TRUE(f.client.list(resources::kPods, "", {}));
+  EXPECT_EQ(f.transport.last().max_body_bytes, kMaxUnpagedListBytes);
+  f.transport.reply(200, R"({"kind":"Node","metadata":{"name":"a"}})");
+  ASSERT_TRUE(f.client.get(resources::kNodes, "", "a"));
+  EXPECT_EQ(f.transport.last().max_body_bytes, kMaxObjectResponseBytes);
+  EXPECT_EQ(kMaxObjectResponseBytes, std::size_t{16} << 20);
+  EXPECT_EQ(kMaxListPageBytes, std::size_t{32} << 20);
+  EXPECT_EQ(kMaxUnpagedListBytes, std::size_t{64} << 20);
+}
+
 TEST(RestClient, ListAllFollowsContinueToTheEnd) {
   Fixture f;
   f.transport.reply(

@@ -105,7 +105,7 @@ TEST(WatchDecoder, ALineLongerThanTheBoundIsRefusedAndDropped) {
   EXPECT_EQ(fed.error().code(), ErrorCode::kParse);
   EXPECT_THAT(fed.error().message(),
               HasSubstr("watch pods: a watch event is longer than 1 KiB without a newline"));
-  // Complete lines up to the bound still decode, and the default bound is 16 MiB.
+  // Complete lines up to the bound still decode, and the default bound is 8 MiB.
   WatchDecoder ok("watch pods", 1024);
   std::vector<std::string> seen;
   ASSERT_TRUE(ok.feed(
@@ -116,7 +116,63 @@ TEST(WatchDecoder, ALineLongerThanTheBoundIsRefusedAndDropped) {
       },
       keep_going));
   EXPECT_EQ(seen.size(), 4u);
-  EXPECT_EQ(WatchDecoder::kMaxLineBytes, std::size_t{16} << 20);
+  EXPECT_EQ(WatchDecoder::kMaxLineBytes, std::size_t{8} << 20);
+}
+
+// Issue 34 Medium 8: every watch bounded its own line, but a server sending endless lines to a
+// dozen watches at once took the agent past its memory limit. The lines of all streams together
+// stay within one budget: the stream the budget cannot hold is dropped, and gives its part back.
+TEST(WatchDecoder, TheLinesOfEveryStreamTogetherStayWithinTheBudget) {
+  base::MemoryBudget budget(std::size_t{64} << 10);
+  std::vector<std::unique_ptr<WatchDecoder>> streams;
+  for (int i = 0; i < 8; ++i) {
+    streams.push_back(
+        std::make_unique<WatchDecoder>("watch pods " + std::to_string(i), 1 << 20, &budget));
+  }
+  const std::string chunk(4096, 'x');  // never a newline
+  const auto handler = [](const WatchEvent&) { return true; };
+  std::vector<bool> dropped(streams.size(), false);
+  std::vector<std::string> errors;
+  for (int round = 0; round < 64; ++round) {
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      if (dropped[i]) continue;
+      bool keep_going = true;
+      auto fed = streams[i]->feed(chunk, handler, keep_going);
+      if (!fed) {
+        EXPECT_EQ(fed.error().code(), ErrorCode::kIo);
+        errors.push_back(fed.error().message());
+        dropped[i] = true;
+      }
+      ASSERT_LE(budget.used(), budget.limit());
+    }
+  }
+  ASSERT_FALSE(errors.empty());
+  EXPECT_THAT(errors.front(),
+              HasSubstr(": the agent's buffer budget (64 KiB, "));
+  EXPECT_THAT(errors.front(), HasSubstr("cannot hold more of a watch event; dropping the stream"));
+  EXPECT_LE(budget.peak(), budget.limit());
+  EXPECT_GT(budget.refusals(), 0u);
+  streams.clear();
+  EXPECT_EQ(budget.used(), 0u);
+
+  // With the pressure gone, a stream decodes again, and after a long line it keeps no long
+  // buffer (nor its part of the budget).
+  base::MemoryBudget roomy(std::size_t{4} << 20);
+  WatchDecoder decoder("watch pods", 1 << 20, &roomy);
+  const std::string long_line =
+      R"({"type":"ADDED","object":{"metadata":{"name":"big","resourceVersion":"2"},"pad":")" +
+      std::string(std::size_t{512} << 10, 'p') + R"("}})" + "\n";
+  std::vector<std::string> seen;
+  bool keep_going = true;
+  ASSERT_TRUE(decoder.feed(
+      long_line + std::string(kStream).substr(0, 20),
+      [&](const WatchEvent& e) {
+        seen.push_back(describe(e));
+        return true;
+      },
+      keep_going));
+  EXPECT_THAT(seen, ElementsAre("ADDED big 2"));
+  EXPECT_LT(roomy.used(), std::size_t{256} << 10);
 }
 
 // Found by tests/fuzz/list_watch_fuzz.cc: the malformed line was copied raw into the message, so
