@@ -58,12 +58,6 @@ std::vector<std::string> setValues(const std::string& inside) {
   return out;
 }
 
-std::string cell(const json& v) {
-  if (v.is_null()) return "-";
-  if (v.is_string()) return v.get<std::string>().empty() ? "-" : v.get<std::string>();
-  return kube::jsonDump(v);
-}
-
 }  // namespace
 
 base::Result<json> selectorToTerms(const std::string& selector) {
@@ -153,53 +147,6 @@ void addJobCommands(CLI::App& app, JobCli& c) {
   }
 }
 
-namespace {
-
-// Whether no node's entry in status.nodes failed or was rejected. Every field is read without
-// exceptions: status is written by agents and by anyone with access to the status subresource, so
-// a wrongly typed entry ("phase": 5) reads as absent instead of aborting the command.
-bool noNodeFailed(const json& status) {
-  const json& nodes = kube::jsonField(status, "nodes");
-  if (!nodes.is_object()) return true;
-  for (const auto& [node, e] : nodes.items()) {
-    const std::string phase = kube::jsonText(e, "phase");
-    if (phase == kPhaseFailed || phase == kPhaseRejected) return false;
-  }
-  return true;
-}
-
-// Prints the status; returns whether no node failed or was rejected.
-bool printStatus(const json& job, std::ostream& out) {
-  const json& status = kube::jsonField(job, "status");
-  const json& command = kube::jsonField(kube::jsonField(job, "spec"), "command");
-  out << "name:       " << kube::jsonText(kube::jsonField(job, "metadata"), "name") << "\n"
-      << "command:    " << (command.is_null() ? "-" : kube::jsonDump(command)) << "\n"
-      << "completed:  " << (kube::jsonField(status, "completed") == json(true) ? "true" : "false")
-      << "\n"
-      << "progress:   " << cell(kube::jsonField(status, "summary")) << "\n";
-  if (!kube::jsonField(status, "message").is_null()) {
-    out << "message:    " << cell(kube::jsonField(status, "message")) << "\n";
-  }
-  const json& nodes = kube::jsonField(status, "nodes");
-  out << fmt::format("\n{:<20} {:<10} {:<5} {:<21} {:<21} {}\n", "NODE", "PHASE", "EXIT", "START",
-                     "END", "MESSAGE");
-  if (!nodes.is_object()) return true;
-  for (const auto& [node, e] : nodes.items()) {
-    out << fmt::format("{:<20} {:<10} {:<5} {:<21} {:<21} {}\n", node,
-                       cell(kube::jsonField(e, "phase")), cell(kube::jsonField(e, "exitCode")),
-                       cell(kube::jsonField(e, "startTime")), cell(kube::jsonField(e, "endTime")),
-                       cell(kube::jsonField(e, "message")));
-  }
-  for (const auto& [node, e] : nodes.items()) {
-    const std::string output = kube::jsonText(e, "output");
-    if (output.empty()) continue;
-    out << "\n--- " << node << " output (last " << kHostJobOutputBytes << " bytes) ---\n" << output;
-    if (output.back() != '\n') out << "\n";
-  }
-  return noNodeFailed(status);
-}
-
-}  // namespace
 
 int runJobCommand(const Config& config, const JobArgs& args, const CliEnv& env) {
   (void)config;
@@ -277,7 +224,7 @@ int runJobCommand(const Config& config, const JobArgs& args, const CliEnv& env) 
         *env.out << kube::jsonDump(status, 2) << "\n";
         return noNodeFailed(status) ? kExitOk : kExitFailure;
       }
-      const bool ok = printStatus(*job, *env.out);
+      const bool ok = printHostJobStatus(*job, *env.out);
       if (args.action == "run" && !done) {
         *env.err << "error: hostjob " << name << " did not complete within "
                  << base::formatDuration(limit) << "\n";

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ostream>
 
 #include "base/duration.h"
 #include "base/strings.h"
@@ -247,5 +248,57 @@ JobProgress jobProgress(const json& status_nodes, const std::vector<std::string>
   }
   return p;
 }
+
+namespace {
+
+// A status field as a table cell: "-" for nothing, a string as it is, anything else as JSON.
+std::string cell(const json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>().empty() ? "-" : v.get<std::string>();
+  return kube::jsonDump(v);
+}
+
+}  // namespace
+
+bool noNodeFailed(const json& status) {
+  const json& nodes = kube::jsonField(status, "nodes");
+  if (!nodes.is_object()) return true;
+  for (const auto& [node, e] : nodes.items()) {
+    const std::string phase = kube::jsonText(e, "phase");
+    if (phase == kPhaseFailed || phase == kPhaseRejected) return false;
+  }
+  return true;
+}
+
+bool printHostJobStatus(const json& job, std::ostream& out) {
+  const json& status = kube::jsonField(job, "status");
+  const json& command = kube::jsonField(kube::jsonField(job, "spec"), "command");
+  out << "name:       " << kube::jsonText(kube::jsonField(job, "metadata"), "name") << "\n"
+      << "command:    " << (command.is_null() ? "-" : kube::jsonDump(command)) << "\n"
+      << "completed:  " << (kube::jsonField(status, "completed") == json(true) ? "true" : "false")
+      << "\n"
+      << "progress:   " << cell(kube::jsonField(status, "summary")) << "\n";
+  if (!kube::jsonField(status, "message").is_null()) {
+    out << "message:    " << cell(kube::jsonField(status, "message")) << "\n";
+  }
+  const json& nodes = kube::jsonField(status, "nodes");
+  out << fmt::format("\n{:<20} {:<10} {:<5} {:<21} {:<21} {}\n", "NODE", "PHASE", "EXIT", "START",
+                     "END", "MESSAGE");
+  if (!nodes.is_object()) return true;
+  for (const auto& [node, e] : nodes.items()) {
+    out << fmt::format("{:<20} {:<10} {:<5} {:<21} {:<21} {}\n", node,
+                       cell(kube::jsonField(e, "phase")), cell(kube::jsonField(e, "exitCode")),
+                       cell(kube::jsonField(e, "startTime")), cell(kube::jsonField(e, "endTime")),
+                       cell(kube::jsonField(e, "message")));
+  }
+  for (const auto& [node, e] : nodes.items()) {
+    const std::string output = kube::jsonText(e, "output");
+    if (output.empty()) continue;
+    out << "\n--- " << node << " output (last " << kHostJobOutputBytes << " bytes) ---\n" << output;
+    if (output.back() != '\n') out << "\n";
+  }
+  return noNodeFailed(status);
+}
+
 
 }  // namespace ekco::agent

@@ -25,6 +25,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -105,5 +106,14 @@ struct JobProgress {
 };
 JobProgress jobProgress(const nlohmann::json& status_nodes,
                         const std::vector<std::string>& selected);
+
+// Whether no node's entry in status.nodes failed or was rejected; a wrongly typed entry
+// ("phase": 5) reads as absent.
+bool noNodeFailed(const nlohmann::json& status);
+
+// `ekco job status`: a HostJob (as the API returns it) node by node, then each node's output.
+// Every field is read without exceptions: status is written by agents and by anyone with access
+// to the status subresource. Returns whether no node failed or was rejected.
+bool printHostJobStatus(const nlohmann::json& job, std::ostream& out);
 
 }  // namespace ekco::agent
