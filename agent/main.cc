@@ -4,12 +4,14 @@
 #include <vector>
 
 #include "agent/cli/cli.h"
+#include "base/heap.h"
 #include "base/journal_stream.h"
 #include "base/log.h"
 
 extern char** environ;
 
 int main(int argc, char** argv) {
+  ekco::base::configureHeap();
   std::vector<std::string> args(argv, argv + argc);
   ekco::agent::CliEnv env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.environment.emplace_back(*e);
