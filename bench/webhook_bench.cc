@@ -2,7 +2,7 @@
 // sees it over HTTPS keep-alive. Run by bench/webhook.sh; prints a Markdown table
 // (BENCHMARKS.md) with the goal beside each figure.
 //
-// The real server (agent/serve/webhook_server.h) and decision (agent/admission/
+// The real server (agent/features/webhook/webhook_server.h) and decision (agent/features/webhook/
 // image_overrides.h) on 127.0.0.1, a certificate from a fresh CA (pki/issue.h), and clients
 // that verify the chain and the name ekco.kurl.svc (tests/agent/serve/tls_client.h). Each client
 // thread holds one kept-alive connection and sends its reviews back to back; a review is timed
@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/admission/image_overrides.h"
-#include "agent/serve/webhook_server.h"
+#include "agent/features/webhook/image_overrides.h"
+#include "agent/features/webhook/webhook_server.h"
 #include "base/clock.h"
 #include "pki/issue.h"
 #include "tests/agent/serve/tls_client.h"

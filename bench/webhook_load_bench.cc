@@ -2,9 +2,10 @@
 // 34). Run by bench/webhook_load.sh; prints a Markdown table (BENCHMARKS.md) with the goal beside
 // each figure.
 //
-// The real server (agent/serve/webhook_server.h, the agent's default limits) and review
-// (agent/admission/image_overrides.h) run in a child process of their own, so that its memory
-// (VmHWM, VmRSS from /proc) is the server's alone; this process is the clients, all on loopback.
+// The real server (agent/features/webhook/webhook_server.h, the agent's default limits) and review
+// (agent/features/webhook/image_overrides.h) run in a child process of their own, so that its
+// memory (VmHWM, VmRSS from /proc) is the server's alone; this process is the clients, all on
+// loopback.
 //   1. 128 idle TCP connections (from 127.0.0.2, never a byte) are held for the whole run; then
 //      well-formed reviews are timed: the first one on a new connection right away, then on a
 //      kept-alive TLS connection, and on a new connection each (the handshake included).
@@ -34,8 +35,8 @@
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/admission/image_overrides.h"
-#include "agent/serve/webhook_server.h"
+#include "agent/features/webhook/image_overrides.h"
+#include "agent/features/webhook/webhook_server.h"
 #include "base/clock.h"
 #include "pki/issue.h"
 #include "tests/agent/serve/tls_client.h"

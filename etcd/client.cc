@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "kube/curl_transport.h"
+#include "kube/errors.h"
 #include "kube/json_depth.h"
 #include "kube/json_fields.h"
 
@@ -116,25 +117,6 @@ ErrorCode codeForGrpc(int code) {
   }
 }
 
-ErrorCode codeForStatus(int status) {
-  switch (status) {
-    case 400:
-      return ErrorCode::kInvalidArgument;
-    case 401:
-      return ErrorCode::kUnauthenticated;
-    case 403:
-      return ErrorCode::kPermissionDenied;
-    case 404:
-      return ErrorCode::kNotFound;
-    case 409:
-      return ErrorCode::kConflict;
-    case 429:
-      return ErrorCode::kTooManyRequests;
-    default:
-      return status >= 500 ? ErrorCode::kUnavailable : ErrorCode::kUnknown;
-  }
-}
-
 // A non-2xx answer as an Error:
 // "etcdserver: member not found (HTTP 404, code 5 from https://10.0.0.1:2379)". The gateway
 // answers {"error": ..., "message": ..., "code": <gRPC code>}.
@@ -163,7 +145,8 @@ Error httpError(const kube::HttpResponse& response, const std::string& endpoint)
         [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }, ' ');
   }
   ErrorCode code = grpc >= 0 ? codeForGrpc(grpc) : ErrorCode::kUnknown;
-  if (code == ErrorCode::kUnknown) code = codeForStatus(response.status);
+  // Without a gRPC code, the HTTP status, mapped as for the Kubernetes API (one mapping).
+  if (code == ErrorCode::kUnknown) code = kube::errorCodeFor(response.status);
   if (text.find("unhealthy cluster") != std::string::npos) code = ErrorCode::kUnavailable;
   if (text.find("member not found") != std::string::npos) code = ErrorCode::kNotFound;
   std::string detail = fmt::format("HTTP {}", response.status);

@@ -1,5 +1,5 @@
 // Making certificates from nothing, with OpenSSL: a self-signed CA, and serving certificates it
-// signs. For ekco's own TLS (the pod image overrides webhook, agent/controllers/webhook_*), not
+// signs. For ekco's own TLS (the pod image overrides webhook, agent/features/webhook/), not
 // for the cluster's PKI (that is renewed as kubeadm made it: pki/renew.h).
 //
 // Keys are ECDSA P-256 (quick to make and to handshake with; every TLS client the apiserver

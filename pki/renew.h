@@ -57,7 +57,7 @@ struct RenewRequest {
 // A new certificate and key (RSA 2048, as Go's certutil and Contour make them): a CA when
 // `is_ca`, else a leaf with the given names and usages; signed by `issuer_*` or, when those are
 // empty, by its own key (self-signed). Valid from now - kBackdate for `validity`, never past the
-// issuer's expiry. For the cluster's TLS secrets (agent/tasks/cluster_certs.h).
+// issuer's expiry. For the cluster's TLS secrets (agent/features/certs/cluster_secrets.h).
 struct IssueRequest {
   std::string common_name{};
   std::vector<std::string> organizations{};

@@ -1,5 +1,5 @@
-// What ekco's Rook controller (agent/controllers/rook_ceph.h) decides, as pure functions over what
-// it read: `ceph osd tree -f json`, the CephCluster, the pools' custom resources, the nodes.
+// What ekco's Rook controller (agent/features/rook/rook_ceph.h) decides, as pure functions over
+// what it read: `ceph osd tree -f json`, the CephCluster, the pools' custom resources, the nodes.
 // EKCO's rules (../shared/reference/ekco.md §3.3), with its bugs fixed:
 //   - the host count is read from `ceph osd tree -f json` (JSON, any OSD id), not from
 //     `ceph osd status` with a one-digit regex that ignored OSD ids >= 10;

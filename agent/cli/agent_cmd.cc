@@ -8,7 +8,7 @@
 #include <ostream>
 #include <thread>
 
-#include "agent/runtime/command_env.h"
+#include "agent/edge/command_env.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/thread.h"

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <vector>
 
-#include "agent/runtime/command_env.h"
+#include "agent/edge/command_env.h"
 #include "base/clock.h"
 #include "kube/resource.h"
 

@@ -172,7 +172,7 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
       {"lease renewed", renewed},
       {"lease transitions", field(lease, "transitions")},
   };
-  // Maintenance mode (agent/runtime/maintenance.h), from agents that report it.
+  // Maintenance mode (agent/maintenance/maintenance.h), from agents that report it.
   if (const json& m = kube::jsonField(status, "maintenance"); m.is_object()) {
     std::string line = kube::jsonField(m, "on") == true ? "on (" + field(m, "reason") + ")" : "off";
     if (kube::jsonField(m, "on") == true && kube::jsonField(m, "until").is_string()) {
@@ -181,7 +181,8 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
     if (kube::jsonField(m, "synced") == false) line = "not read yet";
     head.emplace_back("maintenance", line);
   }
-  // The shutdown inhibitor (agent/runtime/shutdown_inhibitor.h), from agents that report it.
+  // The shutdown inhibitor (agent/features/reboot/shutdown_inhibitor.h), from agents that report
+  // it.
   if (const json& i = kube::jsonField(status, "shutdown_inhibitor"); i.is_object()) {
     head.emplace_back("shutdown inhibitor", shutdownInhibitorLine(i));
   }

@@ -76,7 +76,7 @@ struct Config {
   bool restart_failed_envoy_pods = true;
   Duration envoy_pods_not_ready_duration = std::chrono::minutes(5);
   // Prometheus/Alertmanager replicas follow the node count (EKCO's ReconcilePrometheus, always
-  // on there; agent/controllers/resource_scaling.h).
+  // on there; agent/features/scaling/resource_scaling.h).
   bool auto_resource_scaling = true;
 
   // --- Internal load balancer ---
@@ -89,12 +89,12 @@ struct Config {
   // --- Admission, CSRs, MinIO, kotsadm, storage migration ---
   std::vector<std::string> pod_image_overrides;  // "original=overridden"
   // Where each agent serves the webhook (HTTPS, every address); the Service kurl/ekco maps port
-  // 443 to it (agent/serve/webhook_server.h).
+  // 443 to it (agent/features/webhook/webhook_server.h).
   int64_t pod_image_overrides_port = 6445;
   bool auto_approve_kubelet_csrs = true;
   // When set, a kubelet serving CSR is approved only if every IP SAN is inside one of these
-  // prefixes ("10.0.0.0/16"; agent/controllers/kubelet_csr_rules.h, rule ip-prefixes). Empty:
-  // every IP that passes the other rules.
+  // prefixes ("10.0.0.0/16"; agent/features/csr_approval/kubelet_csr_rules.h, rule ip-prefixes).
+  // Empty: every IP that passes the other rules.
   std::vector<std::string> kubelet_csr_allowed_ip_prefixes;
   bool enable_ha_minio = false;
   std::string minio_namespace = "minio";
@@ -105,7 +105,7 @@ struct Config {
   // --- Host-side keys (new in ekco; kURL's host options) ---
   bool disable_reboot_service = false;
   // HostJobs (hostjobs.ekco.kurl.sh): run commands as root on selected nodes
-  // (agent/controllers/host_jobs.h). Off: the agent does not even watch them.
+  // (agent/features/host_jobs/host_jobs.h). Off: the agent does not even watch them.
   bool enable_host_jobs = false;
   // `ekco shutdown` / `ekco startup` (ekco-reboot.service).
   std::vector<std::string> shutdown_excluded_namespaces = {"kube-system", "rook-ceph", "openebs",
@@ -113,7 +113,7 @@ struct Config {
   Duration shutdown_unmount_timeout = std::chrono::minutes(5);
   // The leader taints a node that went down through `ekco shutdown` (its beacon) with
   // node.kubernetes.io/out-of-service once Ready is not True and its heartbeat Lease has not been
-  // renewed for the grace (agent/controllers/node_recovery.h).
+  // renewed for the grace (agent/features/reboot/node_recovery.h).
   bool shutdown_out_of_service = true;
   Duration shutdown_out_of_service_grace = std::chrono::seconds(15);
   Duration startup_api_timeout = std::chrono::minutes(10);

@@ -19,47 +19,6 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-namespace {
-
-bool isNodeName(const std::string& name) {
-  // An RFC 1123 subdomain, as Node names are.
-  if (name.empty() || name.size() > 253) return false;
-  std::size_t label = 0;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    if (c == '.') {
-      if (label == 0 || name[i - 1] == '-') return false;
-      label = 0;
-      continue;
-    }
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (!alnum && !(c == '-' && label > 0)) return false;
-    if (++label > 63) return false;
-  }
-  return name.back() != '-' && name.back() != '.';
-}
-
-}  // namespace
-
-base::Result<std::string> resolveNodeName(const std::string& flag, const std::string& env_value,
-                                          const std::string& hostname) {
-  std::string name = !flag.empty() ? flag : !env_value.empty() ? env_value : hostname;
-  const char* from = !flag.empty()        ? "--node-name"
-                     : !env_value.empty() ? "NODE_NAME"
-                                          : "the host name";
-  std::string lowered = name;
-  std::transform(lowered.begin(), lowered.end(), lowered.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  // kubelet lower-cases the host name it registers; a flag or env value must already be exact.
-  if (flag.empty() && env_value.empty()) name = lowered;
-  if (!isNodeName(name)) {
-    return Error("node name from " + std::string(from) + ": \"" + name +
-                     "\" is not a valid Node name (RFC 1123 subdomain)",
-                 ErrorCode::kInvalidArgument);
-  }
-  return name;
-}
-
 std::string healthSocketPath(const std::string& host_root, const std::string& configured) {
   if (host_root.empty() || host_root == "/") return configured;
   std::string root = host_root;

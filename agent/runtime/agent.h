@@ -22,6 +22,7 @@
 #include <string>
 
 #include "agent/config/config.h"
+#include "agent/edge/command_env.h"  // resolveNodeName
 #include "base/clock.h"
 #include "base/result.h"
 #include "kube/kubeconfig.h"
@@ -45,11 +46,6 @@ struct AgentOptions {
   std::string units_bin = "/usr/bin/ekco";
   std::string working_dir = "/";
 };
-
-// --node-name, else $NODE_NAME, else the host name (lower-cased, as kubelet registers it).
-// kInvalidArgument when the result is not a valid node name.
-base::Result<std::string> resolveNodeName(const std::string& flag, const std::string& env_value,
-                                          const std::string& hostname);
 
 // The socket path the agent listens on and `ekco status` reads by default.
 std::string healthSocketPath(const std::string& host_root, const std::string& configured);

@@ -10,14 +10,14 @@
 #include <thread>
 #include <vector>
 
-#include "agent/controllers/spec.h"
+#include "agent/controller/spec.h"
+#include "agent/edge/command_env.h"
+#include "agent/features/reboot/shutdown_inhibitor.h"
+#include "agent/maintenance/maintenance_watch.h"
 #include "agent/runtime/agent.h"
 #include "agent/runtime/caches.h"
-#include "agent/runtime/command_env.h"
 #include "agent/runtime/leader_election.h"
-#include "agent/runtime/maintenance_watch.h"
 #include "agent/runtime/manager.h"
-#include "agent/runtime/shutdown_inhibitor.h"
 #include "agent/serve/health_server.h"
 #include "agent/serve/metrics.h"
 #include "base/log.h"

@@ -1,6 +1,6 @@
 #include "agent/runtime/caches.h"
 
-#include "agent/controllers/internal_lb.h"
+#include "agent/features/internal_lb/internal_lb.h"
 #include "base/result.h"
 #include "base/thread.h"
 #include "kube/objects.h"

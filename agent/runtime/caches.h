@@ -1,5 +1,5 @@
 // The informer caches of the agent, built from what the enabled controllers' specs ask for
-// (agent/controllers/spec.h) and shared when two ask for the same. Controllers read them through
+// (agent/controller/spec.h) and shared when two ask for the same. Controllers read them through
 // the observe*() functions, which return copies (slim records, kube/records.h); a change in a
 // cache wakes the controllers that asked for it.
 //
@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/controllers/observed.h"
+#include "agent/controller/observed.h"
 #include "base/clock.h"
 #include "kube/client.h"
 #include "kube/informer.h"

@@ -28,8 +28,6 @@ base::Result<ReconcileResult> reconcileCatching(Controller& controller) {
 
 }  // namespace
 
-std::string_view scopeName(Scope scope) { return scope == Scope::kNode ? "node" : "leader"; }
-
 struct Manager::Entry {
   Scope scope = Scope::kNode;
   std::shared_ptr<Controller> controller{};

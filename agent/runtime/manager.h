@@ -28,7 +28,7 @@
 //     its call (it must ask the elector before every irreversible step: fencing).
 //     setLeader(true) makes every leader controller due at once.
 //   - A controller is never run concurrently with itself.
-//   - Maintenance mode (agent/runtime/maintenance.h): setPaused("maintenance (reason)") stops
+//   - Maintenance mode (agent/maintenance/maintenance.h): setPaused("maintenance (reason)") stops
 //     the controllers registered as pausable from starting (a running one finishes its call:
 //     its fencing check answers false too); their status says why. setPaused("") makes each of
 //     them due at once. The one exception: a pausable controller whose windowToClose() is not
@@ -54,41 +54,11 @@
 #include <thread>
 #include <vector>
 
+#include "agent/controller/controller.h"
 #include "base/clock.h"
 #include "base/result.h"
 
 namespace ekco::agent {
-
-enum class Scope { kNode, kLeader };
-std::string_view scopeName(Scope scope);  // "node", "leader"
-
-struct ReconcileResult {
-  // One line for /status and logs: "config unchanged", "force-deleted 3 pods".
-  std::string summary{};
-  // The printable plan the decision produced (shown by /status; logged under --dry-run).
-  std::string plan{};
-  // Run again this long after this run (periodic work, a threshold about to pass).
-  std::optional<std::chrono::milliseconds> requeue_after = std::nullopt;
-};
-
-class Controller {
- public:
-  virtual ~Controller() = default;
-  // Stable, kebab-case: "internal-load-balancer", "clear-nodes". Unique per manager.
-  virtual std::string name() const = 0;
-  // Observe, decide, act. Errors are returned (the manager backs off), never thrown.
-  virtual base::Result<ReconcileResult> reconcile() = 0;
-  // Its own object in /status (under its spec's status_key); null when it has nothing to show.
-  virtual nlohmann::json status() const { return nullptr; }
-  // Leader controllers: this agent started or stopped leading (on the elector's thread; quick).
-  virtual void leadershipChanged(bool /*leading*/) {}
-  // A pausable controller: why it must run even while paused (maintenance), "" when it need
-  // not: the cluster is in a window it opened that must be closed (finished or rolled back)
-  // rather than left as it is for as long as maintenance lasts. Its reconcile, run while
-  // paused, must only close that window. Called under the manager's lock from any thread, so
-  // quick and thread-safe, and never calling back into the manager.
-  virtual std::string windowToClose() const { return {}; }
-};
 
 struct ControllerStatus {
   std::string name{};

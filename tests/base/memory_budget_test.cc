@@ -52,7 +52,7 @@ TEST(BudgetShare, GrowsAndShrinksItsPartAndGivesItBackWhenDestroyed) {
     EXPECT_TRUE(a.resize(70));
     EXPECT_FALSE(b.resize(40));  // refused: b unchanged
     EXPECT_EQ(b.held(), 0u);
-    EXPECT_TRUE(a.resize(50));   // shrinking always succeeds
+    EXPECT_TRUE(a.resize(50));  // shrinking always succeeds
     EXPECT_TRUE(b.resize(40));
     EXPECT_EQ(budget.used(), 90u);
   }

@@ -496,7 +496,7 @@ TEST(BoostProcessRunner, SigkillFollowsTheGraceWhenSigtermIsIgnored) {
   EXPECT_EQ(r->term_signal, SIGKILL);
 }
 
-// A HostJob deleted while its command runs (agent/controllers/host_jobs.h).
+// A HostJob deleted while its command runs (agent/features/host_jobs/host_jobs.h).
 TEST(BoostProcessRunner, CancellationStopsTheGroupSigtermFirstAndSaysSo) {
   std::atomic<bool> cancel{false};
   std::thread canceller([&] {

@@ -1,5 +1,5 @@
-// The pod image overrides webhook's decision (agent/admission/image_overrides.h): the input is
-// a request body as the HTTPS server hands it over, reviewed with a fixed set of overrides.
+// The pod image overrides webhook's decision (agent/features/webhook/image_overrides.h): the input
+// is a request body as the HTTPS server hands it over, reviewed with a fixed set of overrides.
 //
 // Checks: every input gets a response that is a JSON AdmissionReview (admission.k8s.io/v1, or
 // v1beta1 when that is what came) with kind AdmissionReview, allowed true and the uid read; a
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "agent/admission/image_overrides.h"
+#include "agent/features/webhook/image_overrides.h"
 #include "kube/kubeconfig.h"
 #include "tests/fuzz/fuzz_support.h"
 

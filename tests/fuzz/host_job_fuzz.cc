@@ -1,6 +1,7 @@
-// HostJobs as the agents and `ekco job status` read them (agent/controllers/host_job_spec.h): a
-// HostJob object as the API returns it, whose status anyone with access to the status
-// subresource may have written. The input is the object's JSON text.
+// HostJobs as the agents and `ekco job status` read them
+// (agent/features/host_jobs/host_job_spec.h): a HostJob object as the API returns it, whose status
+// anyone with access to the status subresource may have written. The input is the object's JSON
+// text.
 //
 // Checks: nothing throws; a refused object or spec gets one non-empty line; progress never
 // counts more finished nodes than selected or more failed than finished, and its summary is
@@ -15,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/controllers/host_job_spec.h"
+#include "agent/features/host_jobs/host_job_spec.h"
 #include "kube/json_fields.h"
 #include "tests/fuzz/fuzz_support.h"
 
@@ -40,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(!parsed.spec->command.empty() && parsed.spec->command[0].starts_with("/"),
           "an accepted command whose program is not an absolute path");
     const std::map<std::string, std::string> labels = {{"node-role.kubernetes.io/worker", "true"},
-                                                      {"zone", "a"}};
+                                                       {"zone", "a"}};
     for (const std::string& node : nodes) {
       if (agent::selectsNode(*parsed.spec, node, labels)) selected.push_back(node);
     }
@@ -50,7 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   const json& status_nodes = ekco::kube::jsonField(record->status, "nodes");
-  const agent::JobProgress progress = agent::jobProgress(status_nodes, selected.empty() ? nodes : selected);
+  const agent::JobProgress progress =
+      agent::jobProgress(status_nodes, selected.empty() ? nodes : selected);
   check(progress.finished <= progress.selected, "more nodes finished than selected");
   check(progress.failed <= progress.finished, "more nodes failed than finished");
   ekco::fuzz::checkOneLine(progress.summary(), "progress summary");

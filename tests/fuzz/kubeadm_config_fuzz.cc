@@ -1,6 +1,7 @@
 // kubeadm's ClusterConfiguration as kubelet-serving CSR approval reads it
-// (agent/controllers/kubelet_csr_apiserver.h): the text of ConfigMap kube-system/kubeadm-config,
-// key ClusterConfiguration, from which the API server's names are taken.
+// (agent/features/csr_approval/kubelet_csr_apiserver.h): the text of ConfigMap
+// kube-system/kubeadm-config, key ClusterConfiguration, from which the API server's names are
+// taken.
 //
 // Checks: a rejected text gets one line naming kubeadm-config; an accepted one always holds the
 // kubernetes Service's names and IP, every key is non-empty, and no name is both the Service's
@@ -11,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/controllers/kubelet_csr_apiserver.h"
+#include "agent/features/csr_approval/kubelet_csr_apiserver.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,8 +1,8 @@
-// The webhook server's request path (agent/serve/webhook_request.h, as agent/serve/
+// The webhook server's request path (agent/features/webhook/webhook_request.h, as agent/serve/
 // webhook_server.cc runs it on each TLS connection): the input is the bytes a client sends,
 // after TLS, on one kept-alive connection; the server reads requests from them until it closes
 // the connection or they run out, and answers each through the real review
-// (agent/admission/image_overrides.h) and memory budget.
+// (agent/features/webhook/image_overrides.h) and memory budget.
 //
 // Checks: what the server wrote is a sequence of complete HTTP/1.1 answers, each 200 (an
 // AdmissionReview JSON that allows) or a refusal (400, 404, 405, 413; 503 never: nothing else
@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <string>
 
-#include "agent/admission/image_overrides.h"
-#include "agent/serve/webhook_request.h"
+#include "agent/features/webhook/image_overrides.h"
+#include "agent/features/webhook/webhook_request.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/controllers/rook_ceph.h"
+#include "agent/features/rook/rook_ceph.h"
 #include "base/clock.h"
 #include "hostfs/local_host_fs.h"
 #include "kube/curl_transport.h"

@@ -6,8 +6,8 @@
 // for both ServiceAccounts exactly as README's Permissions tables say (the worker's through
 // `--as=system:serviceaccount:kurl:ekco-node`, impersonated by the admin). That the agents need no
 // more than these rules — and use every one of them — is proven by
-// tests/agent/tasks/purge_e2e_test.cc (kurl/ekco) and tests/agent/runtime/agent_worker_rbac_test.cc
-// (kurl/ekco-node), which run the real agent as each.
+// tests/agent/features/purge/purge_e2e_test.cc (kurl/ekco) and
+// tests/agent/runtime/agent_worker_rbac_test.cc (kurl/ekco-node), which run the real agent as each.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

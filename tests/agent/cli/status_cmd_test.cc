@@ -106,8 +106,8 @@ TEST(StatusTable, ShowsTheInternalLoadBalancerWhenEnabled) {
   EXPECT_THAT(t, HasSubstr("  problem:      no apiserver known\n"));
 }
 
-// The shutdown inhibitor (agent/runtime/shutdown_inhibitor.h): held or not, and logind's delay
-// against what the drain needs.
+// The shutdown inhibitor (agent/features/reboot/shutdown_inhibitor.h): held or not, and logind's
+// delay against what the drain needs.
 TEST(StatusTable, ShowsTheShutdownInhibitorAndWarnsWhenLogindsDelayIsTooShort) {
   json doc = sampleStatus();
   EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "agent/cli/cli.h"
-#include "agent/controllers/host_checks.h"
+#include "agent/features/host_checks/host_checks.h"
 #include "agent/runtime/agent.h"
 #include "kube/timestamp.h"
 #include "tests/agent/cli_support.h"

@@ -116,10 +116,11 @@ class BufferBudgetE2eTest : public ::testing::Test {
     std::string asan_options = std::string(asan != nullptr ? asan : "");
     asan_options += std::string(asan_options.empty() ? "" : ":") + "quarantine_size_mb=1";
     const char* bin = std::getenv("EKCO_AGENT_BIN");
-    pid_ = testing::spawnLogged({bin != nullptr ? bin : EKCO_BIN, "agent", "--config", (dir_ / "config.yaml").string(),
-                                 "--kubeconfig", (dir_ / "kubeconfig").string(), "--node-name",
-                                 "cp-1", "--host-root", root.string(), "--socket", socket()},
-                                log(), {"ASAN_OPTIONS=" + asan_options});
+    pid_ = testing::spawnLogged(
+        {bin != nullptr ? bin : EKCO_BIN, "agent", "--config", (dir_ / "config.yaml").string(),
+         "--kubeconfig", (dir_ / "kubeconfig").string(), "--node-name", "cp-1", "--host-root",
+         root.string(), "--socket", socket()},
+        log(), {"ASAN_OPTIONS=" + asan_options});
     ASSERT_GT(pid_, 0);
   }
 
@@ -163,8 +164,8 @@ class BufferBudgetE2eTest : public ::testing::Test {
 TEST_F(BufferBudgetE2eTest, EndlessLinesOnEveryWatchAtOnceStayWithinTheBudget) {
   // The leader, with the pods of every unhealthy node watched too.
   std::size_t caches = 0;
-  ASSERT_TRUE(testing::eventually(
-      [&] { return (caches = syncedCaches()) >= 11 + kUnhealthyNodes; }, seconds(60)))
+  ASSERT_TRUE(testing::eventually([&] { return (caches = syncedCaches()) >= 11 + kUnhealthyNodes; },
+                                  seconds(60)))
       << "caches: " << status().dump() << "\n"
       << testing::readWholeFile(log());
   const std::size_t rss_before = peakRss(pid_);

@@ -302,7 +302,7 @@ TEST(ManagerRunTest, RequeueAndBackoffFireOnRealTime) {
 namespace ekco::agent {
 namespace {
 
-// Maintenance mode (agent/runtime/maintenance.h): pausable controllers do not start while
+// Maintenance mode (agent/maintenance/maintenance.h): pausable controllers do not start while
 // paused and say why; the others run; resuming runs each pausable one at once, including a
 // periodic one whose time came during the pause.
 TEST_F(ManagerTest, PausedControllersDoNotRunSayWhyAndRunAtOnceWhenResumed) {

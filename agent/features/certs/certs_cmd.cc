@@ -1,0 +1,326 @@
+#include "agent/features/certs/certs_cmd.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "agent/edge/command_env.h"
+#include "agent/features/certs/certs.h"
+#include "agent/features/certs/certs_renewal.h"
+#include "agent/features/certs/cluster_secrets.h"
+#include "kube/json_fields.h"
+#include "kube/timestamp.h"
+#include "pki/probe.h"
+
+namespace ekco::agent {
+
+namespace {
+
+using nlohmann::json;
+
+// kubeadm's "Jan 02, 2006 15:04 UTC".
+std::string expires(base::WallTime t) {
+  const auto secs = std::chrono::floor<std::chrono::seconds>(t);
+  const auto days = std::chrono::floor<std::chrono::days>(secs);
+  const std::chrono::year_month_day ymd{days};
+  const std::chrono::hh_mm_ss hms{secs - days};
+  static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                            "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  return fmt::format("{} {:02}, {:04} {:02}:{:02} UTC",
+                     kMonths[static_cast<unsigned>(ymd.month()) - 1],
+                     static_cast<unsigned>(ymd.day()), static_cast<int>(ymd.year()),
+                     hms.hours().count(), hms.minutes().count());
+}
+
+// kubeadm's residual time: "364d", "47h", "59m"; "expired" once past.
+std::string residual(std::chrono::seconds left) {
+  using namespace std::chrono;
+  if (left <= seconds::zero()) return "expired";
+  if (left >= hours(48)) return fmt::format("{}d", duration_cast<days>(left).count());
+  if (left >= hours(2)) return fmt::format("{}h", duration_cast<hours>(left).count());
+  return fmt::format("{}m", std::max<long>(1, duration_cast<minutes>(left).count()));
+}
+
+// The CN of an RFC 2253 name ("CN=kubernetes" -> "kubernetes"), else the whole name.
+std::string commonName(const std::string& dn) {
+  for (std::size_t at = 0; at < dn.size();) {
+    std::size_t end = dn.find(',', at);
+    if (end == std::string::npos) end = dn.size();
+    std::string_view part(dn.data() + at, end - at);
+    if (part.starts_with("CN=")) return std::string(part.substr(3));
+    at = end + 1;
+  }
+  return dn;
+}
+
+json toJson(const CertState& s) {
+  json j = {{"name", s.name},
+            {"file", s.file},
+            {"missing", s.missing},
+            {"externally_managed", s.external_ca},
+            {"renew", s.due}};
+  if (!s.ca.empty()) j["certificate_authority"] = s.ca;
+  if (!s.problem.empty()) j["problem"] = s.problem;
+  if (!s.not_renewable.empty()) j["not_renewable"] = s.not_renewable;
+  if (s.cert) {
+    j["expires"] = kube::formatRfc3339(s.cert->not_after);
+    j["residual_seconds"] = s.left.count();
+    j["days_left"] = std::chrono::floor<std::chrono::days>(s.left).count();
+    j["subject"] = s.cert->subject;
+    j["issuer"] = s.cert->issuer;
+    j["serial"] = s.cert->serial;
+  }
+  return j;
+}
+
+json toJson(const ClusterSecretState& s) {
+  json j = {{"name", s.name}, {"secret", s.secret}, {"present", s.present}, {"renew", s.due}};
+  if (!s.note.empty()) j["note"] = s.note;
+  if (!s.problem.empty()) j["problem"] = s.problem;
+  if (s.cert) {
+    j["expires"] = kube::formatRfc3339(s.cert->not_after);
+    j["residual_seconds"] = s.left.count();
+    j["days_left"] = std::chrono::floor<std::chrono::days>(s.left).count();
+    j["subject"] = s.cert->subject;
+    j["issuer"] = s.cert->issuer;
+  }
+  return j;
+}
+
+void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
+    }
+    out << line << "\n";
+  }
+}
+
+}  // namespace
+
+int runCertsCheckCommand(const Config& config, const CertsCheckArgs& args, const CliEnv& env,
+                         const base::Clock& clock) {
+  if (args.host_root.empty() || args.host_root.front() != '/') {
+    *env.err << "error: --host-root: want an absolute path (got " << args.host_root << ")\n";
+    return kExitUsage;
+  }
+  auto fs = openHostRoot(args.host_root, clock);
+  if (!fs) {
+    *env.err << "error: " << fs.error().message() << "\n";
+    return kExitFailure;
+  }
+  InspectOptions options;
+  options.certificates_dir = config.certificates_dir;
+  options.ttl = std::chrono::duration_cast<std::chrono::seconds>(config.rotate_certs_ttl);
+  options.now = clock.wallNow();
+  const Inspection in = inspectCertificates(**fs, options);
+
+  bool failing = false;
+  for (const auto* list : {&in.certificates, &in.authorities}) {
+    for (const CertState& s : *list) {
+      if (!s.problem.empty() || (s.cert && s.left < options.ttl)) failing = true;
+    }
+  }
+  std::vector<ClusterSecretState> secrets;
+  if (args.cluster) {
+    CommandClient c;
+    if (auto built = buildCommandClient(
+            c,
+            {.host_root = args.host_root,
+             .kubeconfig = args.kubeconfig,
+             .rest = kube::RestClientOptions{.request_timeout = std::chrono::seconds(30)}},
+            env.environment, clock);
+        !built) {
+      *env.err << "error: certs check --cluster: " << built.error().message() << "\n";
+      return kExitFailure;
+    }
+    ClusterCertsOptions cluster = clusterCertsOptions(config);
+    cluster.now = options.now;
+    secrets = inspectClusterSecrets(*c.client, **fs, cluster);
+    for (const ClusterSecretState& s : secrets) {
+      if (s.due || !s.problem.empty()) failing = true;
+    }
+  }
+  if (args.json) {
+    json doc = {{"ttl_seconds", options.ttl.count()},
+                {"certificates_dir", options.certificates_dir},
+                {"certificates", json::array()},
+                {"authorities", json::array()}};
+    for (const CertState& s : in.certificates) doc["certificates"].push_back(toJson(s));
+    for (const CertState& s : in.authorities) doc["authorities"].push_back(toJson(s));
+    if (args.cluster) {
+      doc["secrets"] = json::array();
+      for (const ClusterSecretState& s : secrets) doc["secrets"].push_back(toJson(s));
+    }
+    *env.out << kube::jsonDump(doc, 2) << "\n";
+    return failing ? kExitFailure : kExitOk;
+  }
+
+  const auto yesNo = [](bool b) { return std::string(b ? "yes" : "no"); };
+  std::vector<std::string> problems;
+  std::vector<std::vector<std::string>> rows = {{"CERTIFICATE", "EXPIRES", "RESIDUAL TIME",
+                                                 "CERTIFICATE AUTHORITY", "EXTERNALLY MANAGED",
+                                                 "ISSUER", "RENEW"}};
+  for (const CertState& s : in.certificates) {
+    if (s.missing) {
+      rows.push_back({s.name, "missing", "-", s.ca, yesNo(s.external_ca), "-", "no"});
+    } else if (!s.cert) {
+      rows.push_back({s.name, "unreadable", "-", s.ca, yesNo(s.external_ca), "-", "no"});
+    } else {
+      rows.push_back({s.name, expires(s.cert->not_after), residual(s.left), s.ca,
+                      yesNo(s.external_ca), commonName(s.cert->issuer), yesNo(s.due)});
+    }
+    if (!s.problem.empty()) problems.push_back(s.problem);
+    if (!s.not_renewable.empty() && s.left < options.ttl) {
+      problems.push_back(fmt::format("{} is not renewable: {}", s.name, s.not_renewable));
+    }
+  }
+  table(*env.out, rows);
+  *env.out << "\n";
+  std::vector<std::vector<std::string>> cas = {
+      {"CERTIFICATE AUTHORITY", "EXPIRES", "RESIDUAL TIME", "EXTERNALLY MANAGED"}};
+  for (const CertState& s : in.authorities) {
+    if (s.missing) {
+      cas.push_back({s.name, "missing", "-", "-"});
+    } else if (!s.cert) {
+      cas.push_back({s.name, "unreadable", "-", "-"});
+    } else {
+      cas.push_back({s.name, expires(s.cert->not_after), residual(s.left), yesNo(s.external_ca)});
+    }
+    if (!s.problem.empty()) problems.push_back(s.problem);
+  }
+  table(*env.out, cas);
+  if (args.cluster) {
+    *env.out << "\n";
+    std::vector<std::vector<std::string>> rows2 = {
+        {"CLUSTER CERTIFICATE", "SECRET", "EXPIRES", "RESIDUAL TIME", "ISSUER", "RENEW", "NOTE"}};
+    for (const ClusterSecretState& s : secrets) {
+      if (!s.cert) {
+        rows2.push_back({s.name, s.secret, s.present ? "unreadable" : "absent", "-", "-", "no",
+                         s.note.empty() ? "-" : s.note});
+      } else {
+        rows2.push_back({s.name, s.secret, expires(s.cert->not_after), residual(s.left),
+                         s.cert->issuer_common_name.empty() ? "-" : s.cert->issuer_common_name,
+                         yesNo(s.due), s.note.empty() ? "-" : s.note});
+      }
+      if (!s.problem.empty()) problems.push_back(s.problem);
+    }
+    table(*env.out, rows2);
+  }
+  for (const std::string& p : problems) *env.out << "problem: " << p << "\n";
+  if (failing) {
+    *env.out << fmt::format(
+        "\nSome certificates expire within rotate_certs_ttl ({}d) or cannot be read.\n",
+        std::chrono::floor<std::chrono::days>(options.ttl).count());
+  }
+  return failing ? kExitFailure : kExitOk;
+}
+
+int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const CliEnv& env) {
+  if (args.host_root.empty() || args.host_root.front() != '/') {
+    *env.err << "error: --host-root: want an absolute path (got " << args.host_root << ")\n";
+    return kExitUsage;
+  }
+  std::string node = args.node_name;
+  if (node.empty()) {
+    auto resolved = resolveNodeName("", envValue(env.environment, "NODE_NAME"), hostName());
+    if (!resolved) {
+      *env.err << "error: certs renew: " << resolved.error().message() << "\n";
+      return kExitUsage;
+    }
+    node = *resolved;
+  }
+  base::SystemClock clock;
+  CommandClient c;
+  if (auto built = buildCommandClient(
+          c,
+          {.host_root = args.host_root,
+           .kubeconfig = args.kubeconfig,
+           .rest = kube::RestClientOptions{.request_timeout = std::chrono::seconds(30),
+                                           .reporting_instance = node}},
+          env.environment, clock);
+      !built) {
+    *env.err << "error: certs renew: " << built.error().message() << "\n";
+    return kExitFailure;
+  }
+  CertRenewalOptions options;
+  options.inspect.certificates_dir = config.certificates_dir;
+  options.inspect.ttl = std::chrono::duration_cast<std::chrono::seconds>(config.rotate_certs_ttl);
+  options.inspect.now = clock.wallNow();
+  options.names = args.names;
+  options.force = args.force;
+  options.dry_run = args.dry_run;
+  options.node_name = node;
+  options.lease_namespace = config.leader_election_namespace;
+  options.verify_timeout = args.verify_timeout;
+  options.poll = args.poll;
+  options.lease_wait = args.lease_wait;
+  auto report = runCertRenewal(options, {.fs = *c.host_fs,
+                                         .kube = *c.client,
+                                         .clock = clock,
+                                         .probe = [&clock](const std::string& host, int port) {
+                                           return pki::presentedCertificate(
+                                               host, port, std::chrono::seconds(5), clock);
+                                         }});
+  if (!report) {
+    *env.err << "error: certs renew: " << report.error().message() << "\n";
+    return report.error().code() == base::ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  }
+  for (const std::string& line : report->lines) *env.out << line << "\n";
+  if (args.dry_run) *env.out << "Dry run: nothing was changed.\n";
+  // A certificate that should have been renewed and was not is a failure, whatever else was.
+  for (const std::string& n : report->not_renewed) *env.err << "error: not renewed: " << n << "\n";
+  return report->not_renewed.empty() ? kExitOk : kExitFailure;
+}
+
+void addCertsCommands(CLI::App& app, CertsCli& c) {
+  auto* certs = app.add_subcommand("certs", "This node's control-plane certificates");
+  certs->require_subcommand(1);
+  c.check = certs->add_subcommand(
+      "check",
+      "List every kubeadm certificate of this node with its expiry, residual time, CA, issuer "
+      "and whether ekco would renew it; exit 1 if any is within rotate_certs_ttl");
+  c.check->add_option("--config", c.check_config,
+                      "Config file (default /etc/ekco/config.yaml; absent means all "
+                      "defaults)");
+  c.check->add_option("--kubeconfig", c.check_kubeconfig,
+                      "kubeconfig, to read the agents' ConfigMap kurl/ekco-config "
+                      "(default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
+  c.check->add_option("--host-root", c.check_args.host_root, "Where the host's / is (default /)");
+  c.check->add_flag("--json", c.check_args.json, "Print JSON instead of tables");
+  c.check->add_flag("--cluster", c.check_args.cluster,
+                    "Also the cluster's TLS secrets ekco renews (registry, kurl-proxy, kotsadm "
+                    "kubelet client, Contour/Envoy), read through the API");
+
+  c.renew = certs->add_subcommand(
+      "renew",
+      "Renew this node's certificates now (those within rotate_certs_ttl, or NAME...), under "
+      "the cluster's disruption Lease; restart the static pods that load them and verify");
+  c.renew->add_option("NAME", c.renew_args.names,
+                      "Certificates to renew (kubeadm's names: apiserver, admin.conf, ...)");
+  c.renew->add_option("--config", c.renew_config,
+                      "Config file (default /etc/ekco/config.yaml; absent means all "
+                      "defaults)");
+  c.renew->add_option("--kubeconfig", c.renew_args.kubeconfig,
+                      "kubeconfig (default: KUBECONFIG, then the host's "
+                      "/etc/kubernetes/admin.conf)");
+  c.renew->add_option("--host-root", c.renew_args.host_root, "Where the host's / is (default /)");
+  c.renew->add_option("--node-name", c.renew_args.node_name,
+                      "This node's name (default: NODE_NAME, then the host name)");
+  c.renew->add_flag("--force", c.renew_args.force, "Renew even those outside rotate_certs_ttl");
+  c.renew->add_flag("--dry-run", c.renew_args.dry_run,
+                    "Say what would be renewed and restarted; change nothing");
+}
+
+}  // namespace ekco::agent

@@ -1,0 +1,280 @@
+// pod-image-overrides (leader): the decision as a table, and passes against the fake API —
+// create-only CA, a lost CA race, drift repaired, removal when the overrides go, dry run,
+// fencing, an unreadable CA left alone.
+#include "agent/features/webhook/webhook_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/features/webhook/webhook_objects.h"
+#include "kube/kubeconfig.h"
+#include "pki/issue.h"
+#include "tests/fakes/fake_kube.h"
+
+namespace ekco::agent {
+namespace {
+
+using kube::testing::FakeKube;
+using kube::testing::Verb;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using webhook::kMutatingWebhookConfigurations;
+
+const std::string kCa = "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n";
+
+TEST(WebhookConfigurationStep, FollowsWhetherOverridesAreConfiguredAndWhatIsThere) {
+  const json want = webhook::desiredConfiguration("kurl", kCa);
+  json defaulted = want;  // as the API stores it: defaults added, nothing of ours changed
+  defaulted["metadata"]["resourceVersion"] = "7";
+  defaulted["metadata"]["uid"] = "u";
+  defaulted["webhooks"][0]["objectSelector"] = json::object();
+  defaulted["webhooks"][0]["clientConfig"]["service"]["port"] = 443;
+  json other_ca = want;
+  other_ca["webhooks"][0]["clientConfig"]["caBundle"] = "b3RoZXI=";
+  json fail_closed = want;
+  fail_closed["webhooks"][0]["failurePolicy"] = "Fail";
+  json kube_system_in = want;
+  kube_system_in["webhooks"][0]["namespaceSelector"] = json::object();
+  json ekco_era = want;  // EKCO's: no namespace selector, path the same, no labels
+  ekco_era["webhooks"][0].erase("namespaceSelector");
+  ekco_era["metadata"].erase("labels");
+  json two_hooks = want;
+  two_hooks["webhooks"].push_back(want["webhooks"][0]);
+
+  struct Case {
+    const char* name;
+    bool wanted;
+    std::optional<json> have;
+    WebhookStep step;
+  };
+  const Case cases[] = {
+      {"wanted, absent", true, std::nullopt, WebhookStep::kCreate},
+      {"wanted, as written", true, want, WebhookStep::kNone},
+      {"wanted, as the API defaulted it", true, defaulted, WebhookStep::kNone},
+      {"wanted, another CA", true, other_ca, WebhookStep::kUpdate},
+      {"wanted, failurePolicy edited", true, fail_closed, WebhookStep::kUpdate},
+      {"wanted, selector removed", true, kube_system_in, WebhookStep::kUpdate},
+      {"wanted, EKCO's configuration", true, ekco_era, WebhookStep::kUpdate},
+      {"wanted, a second webhook added", true, two_hooks, WebhookStep::kUpdate},
+      {"unwanted, present", false, defaulted, WebhookStep::kDelete},
+      {"unwanted, absent", false, std::nullopt, WebhookStep::kNone},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(configurationStep(c.wanted, c.have, c.wanted ? want : json()), c.step) << c.name;
+  }
+}
+
+TEST(WebhookServiceStep, CreatesFixesSelectorAndPortsAndNeverDeletes) {
+  const json want = webhook::desiredService("kurl", 6445);
+  json defaulted = want;
+  defaulted["spec"]["clusterIP"] = "10.96.0.12";
+  defaulted["spec"]["sessionAffinity"] = "None";
+  json ekco_era = want;
+  ekco_era["spec"]["selector"] = {{"app", "ekc-operator"}};
+  ekco_era["spec"]["ports"][0]["targetPort"] = 443;
+  EXPECT_EQ(serviceStep(true, std::nullopt, want), WebhookStep::kCreate);
+  EXPECT_EQ(serviceStep(true, defaulted, want), WebhookStep::kNone);
+  EXPECT_EQ(serviceStep(true, ekco_era, want), WebhookStep::kUpdate);
+  EXPECT_EQ(serviceStep(false, ekco_era, want), WebhookStep::kNone);
+}
+
+TEST(WebhookObjects, TheConfigurationIsWhatTheIssueAsksFor) {
+  const json c = webhook::desiredConfiguration("kurl", kCa);
+  ASSERT_EQ(c["webhooks"].size(), 1u);
+  const json& h = c["webhooks"][0];
+  EXPECT_EQ(c["metadata"]["name"], "pod-image-overrides.kurl.sh");
+  EXPECT_EQ(h["clientConfig"]["service"], json({{"namespace", "kurl"},
+                                                {"name", "ekco"},
+                                                {"path", "/pod-image-overrides"},
+                                                {"port", 443}}));
+  EXPECT_EQ(*kube::base64Decode(h["clientConfig"]["caBundle"].get<std::string>()), kCa);
+  EXPECT_EQ(h["rules"][0]["operations"], json({"CREATE", "UPDATE"}));
+  EXPECT_EQ(h["rules"][0]["resources"], json({"pods"}));
+  EXPECT_EQ(h["failurePolicy"], "Ignore");
+  EXPECT_EQ(h["sideEffects"], "None");
+  EXPECT_EQ(h["timeoutSeconds"], 10);
+  EXPECT_EQ(h["matchPolicy"], "Equivalent");
+  EXPECT_EQ(h["admissionReviewVersions"], json({"v1"}));
+  EXPECT_EQ(h["namespaceSelector"]["matchExpressions"][0],
+            json({{"key", "kubernetes.io/metadata.name"},
+                  {"operator", "NotIn"},
+                  {"values", {"kube-system", "kurl"}}}));
+  EXPECT_EQ(webhook::excludedNamespaces("kube-system"), std::vector<std::string>{"kube-system"});
+}
+
+class WebhookConfigTest : public ::testing::Test {
+ protected:
+  WebhookConfigController controller(bool enabled, bool dry_run = false) {
+    return WebhookConfigController(
+        kube_, clock_,
+        {.ns = "kurl",
+         .enabled = enabled,
+         .target_port = 6445,
+         .dry_run = dry_run,
+         .is_leader_fresh = [this] { return fresh_; },
+         .record_event = [this](const kube::EventSpec& e) { events_.push_back(e.reason); },
+         .count_action = [this](std::string_view kind) { actions_.emplace_back(kind); }});
+  }
+  std::optional<json> configuration() const {
+    return kube_.object(kMutatingWebhookConfigurations, "", "pod-image-overrides.kurl.sh");
+  }
+  std::optional<json> secret() const {
+    return kube_.object(kube::resources::kSecrets, "kurl", "ekco-webhook-ca");
+  }
+  std::string caBundle() const {
+    return *kube::base64Decode(
+        (*configuration())["webhooks"][0]["clientConfig"]["caBundle"].get<std::string>());
+  }
+  json caSecretWith(const pki::KeyPair& ca) {
+    return webhook::caSecret("kurl", {.cert_pem = ca.cert_pem, .key_pem = ca.key_pem});
+  }
+
+  FakeKube kube_;
+  base::SystemClock clock_;
+  bool fresh_ = true;
+  std::vector<std::string> events_;
+  std::vector<std::string> actions_;
+};
+
+TEST_F(WebhookConfigTest, CreatesTheCaTheServiceAndTheConfigurationThenRestsUntilDrift) {
+  auto c = controller(true);
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->summary, "changed");
+  ASSERT_TRUE(secret());
+  auto ca = webhook::caFromSecret(*secret());
+  ASSERT_TRUE(ca) << ca.error().message();
+  ASSERT_TRUE(configuration());
+  EXPECT_EQ(caBundle(), ca->cert_pem);
+  auto service = kube_.object(kube::resources::kServices, "kurl", "ekco");
+  ASSERT_TRUE(service);
+  EXPECT_EQ((*service)["spec"]["ports"][0]["targetPort"], 6445);
+  EXPECT_EQ((*service)["spec"]["selector"], json({{"app.kubernetes.io/name", "ekco"}}));
+  EXPECT_EQ(events_, (std::vector<std::string>{"WebhookCACreated", "WebhookServiceCreated",
+                                               "WebhookConfigurationCreated"}));
+
+  r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->summary, "webhook configured");
+  EXPECT_EQ(kube_.count(Verb::kCreate), 3);
+  EXPECT_EQ(kube_.count(Verb::kUpdate), 0);
+
+  // Someone edits the caBundle: put back to the Secret's CA.
+  json edited = *configuration();
+  edited["webhooks"][0]["clientConfig"]["caBundle"] = "Ym9ndXM=";
+  kube_.put(kMutatingWebhookConfigurations, edited);
+  r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(caBundle(), ca->cert_pem);
+  EXPECT_EQ(events_.back(), "WebhookConfigurationUpdated");
+  EXPECT_EQ(c.status()["configuration"]["present"], true);
+  EXPECT_THAT(c.status()["ca"]["subject"].get<std::string>(), HasSubstr("ekco-webhook-ca"));
+}
+
+TEST_F(WebhookConfigTest, AnExistingCaIsUsedAndNeverReplaced) {
+  auto theirs = pki::createCa({.common_name = "ekco-webhook-ca", .now = clock_.wallNow()});
+  ASSERT_TRUE(theirs);
+  kube_.put(kube::resources::kSecrets, caSecretWith(*theirs));
+  auto c = controller(true);
+  ASSERT_TRUE(c.reconcile());
+  EXPECT_EQ(caBundle(), theirs->cert_pem);
+  EXPECT_EQ(*kube::base64Decode((*secret())["data"]["tls.crt"].get<std::string>()),
+            theirs->cert_pem);
+}
+
+TEST_F(WebhookConfigTest, ALostCreateRaceUsesTheWinnersCa) {
+  // Another agent creates the Secret between this one's read and its create.
+  auto theirs = pki::createCa({.common_name = "ekco-webhook-ca", .now = clock_.wallNow()});
+  ASSERT_TRUE(theirs);
+  kube_.afterNext(Verb::kGet, [&] { kube_.put(kube::resources::kSecrets, caSecretWith(*theirs)); });
+  auto c = controller(true);
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(caBundle(), theirs->cert_pem);
+  EXPECT_THAT(events_, ::testing::Not(::testing::Contains("WebhookCACreated")));
+}
+
+TEST_F(WebhookConfigTest, AnUnreadableCaSecretIsLeftAloneAndStopsThePass) {
+  json broken = webhook::caSecret("kurl", {.cert_pem = "not pem", .key_pem = "k"});
+  kube_.put(kube::resources::kSecrets, broken);
+  auto c = controller(true);
+  auto r = c.reconcile();
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message(), HasSubstr("left alone (delete the Secret for a new CA)"));
+  EXPECT_EQ((*secret())["data"], broken["data"]);
+  EXPECT_FALSE(configuration());
+  EXPECT_EQ(kube_.count(Verb::kCreate), 0);
+}
+
+TEST_F(WebhookConfigTest, NoOverridesDeletesTheConfigurationButKeepsTheCaAndService) {
+  ASSERT_TRUE(controller(true).reconcile());
+  ASSERT_TRUE(configuration());
+  auto off = controller(false);
+  auto r = off.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_FALSE(configuration());
+  EXPECT_TRUE(secret());
+  EXPECT_TRUE(kube_.object(kube::resources::kServices, "kurl", "ekco"));
+  EXPECT_EQ(events_.back(), "WebhookConfigurationDeleted");
+  r = off.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->summary, "webhook not configured (no overrides)");
+  EXPECT_EQ(kube_.count(Verb::kDelete), 1);
+}
+
+TEST_F(WebhookConfigTest, ADryRunPlansAndWritesNothing) {
+  auto c = controller(true, /*dry_run=*/true);
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->plan, HasSubstr("would create the CA Secret kurl/ekco-webhook-ca"));
+  EXPECT_THAT(r->plan, HasSubstr("would create the Service kurl/ekco (port 443 -> 6445)"));
+  EXPECT_EQ(r->summary, "would change (dry run)");
+  EXPECT_EQ(kube_.count(Verb::kCreate), 0);
+
+  ASSERT_TRUE(controller(true).reconcile());  // a real pass
+  json edited = *configuration();
+  edited["webhooks"][0]["timeoutSeconds"] = 30;
+  kube_.put(kMutatingWebhookConfigurations, edited);
+  r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->plan, HasSubstr("would update the MutatingWebhookConfiguration"));
+  EXPECT_EQ((*configuration())["webhooks"][0]["timeoutSeconds"], 30);
+  auto off = controller(false, /*dry_run=*/true);
+  r = off.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->plan, HasSubstr("would delete the MutatingWebhookConfiguration"));
+  EXPECT_TRUE(configuration());
+}
+
+TEST_F(WebhookConfigTest, NothingIsWrittenWithoutAFreshLease) {
+  fresh_ = false;
+  auto c = controller(true);
+  auto r = c.reconcile();
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message(), HasSubstr("leadership is not fresh"));
+  EXPECT_EQ(kube_.count(Verb::kCreate), 0);
+}
+
+TEST_F(WebhookConfigTest, AConcurrentEditOfTheConfigurationIsLookedAtAgain) {
+  ASSERT_TRUE(controller(true).reconcile());
+  json edited = *configuration();
+  edited["webhooks"][0]["failurePolicy"] = "Fail";
+  kube_.put(kMutatingWebhookConfigurations, edited);
+  // Between this pass's read and its update, someone writes again.
+  kube_.afterNext(Verb::kGet, [] {});
+  kube_.afterNext(Verb::kGet, [] {});
+  kube_.afterNext(Verb::kGet, [&] { kube_.put(kMutatingWebhookConfigurations, edited); });
+  auto c = controller(true);
+  auto r = c.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->summary, "an object changed meanwhile; looking again");
+  EXPECT_EQ(r->requeue_after, std::chrono::milliseconds(1000));
+  r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*configuration())["webhooks"][0]["failurePolicy"], "Ignore");
+}
+
+}  // namespace
+}  // namespace ekco::agent
