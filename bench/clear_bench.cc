@@ -53,7 +53,7 @@
 #include "base/clock.h"
 #include "bench/bench_support.h"
 #include "kube/timestamp.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 extern char** environ;
 

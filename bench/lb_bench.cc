@@ -56,7 +56,7 @@
 #include "kube/curl_transport.h"
 #include "kube/resource.h"
 #include "kube/rest_client.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 extern char** environ;
 

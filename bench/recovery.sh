@@ -2,7 +2,7 @@
 # A StatefulSet pod's way back after its node goes silent, with the shutdown beacon (`ekco
 # shutdown`, then the leader's out-of-service taint) and without it (power loss: the taint
 # manager, clear-nodes, the attach-detach controller's 6 minutes). ekco-kubesim simulates the
-# kubelets and kube-controller-manager (tests/kubesim/node_lifecycle.h) with every timing × SCALE,
+# kubelets and kube-controller-manager (tests/kubesim/controllers/node_lifecycle.h) with every timing × SCALE,
 # the real `ekco agent` leads with its durations scaled alike; the table gives the scaled figure
 # and the unscaled one (÷ SCALE) beside the goal (BENCHMARKS.md).
 #

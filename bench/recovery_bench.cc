@@ -6,8 +6,8 @@
 //
 // Per trial and path: one in-process ekco-kubesim simulating the kubelets, the node lifecycle
 // controller, the taint manager, the pod GC, the attach-detach controller and the StatefulSet
-// (tests/kubesim/node_lifecycle.h) with every Kubernetes timing × SCALE; one real `ekco agent`
-// (the leader, on node-a) whose durations are scaled alike (node_unreachable_toleration 5m,
+// (tests/kubesim/controllers/node_lifecycle.h) with every Kubernetes timing × SCALE; one real `ekco
+// agent` (the leader, on node-a) whose durations are scaled alike (node_unreachable_toleration 5m,
 // clear_pod_deletion_grace 30s, shutdown_out_of_service_grace 15s, all × SCALE). The pod runs
 // on node-b, in a namespace `ekco shutdown` leaves alone (as the storage providers' are), so it
 // is still there when the node goes silent. Measured from the moment node-b's kubelet stops: the
@@ -30,7 +30,7 @@
 
 #include "agent/serve/health_server.h"
 #include "bench/bench_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace {
 

@@ -47,7 +47,7 @@
 #include "kube/timestamp.h"
 #include "tests/ceph/ceph_fixture.h"
 #include "tests/fakes/etcd_cluster.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace {
 

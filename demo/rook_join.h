@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tests/ceph/ceph_fixture.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::demo {
 

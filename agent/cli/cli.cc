@@ -13,10 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/cli/agent_cmd.h"
-#include "agent/cli/cluster_config.h"
 #include "agent/cli/status_cmd.h"
 #include "agent/config/config.h"
 #include "agent/config/kurl_installer.h"
+#include "agent/edge/cluster_config.h"
+#include "agent/edge/command.h"
+#include "agent/edge/command_config.h"
 #include "agent/features/certs/certs_cmd.h"
 #include "agent/features/host_jobs/job_cmd.h"
 #include "agent/features/host_units/host_units.h"
@@ -36,56 +38,11 @@
 namespace ekco::agent {
 namespace {
 
-// Values of the per-key config flags of one subcommand, by snake_case key.
-using FlagValues = std::map<std::string, std::string>;
-
-// Registers every config key as a flag: kebab-case, with EKCO's snake_case spelling as an alias
-// (`--min-ready-master-nodes` and `--min_ready_master_nodes`). Values are kept as text and go
-// through ConfigLoader::setFlag, so flags are typed and checked exactly like the file.
-void addConfigFlags(CLI::App* app, FlagValues& values) {
-  for (const KeyInfo& k : configKeys()) {
-    if (k.key == "log_level") continue;  // a global flag of the root command
-    std::string snake(k.key);
-    std::string kebab = snake;
-    std::replace(kebab.begin(), kebab.end(), '_', '-');
-    std::string names = "--" + kebab;
-    if (kebab != snake) names += ",--" + snake;
-    std::string& target = values[snake];
-    CLI::Option* opt = nullptr;
-    if (k.kind == ValueKind::kBool) {
-      // `--purge-dead-nodes` alone means true; `--purge-dead-nodes=false` is accepted too.
-      opt = app->add_flag(names + "{true}", target, std::string(k.help));
-    } else {
-      opt = app->add_option(names, target, std::string(k.help));
-    }
-    opt->group(k.ignored ? "Ignored EKCO settings" : "Configuration (override config.yaml)");
-  }
-}
-
-void applyFlags(const CLI::App* app, const FlagValues& values, ConfigLoader& loader) {
-  for (const KeyInfo& k : configKeys()) {
-    if (values.count(std::string(k.key)) == 0) continue;
-    std::string kebab(k.key);
-    std::replace(kebab.begin(), kebab.end(), '_', '-');
-    if (app->get_option("--" + kebab)->count() > 0) {
-      loader.setFlag(k.key, values.at(std::string(k.key)));
-    }
-  }
-}
-
-// Prints problems (one line each) and notices; returns true when there were no problems.
-bool report(const std::vector<ConfigProblem>& problems, const std::vector<ConfigNotice>& notices,
-            std::ostream& err) {
-  for (const ConfigNotice& n : notices) err << "warning: " << n.toString() << "\n";
-  for (const ConfigProblem& p : problems) err << "error: " << p.toString() << "\n";
-  return problems.empty();
-}
-
 int configCheck(const std::string& file, const CliEnv& env) {
   ConfigLoader loader;
   loader.loadFile(file);
   (void)loader.finish();
-  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  if (!reportConfig(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
   *env.out << file << ": ok\n";
   return kExitOk;
 }
@@ -106,54 +63,15 @@ int configShow(const std::string& file, const CLI::App* cmd, const FlagValues& f
     loader.loadFile(env.default_config_path, /*optional=*/true);
   }
   loader.loadEnvironment(env.environment);
-  applyFlags(cmd, flags, loader);
+  applyConfigFlags(cmd, flags, loader);
   if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
   Config cfg = loader.finish();
-  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  if (!reportConfig(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
   if (cluster != nullptr) {
     *env.out << "# sources: " << describeConfigSources(loader.sources(), *cluster) << "\n";
   }
   *env.out << renderConfigYaml(redactSecrets(std::move(cfg)));
   return kExitOk;
-}
-
-// The config of a command: the file (--config, else the default path if it exists), the
-// environment, the command's per-key flags and --log-level; logging configured from it.
-// nullopt after the problems were printed (exit 2).
-std::optional<Config> commandConfig(const std::string& file, const CLI::App* cmd,
-                                    const FlagValues* flags, const std::string& log_level_flag,
-                                    const CliEnv& env, const ClusterConfig* cluster = nullptr) {
-  ConfigLoader loader;
-  if (cluster != nullptr && cluster->problem) {
-    *env.err << "error: " << *cluster->problem << "\n";
-    return std::nullopt;
-  }
-  // The agents' ConfigMap first (cluster_config.h), then the local file, environment, flags.
-  if (cluster != nullptr && cluster->text) loader.loadYaml(*cluster->text, kClusterConfigSource);
-  loader.loadFile(file.empty() ? env.default_config_path : file, /*optional=*/file.empty());
-  loader.loadEnvironment(env.environment);
-  if (cmd != nullptr && flags != nullptr) applyFlags(cmd, *flags, loader);
-  if (!log_level_flag.empty()) loader.setFlag("log_level", log_level_flag);
-  Config cfg = loader.finish();
-  if (!report(loader.problems(), loader.notices(), *env.err)) return std::nullopt;
-  if (auto level = base::parseLogLevel(cfg.log_level)) {
-    base::LogOptions options = base::currentLogOptions();  // keeps a sink and clock set before
-    options.level = *level;
-    options.journal = base::stderrIsJournal();
-    base::configureLogging(options);
-  }
-  if (cluster != nullptr) {
-    base::logInfo("configuration",
-                  {{"sources", describeConfigSources(loader.sources(), *cluster)}});
-  }
-  return cfg;
-}
-
-// The agents' ConfigMap for a host command reaching the API with these flags.
-ClusterConfig clusterConfigFor(const std::string& kubeconfig, const std::string& host_root,
-                               const CliEnv& env) {
-  return readClusterConfig(
-      {.kubeconfig = kubeconfig, .host_root = host_root, .environment = env.environment});
 }
 
 int agentCommand(const std::string& file, const CLI::App* cmd, const FlagValues& flags,
@@ -181,7 +99,7 @@ int configFromKurl(const std::string& file, const CliEnv& env) {
     return kExitUsage;
   }
   KurlConversion conv = configFromKurlInstaller(*text, file);
-  if (!report(conv.problems, conv.notices, *env.err)) return kExitUsage;
+  if (!reportConfig(conv.problems, conv.notices, *env.err)) return kExitUsage;
   *env.out << "# ekco configuration converted from the kURL Installer " << file << "\n"
            << renderConfigYaml(conv.config);
   return kExitOk;
@@ -231,7 +149,7 @@ int renderUnits(const RenderUnitsArgs& args, const CliEnv& env) {
   }
   loader.loadEnvironment(env.environment);
   const Config cfg = loader.finish();
-  if (!report(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
+  if (!reportConfig(loader.problems(), loader.notices(), *env.err)) return kExitUsage;
   auto files = units::renderHostUnits(hostUnitsOptions(cfg, args.bin));
   if (!files) {
     *env.err << "error: " << files.error().message() << "\n";
@@ -289,232 +207,6 @@ std::string versionText() {
 
 namespace {
 
-// `ekco shutdown` and `ekco startup` (ekco-reboot.service's ExecStop and ExecStart).
-struct RebootCli {
-  std::string config{};
-  FlagValues flags{};
-  ShutdownArgs args{};
-  CLI::App* app = nullptr;
-};
-
-// The subcommands and what their arguments parse into: the add*Commands functions bind them
-// (CLI11 keeps pointers into this, so it stays where runCli made it), dispatch reads them.
-struct Commands {
-  std::string log_level_flag{};
-  CLI::App* version = nullptr;
-  CLI::App* check = nullptr;
-  std::string check_file{};
-  CLI::App* show = nullptr;
-  std::string show_file{};
-  FlagValues show_flags{};
-  bool show_effective = false;
-  std::string show_kubeconfig{};
-  std::string show_host_root{};
-  CLI::App* from_kurl = nullptr;
-  std::string kurl_file{};
-  CLI::App* status = nullptr;
-  StatusOptions status_options{.socket_path = ""};
-  std::string status_config{};
-  CLI::App* agent = nullptr;
-  std::string agent_config{};
-  FlagValues agent_flags{};
-  AgentCommandArgs agent_args{};
-  RebootCli shutdown_cli{};
-  RebootCli startup_cli{};
-  CLI::App* upgrade = nullptr;
-  std::string upgrade_config{};
-  UpgradeArgs upgrade_args{};
-  CLI::App* purge = nullptr;
-  std::string purge_config{};
-  FlagValues purge_flags{};
-  PurgeNodeArgs purge_args{};
-  CertsCli certs{};
-  MaintenanceCli maintenance{};
-  JobCli job{};
-  CLI::App* render_haproxy = nullptr;
-  CLI::App* render_manifest = nullptr;
-  CLI::App* render_units = nullptr;
-  RenderArgs render_args{};
-  RenderUnitsArgs render_units_args{};
-};
-
-void addConfigCommands(CLI::App& app, Commands& c) {
-  auto* config = app.add_subcommand("config", "Validate, show and convert ekco configuration");
-  config->require_subcommand(1);
-
-  c.check = config->add_subcommand(
-      "check", "Validate a config.yaml: prints 'FILE: ok', or one line per problem and exit 2");
-  c.check->add_option("FILE", c.check_file, "The config file")->required();
-
-  c.show = config->add_subcommand(
-      "show", "Print the effective configuration (file, then EKCO_* environment, then flags)");
-  c.show->add_option("--config", c.show_file,
-                     "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
-  c.show->add_flag("--effective", c.show_effective,
-                   "What a host command would use: the agents' ConfigMap kurl/ekco-config (when "
-                   "the API answers) under the file, environment and flags; the sources first");
-  c.show->add_option("--kubeconfig", c.show_kubeconfig,
-                     "With --effective: kubeconfig (default: KUBECONFIG, in-cluster, then the "
-                     "host's /etc/kubernetes/admin.conf)");
-  c.show->add_option("--host-root", c.show_host_root,
-                     "With --effective: where the host's / is (default /)");
-  addConfigFlags(c.show, c.show_flags);
-
-  c.from_kurl = config->add_subcommand(
-      "from-kurl", "Print the config.yaml equivalent to a kURL Installer spec (spec.ekco.*)");
-  c.from_kurl->add_option("INSTALLER", c.kurl_file, "The kURL Installer YAML file")->required();
-}
-
-void addStatusCommand(CLI::App& app, Commands& c) {
-  c.status =
-      app.add_subcommand("status",
-                         "Print the local agent's status from its health socket (exit 0 ready, "
-                         "1 degraded, 2 unreachable)");
-  c.status->add_option("--socket", c.status_options.socket_path,
-                       "The agent's health socket (default: health_socket from the config, "
-                       "/run/ekco/ekco.sock)");
-  c.status->add_option("--config", c.status_config,
-                       "Where health_socket is read from (default /etc/ekco/config.yaml when it "
-                       "exists; EKCO_HEALTH_SOCKET too)");
-  c.status->add_option("--host-root", c.status_options.host_root,
-                       "Find the socket under this directory (e.g. /host in a DaemonSet pod)");
-  auto* status_json = c.status->add_flag("--json", c.status_options.json,
-                                         "Print the /status JSON as the agent serves it");
-  c.status
-      ->add_option("--probe", c.status_options.probe,
-                   "Ask only /healthz or /readyz and print one line (a DaemonSet probe)")
-      ->check(CLI::IsMember({"healthz", "readyz"}))
-      ->excludes(status_json);
-}
-
-void addAgentCommand(CLI::App& app, Commands& c) {
-  c.agent = app.add_subcommand(
-      "agent",
-      "Run the node agent: caches, leader election, controllers, health socket (until "
-      "SIGTERM)");
-  c.agent->add_option("--config", c.agent_config,
-                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
-  c.agent->add_option("--kubeconfig", c.agent_args.kubeconfig,
-                      "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
-                      "/etc/kubernetes/admin.conf and kubelet.conf)");
-  c.agent->add_option("--node-name", c.agent_args.node_name,
-                      "This node's name (default: NODE_NAME, then the host name)");
-  c.agent->add_option("--host-root", c.agent_args.host_root,
-                      "Where the host's / is (/host in a DaemonSet pod; default /)");
-  c.agent->add_option("--socket", c.agent_args.socket,
-                      "Health socket path (default: health_socket under --host-root)");
-  c.agent->add_flag("--dry-run", c.agent_args.dry_run,
-                    "Decide and log plans, change nothing in the cluster or on the host");
-  addConfigFlags(c.agent, c.agent_flags);
-}
-
-void addRebootCommands(CLI::App& app, Commands& c) {
-  for (auto [cli, name, help] :
-       {std::tuple{&c.shutdown_cli, "shutdown",
-                   "Before a reboot: cordon this node, delete its pods (not in "
-                   "shutdown_excluded_namespaces), wait for PVC/CephFS unmounts (bounded), "
-                   "delete its rook-ceph operator/mds pods"},
-        std::tuple{&c.startup_cli, "startup",
-                   "After a reboot: wait for the API (bounded), uncordon this node if ekco "
-                   "shutdown cordoned it"}}) {
-    cli->app = app.add_subcommand(name, help);
-    cli->app->add_option("--config", cli->config,
-                         "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
-    cli->app->add_option("--kubeconfig", cli->args.kubeconfig,
-                         "kubeconfig (default: KUBECONFIG, then the host's "
-                         "/etc/kubernetes/admin.conf and kubelet.conf)");
-    cli->app->add_option("--node-name", cli->args.node_name,
-                         "This node's name (default: NODE_NAME, then the host name)");
-    cli->app->add_option("--host-root", cli->args.host_root, "Where the host's / is (default /)");
-    cli->app->add_flag("--dry-run", cli->args.dry_run, "Log what would be done, change nothing");
-    addConfigFlags(cli->app, cli->flags);
-  }
-}
-
-void addUpgradeCommand(CLI::App& app, Commands& c) {
-  c.upgrade =
-      app.add_subcommand("upgrade",
-                         "Auto-upgrade (ekco-upgrade.timer): re-run the kURL installer when its "
-                         "X-Kurl-Hash changed (single-node clusters only)");
-  c.upgrade->add_option("--config", c.upgrade_config,
-                        "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
-  c.upgrade->add_option("--url", c.upgrade_args.url,
-                        "Installer URL (default: auto_upgrade_url from the config)");
-  c.upgrade->add_option("--state-dir", c.upgrade_args.state_dir,
-                        "Host directory of upgrades.txt and upgrade.lock (default /var/lib/ekco)");
-  c.upgrade->add_option("--kubeconfig", c.upgrade_args.kubeconfig,
-                        "kubeconfig, to count the nodes (default: KUBECONFIG, in-cluster, then the "
-                        "host's /etc/kubernetes/admin.conf and kubelet.conf)");
-  c.upgrade->add_option("--host-root", c.upgrade_args.host_root,
-                        "Where the host's / is (default /)");
-  c.upgrade->add_flag("--allow-http", c.upgrade_args.allow_http,
-                      "Accept a plain http:// URL, whose download is not verified (default: "
-                      "auto_upgrade_allow_http from the config)");
-  c.upgrade->add_flag(
-      "--dry-run", c.upgrade_args.dry_run,
-      "Check and report what would be done; write nothing, never run the installer");
-}
-
-void addPurgeCommand(CLI::App& app, Commands& c) {
-  c.purge = app.add_subcommand(
-      "purge-node",
-      "Remove a node from the cluster for good: its Rook OSDs, its kubeadm and etcd "
-      "membership, then the Node (also installed as ekco-purge-node)");
-  c.purge->add_option("NAME", c.purge_args.node, "The node to purge")->required();
-  c.purge->add_option("--config", c.purge_config,
-                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
-  c.purge->add_option(
-      "--kubeconfig", c.purge_args.kubeconfig,
-      "kubeconfig (default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
-  c.purge->add_option("--host-root", c.purge_args.host_root,
-                      "Where the host's / is, for certificates_dir (default /)");
-  c.purge->add_option(
-      "--node-name", c.purge_args.self,
-      "The node this runs on, never purged (default: NODE_NAME, then the host name)");
-  c.purge->add_flag("--dry-run", c.purge_args.dry_run,
-                    "Print the plan (OSDs, etcd member, endpoints) and exit 0 without changes");
-  c.purge->add_flag("--yes,-y", c.purge_args.yes, "Do not ask for confirmation on a terminal");
-  addConfigFlags(c.purge, c.purge_flags);
-}
-
-void addRenderCommands(CLI::App& app, Commands& c) {
-  auto* render = app.add_subcommand(
-      "render",
-      "Show the files ekco installs on the host: print them, or write them under --out (units)");
-  render->require_subcommand(1);
-  c.render_haproxy = render->add_subcommand(
-      "haproxy", "Print the internal load balancer's haproxy.cfg for the given kube-apiservers");
-  c.render_haproxy
-      ->add_option("--endpoints", c.render_args.endpoints,
-                   "kube-apiservers, comma-separated: HOST[:PORT] or [IPv6]:PORT (port 6443 by "
-                   "default); HOST is an IP address or a DNS name")
-      ->required();
-  c.render_haproxy->add_option("--bind", c.render_args.bind,
-                               "Listen address, IP:PORT (default 127.0.0.1:6444)");
-  c.render_haproxy->add_flag("--bind-ipv6-loopback", c.render_args.bind_ipv6_loopback,
-                             "Also listen on [::1] at the same port");
-  c.render_haproxy->add_option("--image", c.render_args.image,
-                               "HAProxy image the config is for: its tag enables directives of "
-                               "newer versions (default haproxy:lts-alpine)");
-  c.render_manifest = render->add_subcommand(
-      "manifest", "Print the HAProxy static pod (/etc/kubernetes/manifests/haproxy.yaml)");
-  c.render_manifest->add_option("--image", c.render_args.image,
-                                "HAProxy image (default haproxy:lts-alpine)");
-  c.render_manifest->add_option("--bind", c.render_args.bind,
-                                "HAProxy's listen address, IP:PORT: the liveness probe's host and "
-                                "port (default 127.0.0.1:6444)");
-  c.render_units = render->add_subcommand(
-      "units", "Write the systemd units and /opt/ekco scripts the agent installs, under --out");
-  c.render_units->add_option("--config", c.render_units_args.config,
-                             "Config file (default /etc/ekco/config.yaml; absent means defaults)");
-  c.render_units
-      ->add_option("--out", c.render_units_args.out,
-                   "Directory to write into, in the host's layout (created)")
-      ->required();
-  c.render_units->add_option("--bin", c.render_units_args.bin,
-                             "The ekco binary the units run (default /usr/bin/ekco)");
-}
-
 // Parses args into the commands; the exit code when that is all (help, a usage error).
 std::optional<int> parseArgs(CLI::App& app, const std::vector<std::string>& args,
                              const CliEnv& env) {
@@ -568,95 +260,219 @@ int statusCommand(StatusOptions options, const std::string& config, const CliEnv
                     /*optional=*/config.empty());
     loader.loadEnvironment(env.environment);
     const Config cfg = loader.finish();
-    if (!report(loader.problems(), {}, *env.err)) return kExitUsage;
+    if (!reportConfig(loader.problems(), {}, *env.err)) return kExitUsage;
     options.socket_path = cfg.health_socket;
   }
   return runStatus(options, *env.out, *env.err, base::SystemClock());
 }
 
-// Runs the one subcommand that was parsed.
-int dispatch(Commands& c, const CliEnv& env) {
-  if (c.version->parsed()) {
+class VersionCommand final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    app_ = root.add_subcommand("version", "Print the version and the library versions");
+  }
+  bool parsed() const override { return app_->parsed(); }
+  int run(const std::string& /*log_level*/, const CliEnv& env) override {
     *env.out << versionText();
     return kExitOk;
   }
-  if (c.check->parsed()) return configCheck(c.check_file, env);
-  if (c.show->parsed()) {
+
+ private:
+  CLI::App* app_ = nullptr;
+};
+
+// `ekco config check|show|from-kurl`.
+class ConfigCommands final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    auto* config = root.add_subcommand("config", "Validate, show and convert ekco configuration");
+    config->require_subcommand(1);
+
+    check_ = config->add_subcommand(
+        "check", "Validate a config.yaml: prints 'FILE: ok', or one line per problem and exit 2");
+    check_->add_option("FILE", check_file_, "The config file")->required();
+
+    show_ = config->add_subcommand(
+        "show", "Print the effective configuration (file, then EKCO_* environment, then flags)");
+    show_->add_option("--config", show_file_,
+                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+    show_->add_flag("--effective", show_effective_,
+                    "What a host command would use: the agents' ConfigMap kurl/ekco-config (when "
+                    "the API answers) under the file, environment and flags; the sources first");
+    show_->add_option("--kubeconfig", show_kubeconfig_,
+                      "With --effective: kubeconfig (default: KUBECONFIG, in-cluster, then the "
+                      "host's /etc/kubernetes/admin.conf)");
+    show_->add_option("--host-root", show_host_root_,
+                      "With --effective: where the host's / is (default /)");
+    addConfigFlags(show_, show_flags_);
+
+    from_kurl_ = config->add_subcommand(
+        "from-kurl", "Print the config.yaml equivalent to a kURL Installer spec (spec.ekco.*)");
+    from_kurl_->add_option("INSTALLER", kurl_file_, "The kURL Installer YAML file")->required();
+  }
+  bool parsed() const override {
+    return check_->parsed() || show_->parsed() || from_kurl_->parsed();
+  }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    if (check_->parsed()) return configCheck(check_file_, env);
+    if (from_kurl_->parsed()) return configFromKurl(kurl_file_, env);
     std::optional<ClusterConfig> cluster;
-    if (c.show_effective) cluster = clusterConfigFor(c.show_kubeconfig, c.show_host_root, env);
-    return configShow(c.show_file, c.show, c.show_flags, c.log_level_flag, env,
+    if (show_effective_) cluster = clusterConfigFor(show_kubeconfig_, show_host_root_, env);
+    return configShow(show_file_, show_, show_flags_, log_level, env,
                       cluster ? &*cluster : nullptr);
   }
-  if (c.from_kurl->parsed()) return configFromKurl(c.kurl_file, env);
-  if (c.status->parsed()) return statusCommand(c.status_options, c.status_config, env);
-  if (c.render_haproxy->parsed()) return renderHaproxy(c.render_args, env);
-  if (c.render_manifest->parsed()) return renderManifest(c.render_args, env);
-  if (c.render_units->parsed()) return renderUnits(c.render_units_args, env);
-  for (auto [cli, is_shutdown] :
-       {std::pair{&c.shutdown_cli, true}, std::pair{&c.startup_cli, false}}) {
-    if (cli->app->parsed()) {
-      const ClusterConfig cluster =
-          clusterConfigFor(cli->args.kubeconfig, cli->args.host_root, env);
-      auto cfg = commandConfig(cli->config, cli->app, &cli->flags, c.log_level_flag, env, &cluster);
-      if (!cfg) return kExitUsage;
-      return is_shutdown ? runShutdownCommand(*cfg, cli->args, env)
-                         : runStartupCommand(*cfg, cli->args, env);
-    }
+
+ private:
+  CLI::App* check_ = nullptr;
+  std::string check_file_{};
+  CLI::App* show_ = nullptr;
+  std::string show_file_{};
+  FlagValues show_flags_{};
+  bool show_effective_ = false;
+  std::string show_kubeconfig_{};
+  std::string show_host_root_{};
+  CLI::App* from_kurl_ = nullptr;
+  std::string kurl_file_{};
+};
+
+class StatusCommand final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    app_ =
+        root.add_subcommand("status",
+                            "Print the local agent's status from its health socket (exit 0 ready, "
+                            "1 degraded, 2 unreachable)");
+    app_->add_option("--socket", options_.socket_path,
+                     "The agent's health socket (default: health_socket from the config, "
+                     "/run/ekco/ekco.sock)");
+    app_->add_option("--config", config_,
+                     "Where health_socket is read from (default /etc/ekco/config.yaml when it "
+                     "exists; EKCO_HEALTH_SOCKET too)");
+    app_->add_option("--host-root", options_.host_root,
+                     "Find the socket under this directory (e.g. /host in a DaemonSet pod)");
+    auto* status_json =
+        app_->add_flag("--json", options_.json, "Print the /status JSON as the agent serves it");
+    app_->add_option("--probe", options_.probe,
+                     "Ask only /healthz or /readyz and print one line (a DaemonSet probe)")
+        ->check(CLI::IsMember({"healthz", "readyz"}))
+        ->excludes(status_json);
   }
-  if (c.upgrade->parsed()) {
-    // No per-key flags: the file and the environment (auto_upgrade_url, log_level).
-    const ClusterConfig cluster =
-        clusterConfigFor(c.upgrade_args.kubeconfig, c.upgrade_args.host_root, env);
-    auto cfg = commandConfig(c.upgrade_config, nullptr, nullptr, c.log_level_flag, env, &cluster);
-    if (!cfg) return kExitUsage;
-    return runUpgradeCommand(*cfg, c.upgrade_args, env);
+  bool parsed() const override { return app_->parsed(); }
+  int run(const std::string& /*log_level*/, const CliEnv& env) override {
+    return statusCommand(options_, config_, env);
   }
-  if (c.certs.check->parsed()) {
-    const ClusterConfig cluster =
-        clusterConfigFor(c.certs.check_kubeconfig, c.certs.check_args.host_root, env);
-    auto cfg =
-        commandConfig(c.certs.check_config, nullptr, nullptr, c.log_level_flag, env, &cluster);
-    if (!cfg) return kExitUsage;
-    c.certs.check_args.kubeconfig = c.certs.check_kubeconfig;
-    return runCertsCheckCommand(*cfg, c.certs.check_args, env, base::SystemClock());
+
+ private:
+  CLI::App* app_ = nullptr;
+  StatusOptions options_{.socket_path = ""};
+  std::string config_{};
+};
+
+class AgentCommand final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    app_ = root.add_subcommand(
+        "agent",
+        "Run the node agent: caches, leader election, controllers, health socket (until "
+        "SIGTERM)");
+    app_->add_option("--config", config_,
+                     "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+    app_->add_option("--kubeconfig", args_.kubeconfig,
+                     "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
+                     "/etc/kubernetes/admin.conf and kubelet.conf)");
+    app_->add_option("--node-name", args_.node_name,
+                     "This node's name (default: NODE_NAME, then the host name)");
+    app_->add_option("--host-root", args_.host_root,
+                     "Where the host's / is (/host in a DaemonSet pod; default /)");
+    app_->add_option("--socket", args_.socket,
+                     "Health socket path (default: health_socket under --host-root)");
+    app_->add_flag("--dry-run", args_.dry_run,
+                   "Decide and log plans, change nothing in the cluster or on the host");
+    addConfigFlags(app_, flags_);
   }
-  if (c.certs.renew->parsed()) {
-    const ClusterConfig cluster =
-        clusterConfigFor(c.certs.renew_args.kubeconfig, c.certs.renew_args.host_root, env);
-    auto cfg =
-        commandConfig(c.certs.renew_config, nullptr, nullptr, c.log_level_flag, env, &cluster);
-    if (!cfg) return kExitUsage;
-    return runCertsRenewCommand(*cfg, c.certs.renew_args, env);
+  bool parsed() const override { return app_->parsed(); }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    return agentCommand(config_, app_, flags_, log_level, args_, env);
   }
-  if (c.purge->parsed()) {
-    const ClusterConfig cluster =
-        clusterConfigFor(c.purge_args.kubeconfig, c.purge_args.host_root, env);
-    auto cfg =
-        commandConfig(c.purge_config, c.purge, &c.purge_flags, c.log_level_flag, env, &cluster);
-    if (!cfg) return kExitUsage;
-    return runPurgeNodeCommand(*cfg, c.purge_args, env);
+
+ private:
+  CLI::App* app_ = nullptr;
+  std::string config_{};
+  FlagValues flags_{};
+  AgentCommandArgs args_{};
+};
+
+// `ekco render haproxy|manifest|units`.
+class RenderCommands final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    auto* render = root.add_subcommand(
+        "render",
+        "Show the files ekco installs on the host: print them, or write them under --out (units)");
+    render->require_subcommand(1);
+    haproxy_ = render->add_subcommand(
+        "haproxy", "Print the internal load balancer's haproxy.cfg for the given kube-apiservers");
+    haproxy_
+        ->add_option("--endpoints", args_.endpoints,
+                     "kube-apiservers, comma-separated: HOST[:PORT] or [IPv6]:PORT (port 6443 by "
+                     "default); HOST is an IP address or a DNS name")
+        ->required();
+    haproxy_->add_option("--bind", args_.bind, "Listen address, IP:PORT (default 127.0.0.1:6444)");
+    haproxy_->add_flag("--bind-ipv6-loopback", args_.bind_ipv6_loopback,
+                       "Also listen on [::1] at the same port");
+    haproxy_->add_option("--image", args_.image,
+                         "HAProxy image the config is for: its tag enables directives of "
+                         "newer versions (default haproxy:lts-alpine)");
+    manifest_ = render->add_subcommand(
+        "manifest", "Print the HAProxy static pod (/etc/kubernetes/manifests/haproxy.yaml)");
+    manifest_->add_option("--image", args_.image, "HAProxy image (default haproxy:lts-alpine)");
+    manifest_->add_option("--bind", args_.bind,
+                          "HAProxy's listen address, IP:PORT: the liveness probe's host and "
+                          "port (default 127.0.0.1:6444)");
+    units_ = render->add_subcommand(
+        "units", "Write the systemd units and /opt/ekco scripts the agent installs, under --out");
+    units_->add_option("--config", units_args_.config,
+                       "Config file (default /etc/ekco/config.yaml; absent means defaults)");
+    units_
+        ->add_option("--out", units_args_.out,
+                     "Directory to write into, in the host's layout (created)")
+        ->required();
+    units_->add_option("--bin", units_args_.bin,
+                       "The ekco binary the units run (default /usr/bin/ekco)");
   }
-  if (c.maintenance.parsed() != nullptr) {
-    const ClusterConfig cluster =
-        clusterConfigFor(c.maintenance.args.kubeconfig, c.maintenance.args.host_root, env);
-    auto cfg =
-        commandConfig(c.maintenance.config, nullptr, nullptr, c.log_level_flag, env, &cluster);
-    if (!cfg) return kExitUsage;
-    return runMaintenanceCommand(*cfg, c.maintenance.args, env);
+  bool parsed() const override {
+    return haproxy_->parsed() || manifest_->parsed() || units_->parsed();
   }
-  if (c.job.parsed() != nullptr) {
-    const ClusterConfig cluster =
-        clusterConfigFor(c.job.args.kubeconfig, c.job.args.host_root, env);
-    auto cfg = commandConfig(c.job.config, nullptr, nullptr, c.log_level_flag, env, &cluster);
-    if (!cfg) return kExitUsage;
-    return runJobCommand(*cfg, c.job.args, env);
+  int run(const std::string& /*log_level*/, const CliEnv& env) override {
+    if (haproxy_->parsed()) return renderHaproxy(args_, env);
+    if (manifest_->parsed()) return renderManifest(args_, env);
+    return renderUnits(units_args_, env);
   }
-  if (c.agent->parsed()) {
-    return agentCommand(c.agent_config, c.agent, c.agent_flags, c.log_level_flag, c.agent_args,
-                        env);
-  }
-  *env.err << "error: no command given. Run 'ekco --help' for usage.\n";
-  return kExitUsage;
+
+ private:
+  CLI::App* haproxy_ = nullptr;
+  CLI::App* manifest_ = nullptr;
+  CLI::App* units_ = nullptr;
+  RenderArgs args_{};
+  RenderUnitsArgs units_args_{};
+};
+
+// Every command, in the order `ekco --help` lists them: the commands no feature owns are here,
+// the others in their feature's folder.
+std::vector<std::unique_ptr<Command>> commandTable() {
+  std::vector<std::unique_ptr<Command>> table;
+  table.push_back(std::make_unique<VersionCommand>());
+  table.push_back(std::make_unique<ConfigCommands>());
+  table.push_back(std::make_unique<StatusCommand>());
+  table.push_back(std::make_unique<AgentCommand>());
+  table.push_back(rebootCommands());
+  table.push_back(upgradeCommand());
+  table.push_back(purgeNodeCommand());
+  table.push_back(certsCommands());
+  table.push_back(maintenanceCommands());
+  table.push_back(jobCommands());
+  table.push_back(std::make_unique<RenderCommands>());
+  return table;
 }
 
 }  // namespace
@@ -672,28 +488,19 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
   app.require_subcommand(1);
   // Options of the root (--log-level) may also follow a subcommand.
   app.fallthrough(true);
-  // On the heap: GCC 12 at -O3 inlines Commands' constructor into runCli and then warns
-  // (maybe-uninitialized, a false positive) about the unwinding path of its string members.
-  const auto commands = std::make_unique<Commands>();
-  Commands& c = *commands;
-  app.add_option("--log-level,--log_level", c.log_level_flag,
+  std::string log_level_flag;
+  app.add_option("--log-level,--log_level", log_level_flag,
                  "debug, info, warn or error (default: log_level from the config, else info)");
-
-  c.version = app.add_subcommand("version", "Print the version and the library versions");
-  addConfigCommands(app, c);
-  addStatusCommand(app, c);
-  addAgentCommand(app, c);
-  addRebootCommands(app, c);
-  addUpgradeCommand(app, c);
-  addPurgeCommand(app, c);
-  addCertsCommands(app, c.certs);
-  addMaintenanceCommands(app, c.maintenance);
-  addJobCommands(app, c.job);
-  addRenderCommands(app, c);
+  const std::vector<std::unique_ptr<Command>> table = commandTable();
+  for (const auto& command : table) command->add(app);
 
   if (auto exit_code = parseArgs(app, args, env)) return *exit_code;
-  if (auto exit_code = applyLogLevelFlag(c.log_level_flag, env)) return *exit_code;
-  return dispatch(c, env);
+  if (auto exit_code = applyLogLevelFlag(log_level_flag, env)) return *exit_code;
+  for (const auto& command : table) {
+    if (command->parsed()) return command->run(log_level_flag, env);
+  }
+  *env.err << "error: no command given. Run 'ekco --help' for usage.\n";
+  return kExitUsage;
 }
 
 }  // namespace ekco::agent

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <ostream>
 
+#include "agent/edge/command_config.h"
 #include "agent/edge/command_env.h"
 #include "agent/maintenance/maintenance.h"
 #include "base/clock.h"
@@ -11,6 +12,21 @@
 #include "kube/json_fields.h"
 
 namespace ekco::agent {
+
+namespace {
+
+// What the flags parse into (CLI11 keeps pointers into it).
+struct MaintenanceCli {
+  CLI::App* on = nullptr;
+  CLI::App* off = nullptr;
+  CLI::App* status = nullptr;
+  std::string config{};
+  MaintenanceArgs args{};
+  // The subcommand parsed, with args.action set; nullptr when none of them was.
+  CLI::App* parsed();
+};
+
+}  // namespace
 
 CLI::App* MaintenanceCli::parsed() {
   for (auto [app, name] :
@@ -22,6 +38,8 @@ CLI::App* MaintenanceCli::parsed() {
   }
   return nullptr;
 }
+
+namespace {
 
 void addMaintenanceCommands(CLI::App& app, MaintenanceCli& c) {
   auto* m = app.add_subcommand(
@@ -47,6 +65,8 @@ void addMaintenanceCommands(CLI::App& app, MaintenanceCli& c) {
     sub->add_option("--host-root", c.args.host_root, "Where the host's / is (default /)");
   }
 }
+
+}  // namespace
 
 int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, const CliEnv& env) {
   std::optional<std::chrono::seconds> duration;
@@ -114,5 +134,29 @@ int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, con
   }
   return kExitOk;
 }
+
+namespace {
+
+class MaintenanceCommands final : public Command {
+ public:
+  void add(CLI::App& root) override { addMaintenanceCommands(root, c_); }
+  bool parsed() const override {
+    return c_.on->parsed() || c_.off->parsed() || c_.status->parsed();
+  }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    (void)c_.parsed();  // sets args.action
+    auto config = hostCommandConfig(c_.config, nullptr, nullptr, log_level, c_.args.kubeconfig,
+                                    c_.args.host_root, env);
+    if (!config) return kExitUsage;
+    return runMaintenanceCommand(*config, c_.args, env);
+  }
+
+ private:
+  MaintenanceCli c_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Command> maintenanceCommands() { return std::make_unique<MaintenanceCommands>(); }
 
 }  // namespace ekco::agent

@@ -3,10 +3,13 @@
 // leader-election namespace, so every agent pauses its cluster-changing controllers.
 #pragma once
 
+#include <memory>
+
 #include <string>
 
 #include "agent/config/config.h"
 #include "agent/edge/cli_env.h"
+#include "agent/edge/command.h"
 
 namespace CLI {
 class App;
@@ -27,16 +30,7 @@ struct MaintenanceArgs {
 // not a duration of at least 1s; --reason or --for on `off`/`status` is CLI11's usage error).
 int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, const CliEnv& env);
 
-// What the flags parse into (CLI11 keeps pointers into it).
-struct MaintenanceCli {
-  CLI::App* on = nullptr;
-  CLI::App* off = nullptr;
-  CLI::App* status = nullptr;
-  std::string config{};
-  MaintenanceArgs args{};
-  // The subcommand parsed, with args.action set; nullptr when none of them was.
-  CLI::App* parsed();
-};
-void addMaintenanceCommands(CLI::App& app, MaintenanceCli& c);
+// `ekco maintenance on|off|status`, for the command line's table (agent/cli/cli.cc).
+std::unique_ptr<Command> maintenanceCommands();
 
 }  // namespace ekco::agent

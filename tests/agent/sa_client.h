@@ -17,7 +17,7 @@
 #include "kube/curl_transport.h"
 #include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent::testing {
 

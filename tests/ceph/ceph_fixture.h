@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::testing {
 

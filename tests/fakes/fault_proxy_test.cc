@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::fakes {
 namespace {

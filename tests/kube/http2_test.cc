@@ -18,7 +18,7 @@
 #include "base/clock.h"
 #include "kube/curl_transport.h"
 #include "kube/rest_client.h"
-#include "tests/kubesim/pki.h"
+#include "tests/kubesim/server/pki.h"
 
 extern char** environ;
 

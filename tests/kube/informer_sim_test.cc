@@ -17,7 +17,7 @@
 #include "kube/kubeconfig.h"
 #include "kube/records.h"
 #include "kube/rest_client.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::kube {
 namespace {

@@ -16,8 +16,8 @@
 #include "kube/kubeconfig.h"
 #include "kube/objects.h"
 #include "kube/rest_client.h"
-#include "tests/kubesim/pki.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/pki.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::kube {
 namespace {

@@ -11,7 +11,7 @@
 #include "kube/resource.h"
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::rook {
 namespace {

@@ -20,7 +20,7 @@
 #include "kube/records.h"
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 #include "tests/rook/kurl_rook_objects.h"
 
 namespace ekco::agent::rook_testing {

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/edge/command_config.h"
 #include "agent/edge/command_env.h"
 #include "agent/features/certs/certs.h"
 #include "agent/features/certs/certs_renewal.h"
@@ -17,6 +18,22 @@
 #include "pki/probe.h"
 
 namespace ekco::agent {
+
+namespace {
+
+// `ekco certs check|renew` on the command line: what the flags parse into (CLI11 keeps pointers
+// into it, so it stays where runCli made it).
+struct CertsCli {
+  CLI::App* check = nullptr;
+  std::string check_config{};
+  std::string check_kubeconfig{};
+  CertsCheckArgs check_args{};
+  CLI::App* renew = nullptr;
+  std::string renew_config{};
+  CertsRenewArgs renew_args{};
+};
+
+}  // namespace
 
 namespace {
 
@@ -284,6 +301,8 @@ int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const
   return report->not_renewed.empty() ? kExitOk : kExitFailure;
 }
 
+namespace {
+
 void addCertsCommands(CLI::App& app, CertsCli& c) {
   auto* certs = app.add_subcommand("certs", "This node's control-plane certificates");
   certs->require_subcommand(1);
@@ -322,5 +341,35 @@ void addCertsCommands(CLI::App& app, CertsCli& c) {
   c.renew->add_flag("--dry-run", c.renew_args.dry_run,
                     "Say what would be renewed and restarted; change nothing");
 }
+
+}  // namespace
+
+namespace {
+
+class CertsCommands final : public Command {
+ public:
+  void add(CLI::App& root) override { addCertsCommands(root, c_); }
+  bool parsed() const override { return c_.check->parsed() || c_.renew->parsed(); }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    if (c_.check->parsed()) {
+      auto config = hostCommandConfig(c_.check_config, nullptr, nullptr, log_level,
+                                      c_.check_kubeconfig, c_.check_args.host_root, env);
+      if (!config) return kExitUsage;
+      c_.check_args.kubeconfig = c_.check_kubeconfig;
+      return runCertsCheckCommand(*config, c_.check_args, env, base::SystemClock());
+    }
+    auto config = hostCommandConfig(c_.renew_config, nullptr, nullptr, log_level,
+                                    c_.renew_args.kubeconfig, c_.renew_args.host_root, env);
+    if (!config) return kExitUsage;
+    return runCertsRenewCommand(*config, c_.renew_args, env);
+  }
+
+ private:
+  CertsCli c_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Command> certsCommands() { return std::make_unique<CertsCommands>(); }
 
 }  // namespace ekco::agent

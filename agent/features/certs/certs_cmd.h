@@ -5,12 +5,15 @@
 // Lease, restarting and verifying as the certificates controller does, without asking.
 #pragma once
 
+#include <memory>
+
 #include <chrono>
 #include <string>
 #include <vector>
 
 #include "agent/config/config.h"
 #include "agent/edge/cli_env.h"
+#include "agent/edge/command.h"
 #include "base/clock.h"
 
 namespace CLI {
@@ -52,17 +55,7 @@ struct CertsRenewArgs {
 // holds the disruption Lease past the wait; 2 for a bad flag or an unknown certificate name.
 int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const CliEnv& env);
 
-// `ekco certs check|renew` on the command line: what the flags parse into (CLI11 keeps pointers
-// into it, so it stays where runCli made it).
-struct CertsCli {
-  CLI::App* check = nullptr;
-  std::string check_config{};
-  std::string check_kubeconfig{};
-  CertsCheckArgs check_args{};
-  CLI::App* renew = nullptr;
-  std::string renew_config{};
-  CertsRenewArgs renew_args{};
-};
-void addCertsCommands(CLI::App& app, CertsCli& c);
+// `ekco certs check|renew`, for the command line's table (agent/cli/cli.cc).
+std::unique_ptr<Command> certsCommands();
 
 }  // namespace ekco::agent

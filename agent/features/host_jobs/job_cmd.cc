@@ -7,6 +7,7 @@
 #include <ostream>
 #include <thread>
 
+#include "agent/edge/command_config.h"
 #include "agent/edge/command_env.h"
 #include "agent/features/host_jobs/host_job_spec.h"
 #include "base/clock.h"
@@ -16,6 +17,18 @@
 #include "kube/timestamp.h"
 
 namespace ekco::agent {
+
+namespace {
+
+struct JobCli {
+  CLI::App* run = nullptr;
+  CLI::App* status = nullptr;
+  std::string config{};
+  JobArgs args{};
+  CLI::App* parsed();
+};
+
+}  // namespace
 
 using base::Error;
 using base::ErrorCode;
@@ -117,6 +130,8 @@ CLI::App* JobCli::parsed() {
   return nullptr;
 }
 
+namespace {
+
 void addJobCommands(CLI::App& app, JobCli& c) {
   auto* job = app.add_subcommand(
       "job", "HostJobs: run a command as root on selected nodes (needs enable_host_jobs)");
@@ -147,6 +162,7 @@ void addJobCommands(CLI::App& app, JobCli& c) {
   }
 }
 
+}  // namespace
 
 int runJobCommand(const Config& config, const JobArgs& args, const CliEnv& env) {
   (void)config;
@@ -235,5 +251,27 @@ int runJobCommand(const Config& config, const JobArgs& args, const CliEnv& env) 
     std::this_thread::sleep_for(args.poll);
   }
 }
+
+namespace {
+
+class JobCommands final : public Command {
+ public:
+  void add(CLI::App& root) override { addJobCommands(root, c_); }
+  bool parsed() const override { return c_.run->parsed() || c_.status->parsed(); }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    (void)c_.parsed();  // sets args.action
+    auto config = hostCommandConfig(c_.config, nullptr, nullptr, log_level, c_.args.kubeconfig,
+                                    c_.args.host_root, env);
+    if (!config) return kExitUsage;
+    return runJobCommand(*config, c_.args, env);
+  }
+
+ private:
+  JobCli c_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Command> jobCommands() { return std::make_unique<JobCommands>(); }
 
 }  // namespace ekco::agent

@@ -3,6 +3,8 @@
 // [--json]` shows it node by node. Both with the usual --config/--kubeconfig/--host-root.
 #pragma once
 
+#include <memory>
+
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,6 +12,7 @@
 
 #include "agent/config/config.h"
 #include "agent/edge/cli_env.h"
+#include "agent/edge/command.h"
 #include "base/result.h"
 
 namespace CLI {
@@ -40,14 +43,7 @@ int runJobCommand(const Config& config, const JobArgs& args, const CliEnv& env);
 // "node-role.kubernetes.io/worker=true,!node-role.kubernetes.io/control-plane,zone in (a,b)"
 // -> one nodeSelectorTerm's matchExpressions (JSON); an error names the bad part.
 base::Result<nlohmann::json> selectorToTerms(const std::string& selector);
-
-struct JobCli {
-  CLI::App* run = nullptr;
-  CLI::App* status = nullptr;
-  std::string config{};
-  JobArgs args{};
-  CLI::App* parsed();
-};
-void addJobCommands(CLI::App& app, JobCli& c);
+// `ekco job run|status`, for the command line's table (agent/cli/cli.cc).
+std::unique_ptr<Command> jobCommands();
 
 }  // namespace ekco::agent

@@ -4,6 +4,9 @@
 
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+
+#include "agent/edge/command_config.h"
 #include "agent/edge/command_env.h"
 #include "agent/features/purge/purge.h"
 #include "agent/policy/node_health.h"
@@ -126,5 +129,49 @@ int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const C
   *env.out << "Node " << args.node << " purged.\n";
   return kExitOk;
 }
+
+namespace {
+
+class PurgeNodeCommand final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    app_ = root.add_subcommand(
+        "purge-node",
+        "Remove a node from the cluster for good: its Rook OSDs, its kubeadm and etcd "
+        "membership, then the Node (also installed as ekco-purge-node)");
+    app_->add_option("NAME", args_.node, "The node to purge")->required();
+    app_->add_option("--config", config_,
+                     "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+    app_->add_option(
+        "--kubeconfig", args_.kubeconfig,
+        "kubeconfig (default: KUBECONFIG, then the host's /etc/kubernetes/admin.conf)");
+    app_->add_option("--host-root", args_.host_root,
+                     "Where the host's / is, for certificates_dir (default /)");
+    app_->add_option(
+        "--node-name", args_.self,
+        "The node this runs on, never purged (default: NODE_NAME, then the host name)");
+    app_->add_flag("--dry-run", args_.dry_run,
+                   "Print the plan (OSDs, etcd member, endpoints) and exit 0 without changes");
+    app_->add_flag("--yes,-y", args_.yes, "Do not ask for confirmation on a terminal");
+    addConfigFlags(app_, flags_);
+  }
+  bool parsed() const override { return app_->parsed(); }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    auto config = hostCommandConfig(config_, app_, &flags_, log_level, args_.kubeconfig,
+                                    args_.host_root, env);
+    if (!config) return kExitUsage;
+    return runPurgeNodeCommand(*config, args_, env);
+  }
+
+ private:
+  CLI::App* app_ = nullptr;
+  std::string config_{};
+  FlagValues flags_{};
+  PurgeNodeArgs args_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Command> purgeNodeCommand() { return std::make_unique<PurgeNodeCommand>(); }
 
 }  // namespace ekco::agent

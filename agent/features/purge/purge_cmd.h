@@ -14,10 +14,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "agent/config/config.h"
 #include "agent/edge/cli_env.h"
+#include "agent/edge/command.h"
 
 namespace ekco::agent {
 
@@ -34,5 +36,8 @@ struct PurgeNodeArgs {
 };
 
 int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const CliEnv& env);
+
+// `ekco purge-node`, for the command line's table (agent/cli/cli.cc).
+std::unique_ptr<Command> purgeNodeCommand();
 
 }  // namespace ekco::agent

@@ -5,6 +5,9 @@
 #include <ostream>
 #include <thread>
 
+#include <CLI/CLI.hpp>
+
+#include "agent/edge/command_config.h"
 #include "agent/edge/command_env.h"
 #include "agent/features/reboot/shutdown_beacon.h"
 #include "agent/features/reboot/shutdown_drain.h"
@@ -160,5 +163,59 @@ int runStartupCommand(const Config& config, const StartupArgs& args, const CliEn
   }
   return printFailures("startup", report, env);
 }
+
+namespace {
+
+// `ekco shutdown` and `ekco startup` (ekco-reboot.service's ExecStop and ExecStart).
+class RebootCommands final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    for (auto [cli, name, help] :
+         {std::tuple{&shutdown_, "shutdown",
+                     "Before a reboot: cordon this node, delete its pods (not in "
+                     "shutdown_excluded_namespaces), wait for PVC/CephFS unmounts (bounded), "
+                     "delete its rook-ceph operator/mds pods"},
+          std::tuple{&startup_, "startup",
+                     "After a reboot: wait for the API (bounded), uncordon this node if ekco "
+                     "shutdown cordoned it"}}) {
+      cli->app = root.add_subcommand(name, help);
+      cli->app->add_option(
+          "--config", cli->config,
+          "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+      cli->app->add_option("--kubeconfig", cli->args.kubeconfig,
+                           "kubeconfig (default: KUBECONFIG, then the host's "
+                           "/etc/kubernetes/admin.conf and kubelet.conf)");
+      cli->app->add_option("--node-name", cli->args.node_name,
+                           "This node's name (default: NODE_NAME, then the host name)");
+      cli->app->add_option("--host-root", cli->args.host_root, "Where the host's / is (default /)");
+      cli->app->add_flag("--dry-run", cli->args.dry_run, "Log what would be done, change nothing");
+      addConfigFlags(cli->app, cli->flags);
+    }
+  }
+  bool parsed() const override { return shutdown_.app->parsed() || startup_.app->parsed(); }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    const bool is_shutdown = shutdown_.app->parsed();
+    const One& c = is_shutdown ? shutdown_ : startup_;
+    auto config = hostCommandConfig(c.config, c.app, &c.flags, log_level, c.args.kubeconfig,
+                                    c.args.host_root, env);
+    if (!config) return kExitUsage;
+    return is_shutdown ? runShutdownCommand(*config, c.args, env)
+                       : runStartupCommand(*config, c.args, env);
+  }
+
+ private:
+  struct One {
+    std::string config{};
+    FlagValues flags{};
+    ShutdownArgs args{};
+    CLI::App* app = nullptr;
+  };
+  One shutdown_{};
+  One startup_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Command> rebootCommands() { return std::make_unique<RebootCommands>(); }
 
 }  // namespace ekco::agent

@@ -2,10 +2,12 @@
 // themselves are agent/features/reboot/reboot.h.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "agent/config/config.h"
 #include "agent/edge/cli_env.h"
+#include "agent/edge/command.h"
 #include "agent/features/reboot/reboot.h"
 
 namespace ekco::agent {
@@ -23,5 +25,8 @@ using StartupArgs = ShutdownArgs;
 // failure is one "error: " line on env.err), 2 for a bad node name.
 int runShutdownCommand(const Config& config, const ShutdownArgs& args, const CliEnv& env);
 int runStartupCommand(const Config& config, const StartupArgs& args, const CliEnv& env);
+
+// `ekco shutdown` and `ekco startup`, for the command line's table (agent/cli/cli.cc).
+std::unique_ptr<Command> rebootCommands();
 
 }  // namespace ekco::agent

@@ -2,6 +2,9 @@
 
 #include <ostream>
 
+#include <CLI/CLI.hpp>
+
+#include "agent/edge/command_config.h"
 #include "agent/edge/command_env.h"
 #include "base/clock.h"
 #include "base/process.h"
@@ -77,5 +80,49 @@ int runUpgradeCommand(const Config& config, const UpgradeArgs& args, const CliEn
   *env.out << outcome->message << "\n";
   return kExitOk;
 }
+
+namespace {
+
+class UpgradeCommand final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    app_ =
+        root.add_subcommand("upgrade",
+                            "Auto-upgrade (ekco-upgrade.timer): re-run the kURL installer when its "
+                            "X-Kurl-Hash changed (single-node clusters only)");
+    app_->add_option("--config", config_,
+                     "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
+    app_->add_option("--url", args_.url,
+                     "Installer URL (default: auto_upgrade_url from the config)");
+    app_->add_option("--state-dir", args_.state_dir,
+                     "Host directory of upgrades.txt and upgrade.lock (default /var/lib/ekco)");
+    app_->add_option("--kubeconfig", args_.kubeconfig,
+                     "kubeconfig, to count the nodes (default: KUBECONFIG, in-cluster, then the "
+                     "host's /etc/kubernetes/admin.conf and kubelet.conf)");
+    app_->add_option("--host-root", args_.host_root, "Where the host's / is (default /)");
+    app_->add_flag("--allow-http", args_.allow_http,
+                   "Accept a plain http:// URL, whose download is not verified (default: "
+                   "auto_upgrade_allow_http from the config)");
+    app_->add_flag("--dry-run", args_.dry_run,
+                   "Check and report what would be done; write nothing, never run the installer");
+  }
+  bool parsed() const override { return app_->parsed(); }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    // No per-key flags: the file and the environment (auto_upgrade_url, log_level).
+    auto config = hostCommandConfig(config_, nullptr, nullptr, log_level, args_.kubeconfig,
+                                    args_.host_root, env);
+    if (!config) return kExitUsage;
+    return runUpgradeCommand(*config, args_, env);
+  }
+
+ private:
+  CLI::App* app_ = nullptr;
+  std::string config_{};
+  UpgradeArgs args_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Command> upgradeCommand() { return std::make_unique<UpgradeCommand>(); }
 
 }  // namespace ekco::agent

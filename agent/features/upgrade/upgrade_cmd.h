@@ -2,11 +2,14 @@
 // agent/features/upgrade/upgrade.h), run by ekco-upgrade.timer.
 #pragma once
 
+#include <memory>
+
 #include <chrono>
 #include <string>
 
 #include "agent/config/config.h"
 #include "agent/edge/cli_env.h"
+#include "agent/edge/command.h"
 #include "agent/features/upgrade/upgrade.h"
 
 namespace ekco::agent {
@@ -27,5 +30,8 @@ struct UpgradeArgs {
 // lines when it failed); 2 for a bad flag (--url not an https URL, or http without --allow-http
 // or auto_upgrade_allow_http; --state-dir or --host-root not absolute).
 int runUpgradeCommand(const Config& config, const UpgradeArgs& args, const CliEnv& env);
+
+// `ekco upgrade`, for the command line's table (agent/cli/cli.cc).
+std::unique_ptr<Command> upgradeCommand();
 
 }  // namespace ekco::agent

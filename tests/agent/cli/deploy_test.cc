@@ -26,7 +26,7 @@
 #include "base/strings.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

@@ -19,7 +19,7 @@
 #include "base/clock.h"
 #include "kube/timestamp.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

@@ -24,7 +24,7 @@
 #include "base/clock.h"
 #include "base/process.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

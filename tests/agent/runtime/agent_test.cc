@@ -13,7 +13,7 @@
 #include "agent/runtime/agent.h"
 #include "kube/timestamp.h"
 #include "tests/agent/cli_support.h"
-#include "tests/kubesim/pki.h"
+#include "tests/kubesim/server/pki.h"
 
 namespace ekco::agent {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "agent/serve/health_server.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

@@ -27,8 +27,8 @@
 #include "kube/timestamp.h"
 #include "tests/agent/process_support.h"
 #include "tests/fakes/fault_proxy.h"
-#include "tests/kubesim/pki.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/pki.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

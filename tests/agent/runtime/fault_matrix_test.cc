@@ -31,7 +31,7 @@
 #include "kube/timestamp.h"
 #include "tests/agent/process_support.h"
 #include "tests/fakes/fault_proxy.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

@@ -14,7 +14,7 @@
 #include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
 #include "tests/agent/runtime/leader_election_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

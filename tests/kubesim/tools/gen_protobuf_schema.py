@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates tests/kubesim/protobuf_schema.inc: the Kubernetes protobuf messages kubesim decodes.
+"""Generates tests/kubesim/features/protobuf_schema.inc: the Kubernetes protobuf messages kubesim decodes.
 
 kubectl's typed commands (create namespace|configmap|secret|..., drain) send bodies in the
 Kubernetes protobuf encoding, which client-go's generated clients force for built-in types. This
@@ -10,7 +10,7 @@ kubesim answers as, v0.32.x) and writes, for every message reachable from ROOTS,
 
 o = optional, r = repeated, m = map<type, value type>. Scalars keep their proto names.
 
-Usage: gen_protobuf_schema.py API_CHECKOUT APIMACHINERY_CHECKOUT > tests/kubesim/protobuf_schema.inc
+Usage: gen_protobuf_schema.py API_CHECKOUT APIMACHINERY_CHECKOUT > tests/kubesim/features/protobuf_schema.inc
 """
 import os
 import re

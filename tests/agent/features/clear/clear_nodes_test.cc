@@ -27,7 +27,7 @@
 #include "kube/rest_client.h"
 #include "kube/timestamp.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

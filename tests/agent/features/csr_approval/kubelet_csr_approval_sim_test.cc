@@ -27,7 +27,7 @@
 #include "pki/certificate.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 #include "tests/pki/csr_support.h"
 
 namespace ekco::agent {

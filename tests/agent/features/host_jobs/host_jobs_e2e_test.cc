@@ -29,7 +29,7 @@
 #include "base/process.h"
 #include "base/utf8.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

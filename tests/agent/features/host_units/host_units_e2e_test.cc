@@ -24,7 +24,7 @@
 #include "base/clock.h"
 #include "tests/agent/process_support.h"
 #include "tests/fakes/systemd_bus.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 #include "units/systemd_manager.h"
 
 namespace ekco::agent {

@@ -18,8 +18,8 @@
 #include "agent/serve/health_server.h"
 #include "tests/agent/features/minio/minio_ha_fixture.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
-#include "tests/kubesim/store.h"
+#include "tests/kubesim/server/server.h"
+#include "tests/kubesim/store/store.h"
 
 namespace ekco::agent {
 namespace {

@@ -26,7 +26,7 @@
 #include "kube/timestamp.h"
 #include "tests/agent/features/minio/minio_ha_fixture.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/store.h"
+#include "tests/kubesim/store/store.h"
 
 namespace ekco::agent {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "tests/agent/cli_support.h"
 #include "tests/agent/log_capture.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

@@ -29,7 +29,7 @@
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
 #include "tests/fakes/etcd_cluster.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent::testing {
 

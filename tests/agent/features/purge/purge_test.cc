@@ -15,7 +15,7 @@
 #include "kube/curl_transport.h"
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

@@ -2,7 +2,7 @@
 // on node-a), the real `ekco shutdown` / `ekco startup` commands with a host root per node, and
 // ekco-kubesim simulating the kubelets' heartbeats, the node lifecycle controller, the taint
 // manager, the pod GC, the attach-detach controller and a StatefulSet with a volume
-// (tests/kubesim/node_lifecycle.h), every Kubernetes timing scaled by kScale (40 s of
+// (tests/kubesim/controllers/node_lifecycle.h), every Kubernetes timing scaled by kScale (40 s of
 // node-monitor-grace-period → 4 s). The StatefulSet lives in a namespace ekco shutdown leaves
 // alone (shutdown_excluded_namespaces, as the storage providers' are), so its pod is still on the
 // node when the node goes silent: what the out-of-service taint is for.
@@ -31,7 +31,7 @@
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

@@ -23,7 +23,7 @@
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/log_capture.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent::testing {
 

@@ -19,7 +19,7 @@
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

@@ -30,7 +30,7 @@
 #include "base/process.h"
 #include "hostfs/local_host_fs.h"
 #include "tests/agent/cli_support.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {

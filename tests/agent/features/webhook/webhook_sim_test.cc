@@ -27,7 +27,7 @@
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
 #include "tests/agent/serve/tls_client.h"
-#include "tests/kubesim/server.h"
+#include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
 namespace {
