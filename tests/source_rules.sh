@@ -46,8 +46,6 @@ known = {  # file -> included file: crossing today, removed by issue 36's next s
     # the inhibitor becomes a service the reboot feature's spec gives the runtime
     ('agent/runtime/agent_impl.h', 'agent/features/reboot/shutdown_inhibitor.h'),
     ('agent/features/reboot/shutdown_inhibitor.cc', 'agent/runtime/agent.h'),
-    # the clear plan, which the purge waits for, moves to policy/
-    ('agent/features/purge/purge_dead_nodes.h', 'agent/features/clear/clear_nodes.h'),
 }
 def room(path):
     parts = path.split('/')

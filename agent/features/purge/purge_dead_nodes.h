@@ -23,8 +23,8 @@
 #include "agent/controller/controller.h"
 #include "agent/controller/observed.h"
 #include "agent/controller/spec.h"
-#include "agent/features/clear/clear_nodes.h"
 #include "agent/features/purge/purge.h"
+#include "agent/policy/clear_plan.h"
 
 namespace ekco::agent {
 

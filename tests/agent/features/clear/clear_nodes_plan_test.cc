@@ -1,4 +1,5 @@
-// The clear-nodes leader controller's decision (agent/features/clear/clear_nodes.h):
+// The clear-nodes decision (agent/policy/clear_plan.h) and its leader controller
+// (agent/features/clear/clear_nodes.h):
 //   - the pure plan over tables;
 //   - randomized cluster states against the in-memory API: never a delete of a pod on a live
 //     node, never during a storm, never early, never a missed one, always the exact wake-up.
