@@ -27,8 +27,10 @@ class ServiceAccountCluster {
  public:
   // `dir` holds kubesim's files; `manifest_dirs` are relative to the source tree ("/deploy").
   // Fatal failures on error (call under ASSERT_NO_FATAL_FAILURE).
+  // `reporting_instance`: the node the client's Events name as their source.
   void start(const std::string& dir, std::vector<nlohmann::json> objects,
-             const std::vector<std::string>& manifest_dirs, const base::Clock& clock) {
+             const std::vector<std::string>& manifest_dirs, const base::Clock& clock,
+             const std::string& reporting_instance = "node-a") {
     for (const std::string& m : manifest_dirs) {
       auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + m);
       ASSERT_TRUE(loaded) << loaded.error().message();
@@ -58,7 +60,7 @@ class ServiceAccountCluster {
                                 .retry = {.max_attempts = 1},
                                 .sleep = [](std::chrono::milliseconds) {},
                                 .random = [] { return 0.0; },
-                                .reporting_instance = "node-a"});
+                                .reporting_instance = reporting_instance});
   }
 
   void expectEveryRequestAllowed() const {

@@ -23,6 +23,7 @@
 #include "pki/renew.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/features/certs/kubeadm_pki.h"
+#include "tests/agent/sa_client.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
@@ -33,9 +34,6 @@ using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-constexpr const char* kToken = "ekco-certs-token";
-constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
 
 json secret(const std::string& ns, const std::string& name,
             const std::vector<std::pair<std::string, std::string>>& data) {
@@ -83,53 +81,20 @@ class ClusterCertsTest : public ::testing::Test {
   // which needs it); without it, only deploy/.
   void start(std::vector<json> extra, bool contour = true) {
     std::vector<json> objects = std::move(extra);
-    std::vector<const char*> dirs = {"/deploy"};
+    std::vector<std::string> dirs = {"/deploy"};
     if (contour) {
       objects.push_back({{"apiVersion", "v1"},
                          {"kind", "Namespace"},
                          {"metadata", {{"name", "projectcontour"}}}});
       dirs.push_back("/deploy-contour");
     }
-    for (const char* dir : dirs) {
-      auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + dir);
-      ASSERT_TRUE(loaded) << loaded.error().message();
-      objects.insert(objects.end(), loaded->begin(), loaded->end());
-    }
-    auto server = kubesim::Server::start(
-        {.out_dir = dir_.path() + "/sim",
-         .objects = std::move(objects),
-         .tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
-    const std::string kubeconfig = dir_.path() + "/sa.kubeconfig";
-    ASSERT_TRUE(server_->writeTokenKubeconfig(kubeconfig, kToken));
-    auto process_fs = hostfs::LocalHostFs::open("/", clock_);
-    ASSERT_TRUE(process_fs) << process_fs.error().message();
-    process_fs_ = std::move(*process_fs);
-    auto conn = kube::loadKubeconfig(*process_fs_, kubeconfig);
-    ASSERT_TRUE(conn) << conn.error().message();
-    auto transport = kube::CurlTransport::create(*conn, process_fs_.get(), clock_,
-                                                 {.connect_timeout = seconds(5)});
-    ASSERT_TRUE(transport) << transport.error().message();
-    transport_ = std::move(*transport);
-    client_ = std::make_unique<kube::RestClient>(
-        *transport_, clock_,
-        kube::RestClientOptions{.request_timeout = seconds(10),
-                                .retry = {.max_attempts = 1},
-                                .sleep = [](std::chrono::milliseconds) {},
-                                .random = [] { return 0.0; },
-                                .reporting_instance = "cp-1"});
+    ASSERT_NO_FATAL_FAILURE(sa_.start(dir_.path(), std::move(objects), dirs, clock_, "cp-1"));
+    server_ = &sa_.server();
+    client_ = &sa_.client();
   }
   void TearDown() override {
-    if (server_) {
-      for (const auto& r : server_->requestLog()) {
-        EXPECT_TRUE(r.allowed) << r.user << " " << r.verb << " " << r.resource << " " << r.ns << "/"
-                               << r.name << ": " << r.code;
-      }
-    }
-    client_.reset();
-    transport_.reset();
-    server_.reset();
+    // Every call the code under test made is one the manifests grant.
+    sa_.expectEveryRequestAllowed();
   }
 
   // A leaf signed by the host's cluster CA, valid `days`.
@@ -234,10 +199,9 @@ class ClusterCertsTest : public ::testing::Test {
   std::string ca_cert_;
   std::string ca_key_;
   std::unique_ptr<hostfs::LocalHostFs> host_fs_;
-  std::unique_ptr<kubesim::Server> server_;
-  std::unique_ptr<hostfs::LocalHostFs> process_fs_;
-  std::unique_ptr<kube::CurlTransport> transport_;
-  std::unique_ptr<kube::RestClient> client_;
+  testing::ServiceAccountCluster sa_;
+  kubesim::Server* server_ = nullptr;
+  kube::RestClient* client_ = nullptr;
 };
 
 TEST_F(ClusterCertsTest, RenewsEverySecretInsideTheTtlAndRestartsWhatReadsIt) {

@@ -19,6 +19,7 @@
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
+#include "tests/agent/sa_client.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
@@ -53,9 +54,6 @@ TEST(ResourceScalingRule, ReplicasFollowTheNodeCountUpToTheCapAndNeverFightAHigh
   }
 }
 
-constexpr const char* kToken = "ekco-scaling-token";
-constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
-
 json monitoringObject(const std::string& kind, const std::string& name,
                       std::optional<int> replicas) {
   json spec = json::object();
@@ -77,47 +75,15 @@ class ResourceScalingTest : public ::testing::Test {
   void SetUp() override {
     std::vector<json> objects = {monitoringObject("Prometheus", "k8s", std::nullopt),
                                  monitoringObject("Alertmanager", "prometheus-alertmanager", 3)};
-    for (const char* dir : {"/deploy", "/deploy-monitoring"}) {
-      auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + dir);
-      ASSERT_TRUE(loaded) << loaded.error().message();
-      objects.insert(objects.end(), loaded->begin(), loaded->end());
-    }
-    auto server = kubesim::Server::start(
-        {.out_dir = dir_.path() + "/sim",
-         .objects = std::move(objects),
-         .tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
-    const std::string kubeconfig = dir_.path() + "/sa.kubeconfig";
-    ASSERT_TRUE(server_->writeTokenKubeconfig(kubeconfig, kToken));
-    auto process_fs = hostfs::LocalHostFs::open("/", clock_);
-    ASSERT_TRUE(process_fs) << process_fs.error().message();
-    process_fs_ = std::move(*process_fs);
-    auto conn = kube::loadKubeconfig(*process_fs_, kubeconfig);
-    ASSERT_TRUE(conn) << conn.error().message();
-    auto transport = kube::CurlTransport::create(*conn, process_fs_.get(), clock_,
-                                                 {.connect_timeout = seconds(5)});
-    ASSERT_TRUE(transport) << transport.error().message();
-    transport_ = std::move(*transport);
-    client_ = std::make_unique<kube::RestClient>(
-        *transport_, clock_,
-        kube::RestClientOptions{.request_timeout = seconds(10),
-                                .retry = {.max_attempts = 1},
-                                .sleep = [](std::chrono::milliseconds) {},
-                                .random = [] { return 0.0; },
-                                .reporting_instance = "node-a"});
+    ASSERT_NO_FATAL_FAILURE(sa_.start(dir_.path(), std::move(objects),
+                                      {"/deploy", "/deploy-monitoring"}, clock_, "node-a"));
+    server_ = &sa_.server();
+    client_ = &sa_.client();
   }
   void TearDown() override {
     // Every call the controller made is one the manifests grant.
-    if (server_) {
-      for (const auto& r : server_->requestLog()) {
-        EXPECT_TRUE(r.allowed) << r.user << " " << r.verb << " " << r.resource << " " << r.ns << "/"
-                               << r.name << ": " << r.code;
-      }
-    }
-    client_.reset();
-    transport_.reset();
-    server_.reset();
+    // Every call the code under test made is one the manifests grant.
+    sa_.expectEveryRequestAllowed();
   }
 
   ResourceScalingController controller(bool dry_run = false) {
@@ -145,10 +111,9 @@ class ResourceScalingTest : public ::testing::Test {
 
   testing::TempDir dir_{"ekco-scaling"};
   base::SystemClock clock_;
-  std::unique_ptr<kubesim::Server> server_;
-  std::unique_ptr<hostfs::LocalHostFs> process_fs_;
-  std::unique_ptr<kube::CurlTransport> transport_;
-  std::unique_ptr<kube::RestClient> client_;
+  testing::ServiceAccountCluster sa_;
+  kubesim::Server* server_ = nullptr;
+  kube::RestClient* client_ = nullptr;
   bool synced_ = true;
   std::vector<kube::NodeRecord> nodes_;
   bool leader_fresh_ = true;
