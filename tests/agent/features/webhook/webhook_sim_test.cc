@@ -26,6 +26,7 @@
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
+#include "tests/agent/sa_client.h"
 #include "tests/agent/serve/tls_client.h"
 #include "tests/kubesim/server/server.h"
 
@@ -35,8 +36,6 @@ namespace {
 using nlohmann::json;
 using std::chrono::seconds;
 
-constexpr const char* kToken = "ekco-webhook-token";
-constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
 constexpr const char* kConfigurations =
     "mutatingwebhookconfigurations.admissionregistration.k8s.io";
 
@@ -50,39 +49,11 @@ std::string fixture(const std::string& name) {
 class WebhookSimTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto objects = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + "/deploy");
-    ASSERT_TRUE(objects) << objects.error().message();
-    auto server = kubesim::Server::start(
-        {.out_dir = dir_.path() + "/sim",
-         .objects = std::move(*objects),
-         .tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
-    const std::string kubeconfig = dir_.path() + "/sa.kubeconfig";
-    ASSERT_TRUE(server_->writeTokenKubeconfig(kubeconfig, kToken));
-    auto process_fs = hostfs::LocalHostFs::open("/", clock_);
-    ASSERT_TRUE(process_fs);
-    process_fs_ = std::move(*process_fs);
-    auto conn = kube::loadKubeconfig(*process_fs_, kubeconfig);
-    ASSERT_TRUE(conn) << conn.error().message();
-    auto transport = kube::CurlTransport::create(*conn, process_fs_.get(), clock_,
-                                                 {.connect_timeout = seconds(5)});
-    ASSERT_TRUE(transport);
-    transport_ = std::move(*transport);
-    client_ = std::make_unique<kube::RestClient>(
-        *transport_, clock_,
-        kube::RestClientOptions{.request_timeout = seconds(10),
-                                .retry = {.max_attempts = 1},
-                                .sleep = [](std::chrono::milliseconds) {},
-                                .random = [] { return 0.0; },
-                                .reporting_instance = "node-a"});
+    ASSERT_NO_FATAL_FAILURE(sa_.start(dir_.path(), {}, {"/deploy"}, clock_));
+    server_ = &sa_.server();
+    client_ = &sa_.client();
   }
-  void TearDown() override {
-    serving_.reset();
-    client_.reset();
-    transport_.reset();
-    server_.reset();
-  }
+  void TearDown() override { serving_.reset(); }
 
   WebhookConfigController leader(bool enabled) {
     return WebhookConfigController(
@@ -103,10 +74,9 @@ class WebhookSimTest : public ::testing::Test {
 
   testing::TempDir dir_{"ekco-webhook-sim"};
   base::SystemClock clock_;
-  std::unique_ptr<kubesim::Server> server_;
-  std::unique_ptr<hostfs::LocalHostFs> process_fs_;
-  std::unique_ptr<kube::CurlTransport> transport_;
-  std::unique_ptr<kube::RestClient> client_;
+  testing::ServiceAccountCluster sa_;
+  kubesim::Server* server_ = nullptr;
+  kube::RestClient* client_ = nullptr;
   std::unique_ptr<WebhookServingController> serving_;
 };
 
@@ -165,7 +135,7 @@ TEST_F(WebhookSimTest, TheLeaderConfiguresAnAgentServesAndTheCaBundleVerifiesIt)
   // Least privilege, both ways, for the webhook's rules.
   std::set<std::string> used;
   for (const auto& rec : server_->requestLog()) {
-    if (rec.user != kServiceAccount || rec.resource.empty()) continue;
+    if (rec.user != testing::kEkcoServiceAccount || rec.resource.empty()) continue;
     EXPECT_TRUE(rec.allowed) << "forbidden: " << rec.verb << " " << rec.path;
     used.insert(rec.verb + " " + rec.api_group + "/" + rec.resource);
   }
