@@ -43,9 +43,6 @@ known = {  # file -> included file: crossing today, removed by issue 36's next s
     # the projections move to the features that own them
     ('agent/controller/observed.h', 'agent/features/host_jobs/host_job_spec.h'),
     ('agent/runtime/caches.cc', 'agent/features/internal_lb/internal_lb.h'),
-    # the inhibitor becomes a service the reboot feature's spec gives the runtime
-    ('agent/runtime/agent_impl.h', 'agent/features/reboot/shutdown_inhibitor.h'),
-    ('agent/features/reboot/shutdown_inhibitor.cc', 'agent/runtime/agent.h'),
 }
 def room(path):
     parts = path.split('/')

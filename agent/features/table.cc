@@ -1,5 +1,7 @@
 // Every controller, one line each, in the order the manager runs them when several are due
-// (agent/controller/spec.h). Adding a controller adds a line here.
+// (agent/controller/spec.h), and every service (agent/controller/service.h). Adding a
+// controller or a service adds a line here.
+#include "agent/controller/service.h"
 #include "agent/controller/spec.h"
 #include "agent/features/certs/cluster_certs.h"
 #include "agent/features/certs/control_plane_certs.h"
@@ -14,6 +16,7 @@
 #include "agent/features/minio/minio_ha.h"
 #include "agent/features/purge/purge_dead_nodes.h"
 #include "agent/features/reboot/node_recovery.h"
+#include "agent/features/reboot/shutdown_inhibitor.h"
 #include "agent/features/rook/rook_ceph.h"
 #include "agent/features/scaling/resource_scaling.h"
 #include "agent/features/webhook/webhook_config.h"
@@ -40,6 +43,13 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       webhookConfigSpec(),       // leader: its CA Secret, Service and MutatingWebhookConfiguration
       kotsadmHaSpec(),           // leader: kotsadm-rqlite to 3 replicas at 3 Ready nodes
       minioHaSpec(),             // leader: ha-minio scaled, the old MinIO's data migrated to it
+  };
+  return table;
+}
+
+const std::vector<ServiceSpec>& serviceSpecs() {
+  static const std::vector<ServiceSpec> table = {
+      shutdownInhibitorSpec(),
   };
   return table;
 }

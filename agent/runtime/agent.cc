@@ -92,7 +92,21 @@ base::Status Agent::Impl::init() {
   EKCO_TRY(initClient());    // (1)
   EKCO_TRY(initElection());  // (2)
   initCaches();              // (3)
-  inhibitor_ = makeAgentShutdownInhibitor(options_, *platform_.host_fs, clock_);
+  // The features' services that the config leaves on (started in run()).
+  const ServiceDeps deps{.config = options_.config,
+                         .node_name = options_.node_name,
+                         .host_root = options_.host_root,
+                         .kubeconfig = options_.kubeconfig,
+                         .env = options_.env,
+                         .working_dir = options_.working_dir,
+                         .dry_run = options_.dry_run,
+                         .clock = clock_,
+                         .host_fs = *platform_.host_fs};
+  for (const ServiceSpec& spec : serviceSpecs()) {
+    if (auto service = spec.build(deps)) {
+      services_.push_back({.spec = &spec, .service = std::move(service), .thread = {}});
+    }
+  }
   // (4) The controllers, from the table.
   return initControllers();
 }
@@ -370,8 +384,9 @@ int Agent::Impl::run() {
   maintenance_->start();
   std::thread manager_thread = base::startThread("manager", [this] { manager_->run(); });
   std::thread elector_thread = base::startThread("elector", [this] { elector_->run(); });
-  if (inhibitor_) {
-    inhibitor_thread_ = base::startThread("inhibitor", [this] { inhibitor_->run(); });
+  for (RunningService& s : services_) {
+    AgentService* service = s.service.get();
+    s.thread = base::startThread(std::string(s.spec->name), [service] { service->run(); });
   }
 
   std::uint64_t watchdog_usec = 0;
@@ -424,9 +439,12 @@ int Agent::Impl::run() {
   lease_watch_->stop();
   if (lease_watch_thread_.joinable()) lease_watch_thread_.join();
   maintenance_->stop();
-  // Last: a drain under the inhibitor lock (the system is going down) finishes first.
-  if (inhibitor_) inhibitor_->stop();
-  if (inhibitor_thread_.joinable()) inhibitor_thread_.join();
+  // Last, in reverse order: what a service does while the host goes down (the reboot feature's
+  // drain under logind's delay lock) finishes first.
+  for (auto it = services_.rbegin(); it != services_.rend(); ++it) {
+    it->service->stop();
+    if (it->thread.joinable()) it->thread.join();
+  }
   (*server)->stop();
   std::string failed;
   {

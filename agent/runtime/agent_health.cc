@@ -95,7 +95,11 @@ json Agent::Impl::status() const {
   out["system_trust"] = {{"ca_bundle", trust.ca_file.empty() ? json(nullptr) : json(trust.ca_file)},
                          {"source", trust.source.empty() ? json(nullptr) : json(trust.source)},
                          {"problem", trust.problem}};
-  out["shutdown_inhibitor"] = inhibitor_ ? inhibitor_->status() : json(nullptr);
+  // Each service's object under its spec's key (null while off).
+  for (const ServiceSpec& spec : serviceSpecs()) out[std::string(spec.status_key)] = nullptr;
+  for (const RunningService& s : services_) {
+    out[std::string(s.spec->status_key)] = s.service->status();
+  }
   json caches = json::array();
   caches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {
     caches.push_back({{"name", name},

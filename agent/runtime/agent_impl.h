@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "agent/controller/service.h"
 #include "agent/controller/spec.h"
 #include "agent/edge/command_env.h"
-#include "agent/features/reboot/shutdown_inhibitor.h"
 #include "agent/maintenance/maintenance_watch.h"
 #include "agent/runtime/agent.h"
 #include "agent/runtime/caches.h"
@@ -108,8 +108,13 @@ class Agent::Impl {
   std::unique_ptr<kube::Informer<nlohmann::json>> lease_watch_;
   std::thread lease_watch_thread_;
   std::unique_ptr<MaintenanceWatch> maintenance_;  // ekco-maintenance, on every agent
-  std::unique_ptr<ShutdownInhibitor> inhibitor_;   // logind's delay lock (null: reboot unit off)
-  std::thread inhibitor_thread_;
+  // The features' services that are on (agent/controller/service.h), in the table's order.
+  struct RunningService {
+    const ServiceSpec* spec = nullptr;
+    std::unique_ptr<AgentService> service;
+    std::thread thread;
+  };
+  std::vector<RunningService> services_;
   std::vector<Built> controllers_;                        // the table's order
   mutable std::set<std::string> exported_leader_caches_;  // cache labels last sent to /metrics
 

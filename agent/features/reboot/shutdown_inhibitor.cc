@@ -7,7 +7,6 @@
 #include "agent/edge/command_env.h"
 #include "agent/features/reboot/shutdown_beacon.h"
 #include "agent/features/reboot/shutdown_drain.h"
-#include "agent/runtime/agent.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "units/systemd_manager.h"
@@ -168,35 +167,42 @@ void ShutdownInhibitor::onPrepareForShutdown(bool& lock_released) {
             {});
 }
 
-std::unique_ptr<ShutdownInhibitor> makeAgentShutdownInhibitor(const AgentOptions& options,
-                                                              hostfs::HostFs& host_fs,
-                                                              const base::Clock& clock) {
+std::unique_ptr<AgentService> makeAgentShutdownInhibitor(const ServiceDeps& deps) {
   // A dry run changes nothing, so it must not tell the stop job that the node was drained.
-  if (options.config.disable_reboot_service || options.dry_run) return nullptr;
-  const std::string bus = units::systemBusAddress(options.host_root);
+  if (deps.config.disable_reboot_service || deps.dry_run) return nullptr;
+  // The references outlive the service (ServiceDeps); the lambdas keep them, not `deps`.
+  const Config& config = deps.config;
+  const std::string& node_name = deps.node_name;
+  const std::string& host_root = deps.host_root;
+  const std::string& kubeconfig = deps.kubeconfig;
+  const kube::Environment& env = deps.env;
+  const std::string& working_dir = deps.working_dir;
+  const base::Clock& clock = deps.clock;
+  hostfs::HostFs& host_fs = deps.host_fs;
+  const std::string bus = units::systemBusAddress(host_root);
   auto connect = [bus, &clock] { return units::connectLogind(bus, clock); };
-  auto drain = [&options, &clock]() {
+  auto drain = [&config, &node_name, &host_root, &kubeconfig, &env, &working_dir, &clock]() {
     CommandClient c;
     kube::RestClientOptions rest;
     rest.request_timeout = std::chrono::seconds(5);
     rest.retry.max_attempts = 2;
-    rest.reporting_instance = options.node_name;
+    rest.reporting_instance = node_name;
     // An agent that may not lead holds no cluster-wide write (the worker DaemonSet's
     // ekco-node): it drains as the node itself, with the kubelet's credentials, which the Node
     // authorizer and NodeRestriction confine to this node, its pods and Events — what
     // `ekco shutdown` uses on a worker too.
     if (auto built = buildClient(c,
-                                 {.host_root = options.host_root,
-                                  .kubeconfig = options.kubeconfig,
-                                  .node_credentials = !options.config.leader_election_candidate,
+                                 {.host_root = host_root,
+                                  .kubeconfig = kubeconfig,
+                                  .node_credentials = !config.leader_election_candidate,
                                   .rest = std::move(rest)},
-                                 options.env, options.working_dir, clock);
+                                 env, working_dir, clock);
         !built) {
       base::logError("shutdown: no API client", {{"error", built.error()}});
       return false;
     }
-    return drainNodeForShutdown(*c.client, *c.host_fs, clock, options.config, options.node_name,
-                                options.dry_run)
+    return drainNodeForShutdown(*c.client, *c.host_fs, clock, config, node_name,
+                                /*dry_run=*/false)
         .ok();
   };
   auto boot_id = [&host_fs]() {
@@ -204,11 +210,17 @@ std::unique_ptr<ShutdownInhibitor> makeAgentShutdownInhibitor(const AgentOptions
     return id ? *id : std::string();
   };
   ShutdownInhibitorOptions inhibitor;
-  inhibitor.drain_bound = duration_cast<milliseconds>(options.config.shutdown_unmount_timeout) +
-                          std::chrono::seconds(30);
+  inhibitor.drain_bound =
+      duration_cast<milliseconds>(config.shutdown_unmount_timeout) + std::chrono::seconds(30);
   inhibitor.pid = static_cast<long>(::getpid());
   return std::make_unique<ShutdownInhibitor>(std::move(connect), std::move(drain),
                                              std::move(boot_id), host_fs, std::move(inhibitor));
+}
+
+ServiceSpec shutdownInhibitorSpec() {
+  return {.name = "inhibitor",
+          .status_key = "shutdown_inhibitor",
+          .build = [](const ServiceDeps& deps) { return makeAgentShutdownInhibitor(deps); }};
 }
 
 nlohmann::json ShutdownInhibitor::status() const {

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "agent/controller/service.h"
 #include "base/clock.h"
 #include "base/result.h"
 #include "hostfs/host_fs.h"
@@ -43,7 +44,7 @@ struct ShutdownInhibitorOptions {
   long pid = 0;  // this process, for the marker
 };
 
-class ShutdownInhibitor {
+class ShutdownInhibitor final : public AgentService {
  public:
   using Connect = std::function<base::Result<std::unique_ptr<units::Logind>>()>;
   // The node's drain (drainNodeForShutdown); true when every step succeeded.
@@ -57,12 +58,12 @@ class ShutdownInhibitor {
   ShutdownInhibitor& operator=(const ShutdownInhibitor&) = delete;
 
   // Steps 1-3 until stop(); a drain in progress finishes first.
-  void run();
-  void stop();
+  void run() override;
+  void stop() override;
 
   // {held, state, inhibit_delay_max, drain_bound, delay_too_short, drains, last_drain,
   //  last_error} for /status and `ekco status`.
-  nlohmann::json status() const;
+  nlohmann::json status() const override;
   bool held() const;
 
  private:
@@ -90,15 +91,14 @@ class ShutdownInhibitor {
   base::UniqueFd lock_;
 };
 
-struct AgentOptions;
-
 // The agent's inhibitor, with the real parts: logind on the host's system bus
 // (units::systemBusAddress(host_root)), the drain of `ekco shutdown` through a client built as the
 // commands build theirs (5 s attempts, one retry, so its bound holds), the host's boot id.
 // nullptr when the reboot procedure is off (disable_reboot_service) or in a dry run (which must
 // not mark the node drained for the stop job).
-std::unique_ptr<ShutdownInhibitor> makeAgentShutdownInhibitor(const AgentOptions& options,
-                                                              hostfs::HostFs& host_fs,
-                                                              const base::Clock& clock);
+std::unique_ptr<AgentService> makeAgentShutdownInhibitor(const ServiceDeps& deps);
+
+// The service's spec, for the table (agent/features/table.cc).
+ServiceSpec shutdownInhibitorSpec();
 
 }  // namespace ekco::agent
