@@ -27,10 +27,12 @@ class ServiceAccountCluster {
  public:
   // `dir` holds kubesim's files; `manifest_dirs` are relative to the source tree ("/deploy").
   // Fatal failures on error (call under ASSERT_NO_FATAL_FAILURE).
-  // `reporting_instance`: the node the client's Events name as their source.
+  // `reporting_instance`: the node the client's Events name as their source; `exec_script`:
+  // kubesim's scripted pods/exec replies.
   void start(const std::string& dir, std::vector<nlohmann::json> objects,
              const std::vector<std::string>& manifest_dirs, const base::Clock& clock,
-             const std::string& reporting_instance = "node-a") {
+             const std::string& reporting_instance = "node-a",
+             std::vector<kubesim::ExecReply> exec_script = {}) {
     for (const std::string& m : manifest_dirs) {
       auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + m);
       ASSERT_TRUE(loaded) << loaded.error().message();
@@ -40,6 +42,7 @@ class ServiceAccountCluster {
     auto server = kubesim::Server::start(
         {.out_dir = dir + "/sim",
          .objects = std::move(objects),
+         .exec_script = std::move(exec_script),
          .tokens = {{.token = token, .user = kEkcoServiceAccount, .groups = {}}}});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
@@ -50,6 +53,7 @@ class ServiceAccountCluster {
     process_fs_ = std::move(*process_fs);
     auto conn = kube::loadKubeconfig(*process_fs_, kubeconfig);
     ASSERT_TRUE(conn) << conn.error().message();
+    connection_ = *conn;
     auto transport = kube::CurlTransport::create(*conn, process_fs_.get(), clock,
                                                  {.connect_timeout = std::chrono::seconds(5)});
     ASSERT_TRUE(transport) << transport.error().message();
@@ -73,12 +77,15 @@ class ServiceAccountCluster {
 
   kubesim::Server& server() { return *server_; }
   kube::RestClient& client() { return *client_; }
+  // The ServiceAccount's connection (for a pods/exec executor).
+  const kube::Connection& connection() const { return connection_; }
 
  private:
   std::unique_ptr<kubesim::Server> server_;
   std::unique_ptr<hostfs::LocalHostFs> process_fs_;
   std::unique_ptr<kube::CurlTransport> transport_;
   std::unique_ptr<kube::RestClient> client_;
+  kube::Connection connection_{};
 };
 
 }  // namespace ekco::agent::testing

@@ -20,15 +20,13 @@
 #include "kube/records.h"
 #include "kube/rest_client.h"
 #include "tests/agent/cli_support.h"
+#include "tests/agent/sa_client.h"
 #include "tests/kubesim/server/server.h"
 #include "tests/rook/kurl_rook_objects.h"
 
 namespace ekco::agent::rook_testing {
 
 using nlohmann::json;
-
-inline constexpr const char* kToken = "ekco-rook-token";
-inline constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
 
 inline json readyNode(const std::string& name) {
   return {{"apiVersion", "v1"},
@@ -45,49 +43,17 @@ using ekco::rook_testing::rookObject;
 class RookClusterTest : public ::testing::Test {
  protected:
   void startCluster(std::vector<json> objects, std::vector<kubesim::ExecReply> exec_script = {}) {
-    for (const char* dir : {"/deploy", "/deploy-rook-ceph"}) {
-      auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + dir);
-      ASSERT_TRUE(loaded) << loaded.error().message();
-      objects.insert(objects.end(), loaded->begin(), loaded->end());
-    }
-    auto server = kubesim::Server::start(
-        {.out_dir = dir_.path() + "/sim",
-         .objects = std::move(objects),
-         .exec_script = std::move(exec_script),
-         .tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
-    const std::string kubeconfig = dir_.path() + "/sa.kubeconfig";
-    ASSERT_TRUE(server_->writeTokenKubeconfig(kubeconfig, kToken));
-    auto process_fs = hostfs::LocalHostFs::open("/", wall_);
-    ASSERT_TRUE(process_fs) << process_fs.error().message();
-    process_fs_ = std::move(*process_fs);
-    auto conn = kube::loadKubeconfig(*process_fs_, kubeconfig);
-    ASSERT_TRUE(conn) << conn.error().message();
-    auto transport = kube::CurlTransport::create(*conn, process_fs_.get(), wall_,
-                                                 {.connect_timeout = std::chrono::seconds(5)});
-    ASSERT_TRUE(transport) << transport.error().message();
-    transport_ = std::move(*transport);
-    client_ = std::make_unique<kube::RestClient>(
-        *transport_, wall_,
-        kube::RestClientOptions{.request_timeout = std::chrono::seconds(10),
-                                .retry = {.max_attempts = 1},
-                                .sleep = [](std::chrono::milliseconds) {},
-                                .random = [] { return 0.0; },
-                                .reporting_instance = "node-1"});
-    exec_ = std::make_unique<kube::WebSocketExecutor>(*conn);
+    ASSERT_NO_FATAL_FAILURE(sa_.start(dir_.path(), std::move(objects),
+                                      {"/deploy", "/deploy-rook-ceph"}, wall_, "node-1",
+                                      std::move(exec_script)));
+    server_ = &sa_.server();
+    client_ = &sa_.client();
+    exec_ = std::make_unique<kube::WebSocketExecutor>(sa_.connection());
   }
   void TearDown() override {
-    if (server_) {
-      for (const auto& r : server_->requestLog()) {
-        EXPECT_TRUE(r.allowed) << r.user << " " << r.verb << " " << r.resource << " " << r.ns << "/"
-                               << r.name << ": " << r.code;
-      }
-    }
+    // Every call the controller made is one the manifests grant.
+    sa_.expectEveryRequestAllowed();
     exec_.reset();
-    client_.reset();
-    transport_.reset();
-    server_.reset();
   }
 
   RookCephOptions options(bool dry_run = false) {
@@ -134,10 +100,9 @@ class RookClusterTest : public ::testing::Test {
   testing::TempDir dir_{"ekco-rook-ceph"};
   base::SystemClock wall_;
   base::ManualClock clock_;  // the hold-down's
-  std::unique_ptr<kubesim::Server> server_;
-  std::unique_ptr<hostfs::LocalHostFs> process_fs_;
-  std::unique_ptr<kube::CurlTransport> transport_;
-  std::unique_ptr<kube::RestClient> client_;
+  testing::ServiceAccountCluster sa_;
+  kubesim::Server* server_ = nullptr;
+  kube::RestClient* client_ = nullptr;
   std::unique_ptr<kube::WebSocketExecutor> exec_;
   std::vector<kube::NodeRecord> nodes_;
   bool leader_fresh_ = true;
