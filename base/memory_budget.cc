@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/strings.h"
+
 namespace ekco::base {
 
 bool MemoryBudget::take(std::size_t bytes) {
@@ -24,6 +26,11 @@ void MemoryBudget::give(std::size_t bytes) { used_.fetch_sub(bytes, std::memory_
 MemoryBudget& processBufferBudget() {
   static MemoryBudget budget(kMaxBufferedBytes);
   return budget;
+}
+
+std::string describeBufferBudget(const MemoryBudget& budget) {
+  return "the agent's buffer budget (" + describeBytes(budget.limit()) + ", " +
+         describeBytes(budget.used()) + " in use)";
 }
 
 bool BudgetShare::resize(std::size_t bytes) {

@@ -47,6 +47,9 @@ class MemoryBudget {
 inline constexpr std::size_t kMaxBufferedBytes = std::size_t{96} << 20;
 MemoryBudget& processBufferBudget();
 
+// How a refusal names the budget: "the agent's buffer budget (96 MiB, 95.8 MiB in use)".
+std::string describeBufferBudget(const MemoryBudget& budget);
+
 // One buffer's part of a budget, returned when the share is destroyed. No budget: unbounded.
 class BudgetShare {
  public:

@@ -136,11 +136,9 @@ std::size_t maxBody(const HttpRequest& request, const CurlTransportOptions& opti
 // The process's buffers are full (base/memory_budget.h): the call fails, and is retried later
 // like any other broken transfer.
 Error overBudget(const std::string& url, const base::MemoryBudget& budget) {
-  return Error(
-      fmt::format("request {}: the agent's buffer budget ({}, {} in use) cannot hold the "
-                  "response; dropped it",
-                  url, base::describeBytes(budget.limit()), base::describeBytes(budget.used())),
-      ErrorCode::kIo);
+  return Error(fmt::format("request {}: {} cannot hold the response; dropped it", url,
+                           base::describeBufferBudget(budget)),
+               ErrorCode::kIo);
 }
 
 // The system trust for a transfer without a CA of its own (kube/system_trust.h): CAINFO is the

@@ -49,7 +49,8 @@ struct CurlTransportOptions {
   // kube/rest_client.h) applies when it is smaller.
   std::size_t max_response_bytes = std::size_t{64} << 20;
   // What collected bodies are charged to, all calls of all transports together; a body the
-  // budget cannot take ends its call with kIo ("the agent's buffer budget ... is spent").
+  // budget cannot take ends its call with kIo ("the agent's buffer budget (...) cannot hold the
+  // response").
   // Null: base::processBufferBudget(). Tests give their own.
   base::MemoryBudget* budget = nullptr;
   std::size_t max_idle_handles = 4;

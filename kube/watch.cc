@@ -34,12 +34,9 @@ base::Status WatchDecoder::feedLines(std::string_view chunk, const WatchLineHand
   // Every line handed out is followed by kJsonPadding readable bytes of pending_.
   if (!base::appendWithin(pending_, chunk, share_, kJsonPadding)) {
     dropPending();
-    const base::MemoryBudget& budget = *share_.budget();
-    return Error(
-        fmt::format("{}: the agent's buffer budget ({}, {} in use) cannot hold more of a "
-                    "watch event; dropping the stream",
-                    op_, base::describeBytes(budget.limit()), base::describeBytes(budget.used())),
-        ErrorCode::kIo);
+    return Error(fmt::format("{}: {} cannot hold more of a watch event; dropping the stream", op_,
+                             base::describeBufferBudget(*share_.budget())),
+                 ErrorCode::kIo);
   }
   std::size_t start = 0;
   for (std::size_t nl; keep_going && (nl = pending_.find('\n', start)) != std::string::npos;

@@ -13,61 +13,6 @@
 
 namespace ekco::agent {
 
-namespace {
-
-// What the flags parse into (CLI11 keeps pointers into it).
-struct MaintenanceCli {
-  CLI::App* on = nullptr;
-  CLI::App* off = nullptr;
-  CLI::App* status = nullptr;
-  std::string config{};
-  MaintenanceArgs args{};
-  // The subcommand parsed, with args.action set; nullptr when none of them was.
-  CLI::App* parsed();
-};
-
-}  // namespace
-
-CLI::App* MaintenanceCli::parsed() {
-  for (auto [app, name] :
-       {std::pair{on, "on"}, std::pair{off, "off"}, std::pair{status, "status"}}) {
-    if (app != nullptr && app->parsed()) {
-      args.action = name;
-      return app;
-    }
-  }
-  return nullptr;
-}
-
-namespace {
-
-void addMaintenanceCommands(CLI::App& app, MaintenanceCli& c) {
-  auto* m = app.add_subcommand(
-      "maintenance",
-      "Maintenance mode: every agent's cluster-changing controllers pause (clearing, purging, "
-      "scaling, certificate secrets, CSR approval); stored in the cluster");
-  m->require_subcommand(1);
-  c.on = m->add_subcommand("on", "Turn maintenance mode on (again: replaces reason and expiry)");
-  c.on->add_option("--reason", c.args.reason, "Why (shown in status, Events and logs)");
-  c.on->add_option("--for", c.args.duration,
-                   "End by itself after this long (Go syntax: 30m, 2h); default: until "
-                   "`ekco maintenance off`");
-  c.off = m->add_subcommand("off", "Turn maintenance mode off: the paused controllers resume");
-  c.status =
-      m->add_subcommand("status", "Print whether maintenance mode is on, why and until when");
-  c.status->add_flag("--json", c.args.json, "Print it as JSON");
-  for (CLI::App* sub : {c.on, c.off, c.status}) {
-    sub->add_option("--config", c.config,
-                    "Config file, for leader_election_namespace (default /etc/ekco/config.yaml)");
-    sub->add_option("--kubeconfig", c.args.kubeconfig,
-                    "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
-                    "/etc/kubernetes/admin.conf)");
-    sub->add_option("--host-root", c.args.host_root, "Where the host's / is (default /)");
-  }
-}
-
-}  // namespace
-
 int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, const CliEnv& env) {
   std::optional<std::chrono::seconds> duration;
   if (!args.duration.empty()) {
@@ -137,22 +82,48 @@ int runMaintenanceCommand(const Config& config, const MaintenanceArgs& args, con
 
 namespace {
 
+// `ekco maintenance on|off|status`. CLI11 keeps pointers into the members; each subcommand,
+// once parsed, names itself in args_.action.
 class MaintenanceCommands final : public Command {
  public:
-  void add(CLI::App& root) override { addMaintenanceCommands(root, c_); }
-  bool parsed() const override {
-    return c_.on->parsed() || c_.off->parsed() || c_.status->parsed();
+  void add(CLI::App& root) override {
+    auto* m = root.add_subcommand(
+        "maintenance",
+        "Maintenance mode: every agent's cluster-changing controllers pause (clearing, purging, "
+        "scaling, certificate secrets, CSR approval); stored in the cluster");
+    m->require_subcommand(1);
+    CLI::App* on =
+        m->add_subcommand("on", "Turn maintenance mode on (again: replaces reason and expiry)");
+    on->add_option("--reason", args_.reason, "Why (shown in status, Events and logs)");
+    on->add_option("--for", args_.duration,
+                   "End by itself after this long (Go syntax: 30m, 2h); default: until "
+                   "`ekco maintenance off`");
+    CLI::App* off =
+        m->add_subcommand("off", "Turn maintenance mode off: the paused controllers resume");
+    CLI::App* status =
+        m->add_subcommand("status", "Print whether maintenance mode is on, why and until when");
+    status->add_flag("--json", args_.json, "Print it as JSON");
+    for (CLI::App* sub : {on, off, status}) {
+      sub->add_option("--config", config_,
+                      "Config file, for leader_election_namespace (default /etc/ekco/config.yaml)");
+      sub->add_option("--kubeconfig", args_.kubeconfig,
+                      "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
+                      "/etc/kubernetes/admin.conf)");
+      sub->add_option("--host-root", args_.host_root, "Where the host's / is (default /)");
+      sub->callback([this, sub] { args_.action = sub->get_name(); });
+    }
   }
+  bool parsed() const override { return !args_.action.empty(); }
   int run(const std::string& log_level, const CliEnv& env) override {
-    (void)c_.parsed();  // sets args.action
-    auto config = hostCommandConfig(c_.config, nullptr, nullptr, log_level, c_.args.kubeconfig,
-                                    c_.args.host_root, env);
+    auto config = hostCommandConfig(config_, nullptr, nullptr, log_level, args_.kubeconfig,
+                                    args_.host_root, env);
     if (!config) return kExitUsage;
-    return runMaintenanceCommand(*config, c_.args, env);
+    return runMaintenanceCommand(*config, args_, env);
   }
 
  private:
-  MaintenanceCli c_{};
+  std::string config_{};
+  MaintenanceArgs args_{};
 };
 
 }  // namespace

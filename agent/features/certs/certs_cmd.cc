@@ -21,22 +21,6 @@ namespace ekco::agent {
 
 namespace {
 
-// `ekco certs check|renew` on the command line: what the flags parse into (CLI11 keeps pointers
-// into it, so it stays where runCli made it).
-struct CertsCli {
-  CLI::App* check = nullptr;
-  std::string check_config{};
-  std::string check_kubeconfig{};
-  CertsCheckArgs check_args{};
-  CLI::App* renew = nullptr;
-  std::string renew_config{};
-  CertsRenewArgs renew_args{};
-};
-
-}  // namespace
-
-namespace {
-
 using nlohmann::json;
 
 // kubeadm's "Jan 02, 2006 15:04 UTC".
@@ -303,6 +287,18 @@ int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const
 
 namespace {
 
+// `ekco certs check|renew` on the command line: what the flags parse into (CLI11 keeps pointers
+// into it, so it stays where runCli made it).
+struct CertsCli {
+  CLI::App* check = nullptr;
+  std::string check_config{};
+  std::string check_kubeconfig{};
+  CertsCheckArgs check_args{};
+  CLI::App* renew = nullptr;
+  std::string renew_config{};
+  CertsRenewArgs renew_args{};
+};
+
 void addCertsCommands(CLI::App& app, CertsCli& c) {
   auto* certs = app.add_subcommand("certs", "This node's control-plane certificates");
   certs->require_subcommand(1);
@@ -341,10 +337,6 @@ void addCertsCommands(CLI::App& app, CertsCli& c) {
   c.renew->add_flag("--dry-run", c.renew_args.dry_run,
                     "Say what would be renewed and restarted; change nothing");
 }
-
-}  // namespace
-
-namespace {
 
 class CertsCommands final : public Command {
  public:

@@ -18,18 +18,6 @@
 
 namespace ekco::agent {
 
-namespace {
-
-struct JobCli {
-  CLI::App* run = nullptr;
-  CLI::App* status = nullptr;
-  std::string config{};
-  JobArgs args{};
-  CLI::App* parsed();
-};
-
-}  // namespace
-
 using base::Error;
 using base::ErrorCode;
 using nlohmann::json;
@@ -119,50 +107,6 @@ base::Result<json> selectorToTerms(const std::string& selector) {
   }
   return json::array({{{"matchExpressions", expressions}}});
 }
-
-CLI::App* JobCli::parsed() {
-  for (auto [app, name] : {std::pair{run, "run"}, std::pair{status, "status"}}) {
-    if (app != nullptr && app->parsed()) {
-      args.action = name;
-      return app;
-    }
-  }
-  return nullptr;
-}
-
-namespace {
-
-void addJobCommands(CLI::App& app, JobCli& c) {
-  auto* job = app.add_subcommand(
-      "job", "HostJobs: run a command as root on selected nodes (needs enable_host_jobs)");
-  job->require_subcommand(1);
-  c.run = job->add_subcommand("run", "Create a HostJob: ekco job run [--selector SEL] -- CMD ARGS");
-  c.run->add_option("--name", c.args.name, "The HostJob's name (default: ekco-job-<time>)");
-  c.run->add_option("--selector", c.args.selector,
-                    "Nodes, in label-selector syntax: key=value, key!=value, key, !key, key in "
-                    "(a,b), key notin (a,b), comma-separated (default: every node)");
-  c.run->add_option("--host-path", c.args.host_path,
-                    "Host directory the command runs in (default /)");
-  c.run->add_option("--timeout", c.args.timeout, "Per-node time limit, e.g. 10m (default 10m)");
-  c.run->add_flag("--wait", c.args.wait, "Wait until every selected node finished; show status");
-  c.run
-      ->add_option("COMMAND", c.args.command,
-                   "After --: the program (an absolute path) and its arguments; no shell")
-      ->required()
-      ->expected(-1);
-  c.status = job->add_subcommand("status", "A HostJob node by node");
-  c.status->add_option("NAME", c.args.name, "The HostJob")->required();
-  c.status->add_flag("--json", c.args.json, "Print the HostJob's status as JSON");
-  for (CLI::App* sub : {c.run, c.status}) {
-    sub->add_option("--config", c.config, "Config file (default /etc/ekco/config.yaml)");
-    sub->add_option("--kubeconfig", c.args.kubeconfig,
-                    "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
-                    "/etc/kubernetes/admin.conf)");
-    sub->add_option("--host-root", c.args.host_root, "Where the host's / is (default /)");
-  }
-}
-
-}  // namespace
 
 int runJobCommand(const Config& config, const JobArgs& args, const CliEnv& env) {
   (void)config;
@@ -254,20 +198,51 @@ int runJobCommand(const Config& config, const JobArgs& args, const CliEnv& env) 
 
 namespace {
 
+// `ekco job run|status`. CLI11 keeps pointers into the members; each subcommand, once parsed,
+// names itself in args_.action.
 class JobCommands final : public Command {
  public:
-  void add(CLI::App& root) override { addJobCommands(root, c_); }
-  bool parsed() const override { return c_.run->parsed() || c_.status->parsed(); }
+  void add(CLI::App& root) override {
+    auto* job = root.add_subcommand(
+        "job", "HostJobs: run a command as root on selected nodes (needs enable_host_jobs)");
+    job->require_subcommand(1);
+    CLI::App* run =
+        job->add_subcommand("run", "Create a HostJob: ekco job run [--selector SEL] -- CMD ARGS");
+    run->add_option("--name", args_.name, "The HostJob's name (default: ekco-job-<time>)");
+    run->add_option("--selector", args_.selector,
+                    "Nodes, in label-selector syntax: key=value, key!=value, key, !key, key in "
+                    "(a,b), key notin (a,b), comma-separated (default: every node)");
+    run->add_option("--host-path", args_.host_path,
+                    "Host directory the command runs in (default /)");
+    run->add_option("--timeout", args_.timeout, "Per-node time limit, e.g. 10m (default 10m)");
+    run->add_flag("--wait", args_.wait, "Wait until every selected node finished; show status");
+    run->add_option("COMMAND", args_.command,
+                    "After --: the program (an absolute path) and its arguments; no shell")
+        ->required()
+        ->expected(-1);
+    CLI::App* status = job->add_subcommand("status", "A HostJob node by node");
+    status->add_option("NAME", args_.name, "The HostJob")->required();
+    status->add_flag("--json", args_.json, "Print the HostJob's status as JSON");
+    for (CLI::App* sub : {run, status}) {
+      sub->add_option("--config", config_, "Config file (default /etc/ekco/config.yaml)");
+      sub->add_option("--kubeconfig", args_.kubeconfig,
+                      "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
+                      "/etc/kubernetes/admin.conf)");
+      sub->add_option("--host-root", args_.host_root, "Where the host's / is (default /)");
+      sub->callback([this, sub] { args_.action = sub->get_name(); });
+    }
+  }
+  bool parsed() const override { return !args_.action.empty(); }
   int run(const std::string& log_level, const CliEnv& env) override {
-    (void)c_.parsed();  // sets args.action
-    auto config = hostCommandConfig(c_.config, nullptr, nullptr, log_level, c_.args.kubeconfig,
-                                    c_.args.host_root, env);
+    auto config = hostCommandConfig(config_, nullptr, nullptr, log_level, args_.kubeconfig,
+                                    args_.host_root, env);
     if (!config) return kExitUsage;
-    return runJobCommand(*config, c_.args, env);
+    return runJobCommand(*config, args_, env);
   }
 
  private:
-  JobCli c_{};
+  std::string config_{};
+  JobArgs args_{};
 };
 
 }  // namespace

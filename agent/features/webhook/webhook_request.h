@@ -32,14 +32,15 @@ class ByteBudget {
  public:
   ByteBudget(std::size_t total, std::size_t large_share) : total_(total), large_(large_share) {}
 
-  // Reserves `bytes` (a large request only up to the large share), waiting until `deadline` for
+  // Reserves `bytes` (a large request only up to the large share), waiting up to `wait` for
   // room; false when there was none by then or the server is stopping. A request costing more
   // than its share gets it when nothing else is reserved (it is still bounded by body_limit).
-  bool reserve(std::size_t bytes, bool large, std::chrono::steady_clock::time_point deadline) {
+  template <class Rep, class Period>
+  bool reserve(std::size_t bytes, bool large, std::chrono::duration<Rep, Period> wait) {
     std::unique_lock lock(mu_);
     const std::size_t limit = large ? large_ : total_;
-    const bool got = cv_.wait_until(
-        lock, deadline, [&] { return stopping_ || used_ + bytes <= limit || used_ == 0; });
+    const bool got =
+        cv_.wait_for(lock, wait, [&] { return stopping_ || used_ + bytes <= limit || used_ == 0; });
     if (!got || stopping_) return false;
     used_ += bytes;
     peak_ = std::max(peak_, used_);
@@ -157,8 +158,7 @@ Served serveRequest(Stream& stream, beast::flat_buffer& buffer, const WebhookSer
       length ? std::optional<std::size_t>(static_cast<std::size_t>(*length)) : std::nullopt;
   const std::size_t counted = body_bytes.value_or(options.body_limit);
   const std::size_t cost = webhookRequestCost(body_bytes, options.body_limit);
-  if (!budget.reserve(cost, counted > kLargeBody,
-                      std::chrono::steady_clock::now() + options.budget_wait)) {
+  if (!budget.reserve(cost, counted > kLargeBody, options.budget_wait)) {
     refuse(stream, count, http::status::service_unavailable, version,
            "too many large reviews at once; retry\n", {}, &WebhookServerStats::busy);
     return Served::kClose;
