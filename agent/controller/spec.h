@@ -1,9 +1,9 @@
 // One spec per controller, declared next to its code (`<name>Spec()` in its header), listed once
 // in agent/features/table.cc. The runtime (agent/runtime/agent.cc) knows no controller by
-// name: it builds the caches the enabled specs ask for (shared when two ask for the same), builds
-// each enabled controller from the config and ControllerDeps, registers it with the manager in
-// the table's order, wakes it when one of its caches changes, and shows its status() under
-// `status_key` in /status.
+// name: it builds the watches the enabled specs declare (agent/controller/watch.h; shared when
+// two declare the same), builds each enabled controller from the config and ControllerDeps,
+// registers it with the manager in the table's order, wakes it when one of its watches changes,
+// and shows its status() under `status_key` in /status.
 //
 // Adding a controller: its files (agent/features/<name>/) with a spec, its tests, one
 // line in table.cc; config keys only if genuinely new (agent/config/config.h).
@@ -17,7 +17,8 @@
 
 #include "agent/config/config.h"
 #include "agent/controller/controller.h"
-#include "agent/runtime/caches.h"
+#include "agent/controller/effects.h"
+#include "agent/controller/watch.h"
 #include "agent/serve/metrics.h"
 #include "base/clock.h"
 #include "base/result.h"
@@ -40,7 +41,7 @@ struct ControllerDeps {
   const hostfs::LocalHostFs& process_fs;  // this process's own view ("/")
   kube::KubeClient& client;
   kube::PodExecutor& exec;
-  Caches& caches;
+  Watches& watches;          // those its spec declares, built and not yet started
   MetricsRegistry& metrics;  // for a controller's own gauges
   // Fencing: this agent holds the Lease and renewed it within renew_deadline. Leader
   // controllers ask it right before every irreversible call. For a spec that pauses in
@@ -67,6 +68,14 @@ struct ControllerDeps {
       if (!recorded && report) report("event", recorded.error().message());
     };
   }
+
+  // A controller's dry run, fencing, Event recorder and action counter (its options' effects).
+  Effects effects() const {
+    return {.dry_run = dry_run,
+            .is_leader_fresh = is_leader_fresh,
+            .record_event = eventRecorder(),
+            .count_action = count_action};
+  }
 };
 
 struct ControllerSpec {
@@ -76,7 +85,7 @@ struct ControllerSpec {
   // for none.
   std::string_view status_key{};
   std::function<bool(const Config&)> enabled{};
-  std::vector<CacheName> caches{};
+  std::vector<WatchSpec> watches{};  // woken on every change of each
   // Changes the cluster on its own initiative and stops while maintenance mode is on: the
   // runtime does not call its reconcile (its /status says "paused: maintenance (reason)") and
   // its is_leader_fresh / may_act answer false (agent/maintenance/maintenance.h).

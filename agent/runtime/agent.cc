@@ -72,14 +72,11 @@ base::Status Agent::Impl::registerMetrics() {
   return base::ok();
 }
 
-void Agent::Impl::onCacheError(CacheName cache, std::string_view what, const Error& e) {
+void Agent::Impl::onWatchError(const WatchSpec& watch, std::string_view what, const Error& e) {
   errors_.report(what, e.message());
-  // The caches readiness depends on stand for the API's reachability (logged once each way;
+  // The watches readiness depends on stand for the API's reachability (logged once each way;
   // "api reachable" when the agent is ready again).
-  if (cache != CacheName::kOwnNode && cache != CacheName::kOwnPods &&
-      cache != CacheName::kClusterNodes) {
-    return;
-  }
+  if (!watch.reachability) return;
   if (e.code() == ErrorCode::kParse) return;  // bad data, not an outage
   std::lock_guard lock(mu_);
   if (api_down_) return;
@@ -91,7 +88,7 @@ base::Status Agent::Impl::init() {
   EKCO_TRY(registerMetrics());
   EKCO_TRY(initClient());    // (1)
   EKCO_TRY(initElection());  // (2)
-  initCaches();              // (3)
+  EKCO_TRY(initWatches());   // (3)
   // The features' services that the config leaves on (started in run()).
   const ServiceDeps deps{.config = options_.config,
                          .node_name = options_.node_name,
@@ -195,16 +192,20 @@ base::Status Agent::Impl::initElection() {
   return base::ok();
 }
 
-void Agent::Impl::initCaches() {
+base::Status Agent::Impl::initWatches() {
   const Config& c = options_.config;
-  // (3) The caches: this node and its pods always; the rest as the controllers ask.
-  caches_ = std::make_unique<Caches>(
-      *platform_.client, clock_,
-      CachesOptions{.node_name = options_.node_name,
-                    .envoy_namespace = c.contour_namespace,
-                    .on_error = [this](CacheName cache, std::string_view what, const Error& e) {
-                      onCacheError(cache, what, e);
-                    }});
+  // (3) The watches: this node and its pods always (readiness); the rest as the controllers'
+  // specs declare (initControllers).
+  watches_ =
+      std::make_unique<WatchRegistry>(*platform_.client, clock_, c, options_.node_name,
+                                      [this](const WatchSpec& watch, std::string_view what,
+                                             const Error& e) { onWatchError(watch, what, e); });
+  auto own_node = watches_->require<InformerWatch<kube::NodeRecord>>(ownNodeWatch());
+  if (!own_node) return std::move(own_node).error();
+  own_node_ = std::move(*own_node);
+  auto own_pods = watches_->require<InformerWatch<kube::PodRecord>>(ownPodsWatch());
+  if (!own_pods) return std::move(own_pods).error();
+  own_pods_ = std::move(*own_pods);
 
   // The elector learns every change of the Lease from this watch: a renewal restarts a
   // candidate's expiry wait (so idle candidates read nothing), and a released (holder "") or
@@ -228,6 +229,7 @@ void Agent::Impl::initCaches() {
       [this](const MaintenanceChange& change) { onMaintenanceChange(change); },
       [this](const Error& e) { errors_.report("maintenance watch", e.message()); });
   manager_->setPaused(maintenance_->pauseReason());
+  return base::ok();
 }
 
 base::Status Agent::Impl::initControllers() {
@@ -242,7 +244,7 @@ base::Status Agent::Impl::initControllers() {
       .process_fs = *platform_.process_fs,
       .client = *platform_.client,
       .exec = *exec_,
-      .caches = *caches_,
+      .watches = *watches_,
       .metrics = metrics_,
       .is_leader_fresh = [this] { return elector_->isLeaderFresh(); },
       .is_leader_fresh_to_close = [this] { return elector_->isLeaderFresh(); },
@@ -261,12 +263,13 @@ base::Status Agent::Impl::initControllers() {
     Built built{.spec = &spec};
     const bool runs_here = candidate || (spec.scope == Scope::kNode && !spec.candidates_only);
     if (runs_here && spec.enabled && spec.enabled(options_.config)) {
+      // Its watches first: its build takes the readers of those it declared.
+      for (const WatchSpec& watch : spec.watches) {
+        watches_->declare(watch, [this, name = std::string(spec.name)] { manager_->wake(name); });
+      }
       auto controller = spec.build(spec.pauses_in_maintenance ? pausing : deps);
       if (!controller) return std::move(controller).error().wrap(std::string(spec.name));
       built.controller = std::move(*controller);
-      for (CacheName cache : spec.caches) {
-        caches_->require(cache, [this, name = std::string(spec.name)] { manager_->wake(name); });
-      }
       EKCO_TRY(manager_->add(spec.scope, built.controller, spec.pauses_in_maintenance));
     }
     controllers_.push_back(std::move(built));
@@ -276,7 +279,7 @@ base::Status Agent::Impl::initControllers() {
 
 void Agent::Impl::onLeaderChange(bool leading) {
   // The elector's thread: record and hand over to the supervisor, which starts or stops the
-  // leader caches (that may block) and the manager.
+  // leader watches (that may block) and the manager.
   manager_->setLeader(leading);
   leader_gauge_->set(leading ? 1 : 0);
   for (const Built& b : controllers_) {
@@ -314,7 +317,7 @@ void Agent::Impl::onMaintenanceChange(const MaintenanceChange& change) {
   }
 }
 
-void Agent::Impl::superviseLeaderCaches() {
+void Agent::Impl::superviseLeaderWatches() {
   bool leading = false;
   {
     std::lock_guard lock(mu_);
@@ -322,7 +325,7 @@ void Agent::Impl::superviseLeaderCaches() {
     leader_changed_ = false;
     leading = leading_;
   }
-  caches_->setLeading(leading);
+  watches_->setLeading(leading);
   if (!leading) return;
   // As client-go's elector does: an Event on the Lease says who leads.
   auto recorded = platform_.client->recordEvent(
@@ -379,7 +382,7 @@ int Agent::Impl::run() {
                    {"problem", trust.problem}});
   }
 
-  caches_->start();
+  watches_->start();
   lease_watch_thread_ = base::startThread("lease-watch", [this] { lease_watch_->run(); });
   maintenance_->start();
   std::thread manager_thread = base::startThread("manager", [this] { manager_->run(); });
@@ -403,9 +406,9 @@ int Agent::Impl::run() {
       cv_.wait_for(lock, tick, [&] { return stop_requested_ || leader_changed_; });
       if (stop_requested_) break;
     }
-    superviseLeaderCaches();
+    superviseLeaderWatches();
     maintenance_->check();  // an expiry, and the first state after the list
-    caches_->superviseUnhealthyNodePods();
+    watches_->supervise();
     const Health ready = readyz();
     bool recovered = false;
     if (ready.ok) {
@@ -435,7 +438,7 @@ int Agent::Impl::run() {
     base::logInfo("lease released",
                   {{"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
   }
-  caches_->stop();
+  watches_->stop();
   lease_watch_->stop();
   if (lease_watch_thread_.joinable()) lease_watch_thread_.join();
   maintenance_->stop();

@@ -28,8 +28,8 @@ Health Agent::Impl::healthz() const {
 }
 
 Health Agent::Impl::readyz() const {
-  const auto node_stats = caches_->ownNodeStats();
-  const auto pod_stats = caches_->ownPodsStats();
+  const auto node_stats = own_node_->stats().value_or(kube::InformerStats{});
+  const auto pod_stats = own_pods_->stats().value_or(kube::InformerStats{});
   if (!node_stats.synced) {
     return {.ok = false, .reason = "the node cache has not synced: " + node_stats.last_error};
   }
@@ -60,12 +60,16 @@ Health Agent::Impl::readyz() const {
                           std::chrono::duration_cast<std::chrono::seconds>(now - silent_since)) +
                       (lease.last_error.empty() ? "" : ": " + lease.last_error)};
   }
-  if (auto stats = caches_->clusterNodesStats(); stats && stats->synced && !stats->connected) {
-    return {
+  // The other watches that stand for the API's reachability (the leader's node watch): once
+  // listed, a lost connection. (This node's and its pods' were checked above.)
+  Health unreachable{.ok = true};
+  watches_->forEachReachabilityStats([&](const std::string& label, const kube::InformerStats& s) {
+    if (!unreachable.ok || !s.synced || s.connected) return;
+    unreachable = {
         .ok = false,
-        .reason = "the Kubernetes API is unreachable (cluster node cache): " + stats->last_error};
-  }
-  return {.ok = true};
+        .reason = "the Kubernetes API is unreachable (" + label + " cache): " + s.last_error};
+  });
+  return unreachable;
 }
 
 json Agent::Impl::status() const {
@@ -88,7 +92,7 @@ json Agent::Impl::status() const {
   const Health ready = readyz();
   out["ready"] = ready.ok;
   out["ready_reason"] = ready.reason;
-  out["api_reachable"] = caches_->ownNodeStats().connected;
+  out["api_reachable"] = own_node_->stats().value_or(kube::InformerStats{}).connected;
   out["dry_run"] = options_.dry_run;
   // kube/system_trust.h: ca_bundle and source null when none was found; problem "" when fine.
   const kube::SystemTrust& trust = kube::processSystemTrust();
@@ -101,7 +105,7 @@ json Agent::Impl::status() const {
     out[std::string(s.spec->status_key)] = s.service->status();
   }
   json caches = json::array();
-  caches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {
+  watches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {
     caches.push_back({{"name", name},
                       {"synced", s.synced},
                       {"objects", s.objects},
@@ -140,7 +144,7 @@ json Agent::Impl::status() const {
 std::string Agent::Impl::metricsText() const {
   // The leader's caches come and go: series of caches that are gone are removed.
   std::set<std::string> current;
-  caches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {
+  watches_->forEachStats([&](const std::string& name, const kube::InformerStats& s) {
     cache_objects_->set({name}, static_cast<double>(s.objects));
     cache_synced_->set({name}, s.synced ? 1 : 0);
     current.insert(name);
@@ -154,7 +158,7 @@ std::string Agent::Impl::metricsText() const {
     }
     exported_leader_caches_ = std::move(current);
   }
-  api_gauge_->set(caches_->ownNodeStats().connected ? 1 : 0);
+  api_gauge_->set(own_node_->stats().value_or(kube::InformerStats{}).connected ? 1 : 0);
   const base::MemoryBudget& budget = base::processBufferBudget();
   buffer_bytes_->set({"in_use"}, static_cast<double>(budget.used()));
   buffer_bytes_->set({"peak"}, static_cast<double>(budget.peak()));

@@ -14,10 +14,11 @@
 #include "agent/controller/spec.h"
 #include "agent/edge/command_env.h"
 #include "agent/maintenance/maintenance_watch.h"
+#include "agent/policy/node_watches.h"
 #include "agent/runtime/agent.h"
-#include "agent/runtime/caches.h"
 #include "agent/runtime/leader_election.h"
 #include "agent/runtime/manager.h"
+#include "agent/runtime/watches.h"
 #include "agent/serve/health_server.h"
 #include "agent/serve/metrics.h"
 #include "base/log.h"
@@ -76,13 +77,13 @@ class Agent::Impl {
   base::Status initClient();
   // (2) The manager, the Lease client and the elector.
   base::Status initElection();
-  // (3) The caches and the Lease holder's informer.
-  void initCaches();
+  // (3) The watches and the Lease holder's informer.
+  base::Status initWatches();
   base::Status initControllers();
-  void onCacheError(CacheName cache, std::string_view what, const base::Error& e);
+  void onWatchError(const WatchSpec& watch, std::string_view what, const base::Error& e);
   void onLeaderChange(bool leading);
   void onMaintenanceChange(const MaintenanceChange& change);
-  void superviseLeaderCaches();
+  void superviseLeaderWatches();
   Health healthz() const;
   Health readyz() const;
   std::string metricsText() const;
@@ -103,7 +104,10 @@ class Agent::Impl {
 
   std::unique_ptr<Manager> manager_;
   std::unique_ptr<LeaderElector> elector_;
-  std::unique_ptr<Caches> caches_;
+  std::unique_ptr<WatchRegistry> watches_;
+  // This node and its pods, which readiness rests on (required by the runtime itself).
+  std::shared_ptr<InformerWatch<kube::NodeRecord>> own_node_;
+  std::shared_ptr<InformerWatch<kube::PodRecord>> own_pods_;
   // The Lease ekco-leader, watched for the elector: renewals, releases and deletes.
   std::unique_ptr<kube::Informer<nlohmann::json>> lease_watch_;
   std::thread lease_watch_thread_;

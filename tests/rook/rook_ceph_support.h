@@ -58,14 +58,14 @@ class RookClusterTest : public ::testing::Test {
 
   RookCephOptions options(bool dry_run = false) {
     return RookCephOptions{.maintain_storage = true,
-                           .dry_run = dry_run,
-                           .is_leader_fresh = [this] { return leader_fresh_; },
-                           .record_event =
-                               [this](const kube::EventSpec& e) {
-                                 ASSERT_TRUE(client_->recordEvent(e));
-                                 events_.push_back(e.involved_name + " " + e.reason);
-                               },
-                           .count_action = [this](std::string_view) { ++actions_; }};
+                           .effects = {.dry_run = dry_run,
+                                       .is_leader_fresh = [this] { return leader_fresh_; },
+                                       .record_event =
+                                           [this](const kube::EventSpec& e) {
+                                             ASSERT_TRUE(client_->recordEvent(e));
+                                             events_.push_back(e.involved_name + " " + e.reason);
+                                           },
+                                       .count_action = [this](std::string_view) { ++actions_; }}};
   }
   std::unique_ptr<RookCephController> controller(RookCephOptions o,
                                                  kube::PodExecutor* exec = nullptr) {

@@ -139,7 +139,6 @@ ControllerSpec clusterCertsSpec() {
           .scope = Scope::kNode,
           .status_key = "cluster_certificates",
           .enabled = [](const Config&) { return true; },
-          .caches = {},
           // Its secret writes: an operator's pause includes the add-ons' TLS (kURL replaces
           // them during upgrades and migrations).
           .pauses_in_maintenance = true,

@@ -359,7 +359,6 @@ ControllerSpec controlPlaneCertsSpec() {
       .scope = Scope::kNode,
       .status_key = "certificates",
       .enabled = [](const Config&) { return true; },
-      .caches = {},
       .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
         const Config& c = d.config;
         auto expiry = d.metrics.gauge(

@@ -100,9 +100,9 @@ base::Result<ClearNodesController::ClearPass> ClearNodesController::clearDue(
   ClearPass pass;
   std::optional<std::vector<kube::NodeRecord>> fresh_nodes;
   for (const PodToClear& item : plan.due) {
-    if (handled_.count(item.pod.uid) != 0 && !options_.dry_run) continue;  // cache lagging
+    if (handled_.count(item.pod.uid) != 0 && !options_.effects.dry_run) continue;  // cache lagging
     const std::string reason = clearReason(item, rules);
-    if (options_.dry_run) {
+    if (options_.effects.dry_run) {
       pass.text += fmt::format("force-delete {} on {}: {}\n", podName(item.pod), item.node, reason);
       ++pass.planned;
       if (handled_.insert(item.pod.uid).second) {
@@ -133,7 +133,7 @@ base::Result<ClearNodesController::ClearPass> ClearNodesController::clearDue(
       continue;
     }
     // Guard 2: still the leader (fencing).
-    if (!callbacks_.is_leader_fresh || !callbacks_.is_leader_fresh()) {
+    if (!options_.effects.leaderFresh()) {
       {
         std::lock_guard lock(mu_);
         last_skip_ = podName(item.pod) + ": this agent is no longer a fresh leader";
@@ -176,7 +176,7 @@ base::Result<ReconcileResult> ClearNodesController::summarize(const ClearPlan& p
       message += fmt::format(" (and {} more failed deletes)", pass.errors.size() - 1);
     return Error(message, pass.errors.front().code());
   }
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     result.summary = fmt::format("dry run: would force-delete {} pods", pass.planned);
   } else {
     result.summary = fmt::format("force-deleted {} pods", pass.deleted);
@@ -271,7 +271,7 @@ void ClearNodesController::noteStorm(const StormAssessment& storm) {
     base::logInfo("storm guard lifted",
                   {{"unreachable", storm.unreachable}, {"total", storm.total}});
   }
-  if (options_.dry_run) return;
+  if (options_.effects.dry_run) return;
   auto recorded = client_.recordEvent({.involved_resource = kube::resources::kLeases,
                                        .involved_namespace = options_.lease_namespace,
                                        .involved_name = options_.lease_name,
@@ -299,7 +299,7 @@ base::Result<bool> ClearNodesController::forceDelete(const PodToClear& item) {
   }
   handled_.insert(item.pod.uid);
   base::logInfo("force-deleted pod", {{"pod", name}, {"node", item.node}, {"reason", reason}});
-  if (callbacks_.on_action) callbacks_.on_action("pod_force_deleted");
+  options_.effects.count("pod_force_deleted");
   auto recorded = client_.recordEvent({.involved_resource = kube::resources::kPods,
                                        .involved_namespace = item.pod.ns.str(),
                                        .involved_name = item.pod.name,
@@ -338,7 +338,7 @@ json ClearNodesController::status() const {
   for (const Deleted& d : deleted_) {
     deleted.push_back({{"pod", d.pod}, {"node", d.node}, {"at", when(d.at)}, {"reason", d.reason}});
   }
-  return {{"dry_run", options_.dry_run},
+  return {{"dry_run", options_.effects.dry_run},
           {"node_unreachable_toleration", base::formatDuration(r.node_unreachable_toleration)},
           {"clear_pod_deletion_grace", base::formatDuration(r.pod_deletion_grace)},
           {"storm_guard_percent", r.storm_guard_percent},
@@ -371,9 +371,13 @@ ControllerSpec clearNodesSpec() {
       .scope = Scope::kLeader,
       .status_key = "clear_nodes",
       .enabled = [](const Config& c) { return c.clear_dead_nodes; },
-      .caches = {CacheName::kClusterNodes, CacheName::kUnhealthyNodePods},
+      .watches = {clusterNodesWatch(), unhealthyNodePodsWatch()},
       .pauses_in_maintenance = true,  // force-deletes pods
       .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+        auto nodes = observeClusterNodes(d.watches);
+        if (!nodes) return std::move(nodes).error();
+        auto pods = unhealthyNodePods(d.watches);
+        if (!pods) return std::move(pods).error();
         const Config& c = d.config;
         auto storm = d.metrics.gauge("ekco_storm_guard",
                                      "1 while the storm guard holds: too many nodes "
@@ -381,15 +385,13 @@ ControllerSpec clearNodesSpec() {
         if (!storm) return storm.error();
         const Gauge* gauge = *storm;
         return std::make_shared<ClearNodesController>(
-            [&caches = d.caches] { return caches.clusterNodes(); },
-            [&caches = d.caches] { return caches.unhealthyNodePods(); }, d.client, d.clock,
+            std::move(*nodes), [pods = std::move(*pods)] { return pods->pods(); }, d.client,
+            d.clock,
             ClearNodesOptions{.rules = clearRules(c),
-                              .dry_run = d.dry_run,
                               .lease_namespace = c.leader_election_namespace,
-                              .lease_name = "ekco-leader"},
-            ClearNodesCallbacks{.is_leader_fresh = d.is_leader_fresh,
-                                .on_action = d.count_action,
-                                .on_storm = [gauge](bool active) { gauge->set(active ? 1 : 0); }});
+                              .lease_name = "ekco-leader",
+                              .effects = d.effects()},
+            ClearNodesCallbacks{.on_storm = [gauge](bool active) { gauge->set(active ? 1 : 0); }});
       }};
 }
 

@@ -45,10 +45,11 @@
 #include <vector>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
+#include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
 #include "agent/policy/clear_plan.h"
 #include "agent/policy/node_health.h"
+#include "agent/policy/node_watches.h"
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/result.h"
@@ -59,12 +60,13 @@ namespace ekco::agent {
 
 struct ClearNodesOptions {
   ClearRules rules{};
-  bool dry_run = false;
   // The Lease storm Events are recorded on.
   std::string lease_namespace = "kurl";
   std::string lease_name = "ekco-leader";
   // How many force deletes /status remembers.
   std::size_t history = 20;
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 struct ClearNodesCallbacks {
@@ -76,11 +78,6 @@ struct ClearNodesCallbacks {
   std::function<base::Result<std::optional<kube::PodRecord>>(std::string_view ns,
                                                              std::string_view name)>
       read_pod{};
-  // Fencing: asked right before every delete. Unset means "not a fresh leader" (nothing is
-  // deleted).
-  std::function<bool()> is_leader_fresh{};
-  // Counts an action: "pod_force_deleted".
-  std::function<void(std::string_view kind)> on_action{};
   // After every storm assessment: true while the storm guard holds.
   std::function<void(bool active)> on_storm{};
 };

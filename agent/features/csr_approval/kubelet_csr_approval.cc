@@ -71,14 +71,12 @@ void KubeletCsrApprovalController::refused(const kube::CertificateSigningRequest
                                                      {"rule", verdict.rule},
                                                      {"reason", verdict.reason}});
   remember(csr.name, "not approved", why);
-  if (options_.record_event) {
-    options_.record_event({.involved_resource = kCsrs,
-                           .involved_name = csr.name,
-                           .involved_uid = csr.uid,
-                           .reason = "KubeletCSRNotApproved",
-                           .message = "ekco left this CSR pending: rule " + why,
-                           .type = "Warning"});
-  }
+  options_.effects.event({.involved_resource = kCsrs,
+                          .involved_name = csr.name,
+                          .involved_uid = csr.uid,
+                          .reason = "KubeletCSRNotApproved",
+                          .message = "ekco left this CSR pending: rule " + why,
+                          .type = "Warning"});
 }
 
 Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::recordSans(
@@ -126,7 +124,7 @@ Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::reco
         from + " to " + to + " (CSR " + csr + "; recorded in ConfigMap " + where + ")";
     event.type = "Warning";
   }
-  if (options_.record_event) options_.record_event(event);
+  options_.effects.event(event);
   return Outcome::kApproved;
 }
 
@@ -179,7 +177,7 @@ Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::appr
     return Outcome::kRefused;
   }
   // (2) A dry run stops here.
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     if (planned_.insert(csr->uid).second) {
       base::logInfo("dry run: would approve kubelet serving CSR",
                     {{"csr", name}, {"node", verdict.node}, {"reason", verdict.reason}});
@@ -192,7 +190,7 @@ Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::appr
     return Outcome::kSkipped;
   }
   // (3) Only a leader with a fresh Lease approves.
-  if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
+  if (!options_.effects.leaderFresh()) {
     return Error("CSR " + name + ": not approved: this agent's leadership is not fresh",
                  ErrorCode::kUnavailable);
   }
@@ -230,14 +228,12 @@ Result<KubeletCsrApprovalController::Outcome> KubeletCsrApprovalController::appr
   // (6) Recorded.
   base::logInfo("approved kubelet serving CSR",
                 {{"csr", name}, {"node", verdict.node}, {"reason", verdict.reason}});
-  if (options_.record_event) {
-    options_.record_event({.involved_resource = kCsrs,
-                           .involved_name = name,
-                           .involved_uid = csr->uid,
-                           .reason = "KubeletCSRApproved",
-                           .message = message});
-  }
-  if (options_.count_action) options_.count_action("kubelet_csr_approved");
+  options_.effects.event({.involved_resource = kCsrs,
+                          .involved_name = name,
+                          .involved_uid = csr->uid,
+                          .reason = "KubeletCSRApproved",
+                          .message = message});
+  options_.effects.count("kubelet_csr_approved");
   remember(name, "approved", verdict.reason);
   {
     std::lock_guard lock(mu_);
@@ -334,7 +330,7 @@ Result<ReconcileResult> KubeletCsrApprovalController::reconcile() {
   }
   result.summary = fmt::format("{} kubelet serving CSRs: {} approved, {} left pending",
                                observed.csrs.size(), approved, refused_count);
-  if (options_.dry_run) result.summary += " (dry run)";
+  if (options_.effects.dry_run) result.summary += " (dry run)";
   result.requeue_after = more       ? std::chrono::milliseconds(0)
                          : conflict ? std::chrono::milliseconds(kAfterConflict)
                                     : options_.interval;
@@ -355,30 +351,50 @@ json KubeletCsrApprovalController::status() const {
   return {{"pending", pending}, {"history", history_}};
 }
 
+WatchSpec kubeletServingCsrsWatch() {
+  return {.key = "kubelet-serving-csrs",
+          .scope = Scope::kLeader,
+          .build = informerWatch<kube::CertificateSigningRequest>([](const WatchContext&) {
+            return InformerSource<kube::CertificateSigningRequest>{
+                .resource = kube::resources::kCertificateSigningRequests,
+                .field_selector = "spec.signerName=kubernetes.io/kubelet-serving",
+                .project = kube::parseCertificateSigningRequest,
+                .label = "kubelet-serving-csrs",
+                .what = "kubelet-serving CSR cache",
+                .absent_is_empty = true};
+          })};
+}
+
 ControllerSpec kubeletCsrApprovalSpec() {
   return {
       .name = "kubelet-csr-approval",
       .scope = Scope::kLeader,
       .status_key = "kubelet_csr_approval",
       .enabled = [](const Config& c) { return c.auto_approve_kubelet_csrs; },
-      .caches = {CacheName::kKubeletServingCsrs, CacheName::kClusterNodes},
+      .watches = {kubeletServingCsrsWatch(), clusterNodesWatch()},
       // Approvals are irreversible; a kubelet keeps its current certificate and asks again.
       .pauses_in_maintenance = true,
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
         auto prefixes = kubeletCsrAllowedIpPrefixes(d.config);
         if (!prefixes) return std::move(prefixes).error();
+        auto nodes = observeClusterNodes(d.watches);
+        if (!nodes) return std::move(nodes).error();
+        auto csrs =
+            observeWatch<kube::CertificateSigningRequest>(d.watches, kubeletServingCsrsWatch());
+        if (!csrs) return std::move(csrs).error();
         return std::make_shared<KubeletCsrApprovalController>(
-            [&caches = d.caches] { return caches.clusterNodes(); },
-            [&caches = d.caches] { return caches.kubeletServingCsrs(); }, d.client, d.clock,
+            std::move(*nodes),
+            [observe = std::move(*csrs)] {
+              auto seen = observe();
+              return ObservedCsrs{.synced = seen.synced, .csrs = std::move(seen.items)};
+            },
+            d.client, d.clock,
             KubeletCsrApprovalOptions{
-                .dry_run = d.dry_run,
                 .ns = d.config.leader_election_namespace,
                 .allowed_ip_prefixes = std::move(*prefixes),
                 .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
                     d.config.reconcile_interval),
-                .is_leader_fresh = d.is_leader_fresh,
-                .record_event = d.eventRecorder(),
-                .count_action = d.count_action});
+                .effects = d.effects()});
       },
   };
 }

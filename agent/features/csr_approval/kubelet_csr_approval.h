@@ -51,23 +51,33 @@
 #include <vector>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
+#include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
+#include "agent/controller/watch.h"
 #include "agent/features/csr_approval/kubelet_csr_record.h"
 #include "agent/features/csr_approval/kubelet_csr_rules.h"
+#include "agent/policy/node_watches.h"
 #include "base/clock.h"
 #include "kube/client.h"
 
 namespace ekco::agent {
 
+// The CertificateSigningRequests for signer kubernetes.io/kubelet-serving (the leader's watch).
+struct ObservedCsrs {
+  bool synced = false;  // listed at least once, or the API serves no certificates.k8s.io/v1
+  std::vector<kube::CertificateSigningRequest> csrs{};
+};
+
+// "kubelet-serving-csrs" (leader scope): only the kubelet-serving signer's requests, through the
+// field selector kube-apiserver supports for CSRs, so a cluster's other CSRs cost nothing here.
+WatchSpec kubeletServingCsrsWatch();
+
 struct KubeletCsrApprovalOptions {
-  bool dry_run = false;
   std::string ns = "kurl";  // the record's namespace (leader_election_namespace)
   std::vector<base::IpPrefix> allowed_ip_prefixes{};  // kubelet_csr_allowed_ip_prefixes
   std::chrono::milliseconds interval{std::chrono::minutes(1)};
-  std::function<bool()> is_leader_fresh{};
-  std::function<void(const kube::EventSpec& event)> record_event{};
-  std::function<void(std::string_view kind)> count_action{};  // "kubelet_csr_approved"
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 class KubeletCsrApprovalController : public Controller {

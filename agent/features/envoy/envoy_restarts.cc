@@ -133,7 +133,7 @@ Result<ReconcileResult> EnvoyRestarts::reconcile() {
   }
   const std::string what = o_.ns + "/" + chosen->name;
   result.plan = fmt::format("restart envoy pod {}: {}", what, chosen_verdict.reason);
-  if (o_.dry_run) {
+  if (o_.effects.dry_run) {
     if (planned_.insert(chosen->uid).second) {
       base::logInfo("dry run: would restart envoy pod",
                     {{"pod", what}, {"reason", chosen_verdict.reason}});
@@ -159,7 +159,7 @@ Result<ReconcileResult> EnvoyRestarts::reconcile() {
     result.requeue_after = milliseconds(0);
     return result;
   }
-  if (o_.is_leader_fresh && !o_.is_leader_fresh()) {
+  if (!o_.effects.leaderFresh()) {
     return Error(what + ": not restarted: this agent's leadership is not fresh",
                  ErrorCode::kUnavailable);
   }
@@ -170,16 +170,14 @@ Result<ReconcileResult> EnvoyRestarts::reconcile() {
   }
   last_restart_ = mono;
   base::logWarn("restarted envoy pod", {{"pod", what}, {"reason", again.reason}});
-  if (o_.record_event) {
-    o_.record_event({.involved_resource = kube::resources::kPods,
-                     .involved_namespace = o_.ns,
-                     .involved_name = chosen->name,
-                     .involved_uid = chosen->uid,
-                     .reason = "EnvoyPodRestarted",
-                     .message = "ekco force-deleted the pod: " + again.reason,
-                     .type = "Warning"});
-  }
-  if (o_.count_action) o_.count_action("envoy_pod_restarted");
+  o_.effects.event({.involved_resource = kube::resources::kPods,
+                    .involved_namespace = o_.ns,
+                    .involved_name = chosen->name,
+                    .involved_uid = chosen->uid,
+                    .reason = "EnvoyPodRestarted",
+                    .message = "ekco force-deleted the pod: " + again.reason,
+                    .type = "Warning"});
+  o_.effects.count("envoy_pod_restarted");
   {
     std::lock_guard lock(mu_);
     history_.push_back(
@@ -201,6 +199,20 @@ json EnvoyRestarts::status() const {
           {"history", history_}};
 }
 
+WatchSpec envoyPodsWatch() {
+  return {.key = "envoy-pods",
+          .scope = Scope::kLeader,
+          .build = informerWatch<kube::Pod>([](const WatchContext& c) {
+            // Full pods (container states and conditions), but only Envoy's.
+            return InformerSource<kube::Pod>{.resource = kube::resources::kPods,
+                                             .ns = c.config.contour_namespace,
+                                             .label_selector = "app=envoy",
+                                             .project = kube::parsePod,
+                                             .label = "envoy-pods",
+                                             .what = "envoy pod cache"};
+          })};
+}
+
 ControllerSpec envoyRestartsSpec() {
   return {
       .name = "envoy-restarts",
@@ -210,19 +222,22 @@ ControllerSpec envoyRestartsSpec() {
           [](const Config& c) {
             return c.restart_failed_envoy_pods && !c.contour_namespace.empty();
           },
-      .caches = {CacheName::kEnvoyPods},
+      .watches = {envoyPodsWatch()},
       .pauses_in_maintenance = true,  // force-deletes pods
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
+        auto pods = observeWatch<kube::Pod>(d.watches, envoyPodsWatch());
+        if (!pods) return std::move(pods).error();
         return std::make_shared<EnvoyRestarts>(
-            [&caches = d.caches] { return caches.envoyPods(); }, d.client, d.clock,
+            [observe = std::move(*pods)] {
+              auto seen = observe();
+              return ObservedPods{.synced = seen.synced, .pods = std::move(seen.items)};
+            },
+            d.client, d.clock,
             EnvoyRestartsOptions{
                 .ns = d.config.contour_namespace,
                 .not_ready_for = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     d.config.envoy_pods_not_ready_duration),
-                .dry_run = d.dry_run,
-                .is_leader_fresh = d.is_leader_fresh,
-                .record_event = d.eventRecorder(),
-                .count_action = d.count_action});
+                .effects = d.effects()});
       },
   };
 }

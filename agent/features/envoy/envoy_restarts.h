@@ -34,13 +34,23 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
+#include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
+#include "agent/controller/watch.h"
 #include "base/clock.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 
 namespace ekco::agent {
+
+// Full pods of one selection (the leader's Envoy pods: container states, conditions).
+struct ObservedPods {
+  bool synced = false;
+  std::vector<kube::Pod> pods{};
+};
+
+// "envoy-pods": the pods app=envoy in contour_namespace, whole (leader scope; a few per cluster).
+WatchSpec envoyPodsWatch();
 
 // EKCO's predicate for one pod at `now`.
 struct EnvoyVerdict {
@@ -57,12 +67,10 @@ EnvoyVerdict envoyRestartVerdict(const kube::Pod& pod, base::WallTime now,
 struct EnvoyRestartsOptions {
   std::string ns = "projectcontour";
   std::chrono::nanoseconds not_ready_for{std::chrono::minutes(5)};
-  bool dry_run = false;
   // The least time between two restarts.
   std::chrono::milliseconds spacing{std::chrono::minutes(1)};
-  std::function<bool()> is_leader_fresh{};
-  std::function<void(const kube::EventSpec&)> record_event{};
-  std::function<void(std::string_view kind)> count_action{};
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 class EnvoyRestarts final : public Controller {

@@ -125,11 +125,13 @@ ControllerSpec hostChecksSpec() {
           .scope = Scope::kNode,
           .status_key = "host_checks",
           .enabled = [](const Config&) { return true; },
-          .caches = {CacheName::kOwnNode},
+          .watches = {ownNodeWatch()},
           .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+            auto node = observeOwnNode(d.watches);
+            if (!node) return std::move(node).error();
             const Config& c = d.config;
             return std::make_shared<HostChecks>(
-                d.node_name, d.host_fs, d.clock, [&caches = d.caches] { return caches.ownNode(); },
+                d.node_name, d.host_fs, d.clock, std::move(*node),
                 HostChecksOptions{
                     .certificates_dir = c.certificates_dir,
                     .certificate_warning =

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
 #include "agent/controller/spec.h"
+#include "agent/policy/node_watches.h"
 #include "base/clock.h"
 #include "hostfs/host_fs.h"
 #include "kube/records.h"

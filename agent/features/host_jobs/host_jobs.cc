@@ -399,23 +399,40 @@ json HostJobs::status() const {
   return {{"running", running}, {"finished_here", finished_here_}, {"last", last_}};
 }
 
+WatchSpec hostJobsWatch() {
+  return {.key = "hostjobs",
+          .scope = Scope::kNode,
+          .build = informerWatch<HostJobRecord>([](const WatchContext&) {
+            return InformerSource<HostJobRecord>{.resource = kHostJobResource,
+                                                 .project = projectHostJob,
+                                                 .label = "hostjobs",
+                                                 .what = "hostjob cache",
+                                                 .absent_is_empty = true};
+          })};
+}
+
 ControllerSpec hostJobsSpec() {
   return {.name = "host-jobs",
           .scope = Scope::kNode,
           .status_key = "host_jobs",
           .enabled = [](const Config& c) { return c.enable_host_jobs; },
-          .caches = {CacheName::kHostJobs},
+          .watches = {hostJobsWatch()},
           // Not paused in maintenance: a HostJob is an administrator's explicit command (often
           // part of the very maintenance), not ekco acting on its own.
           .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
-            return std::make_shared<HostJobs>([&caches = d.caches] { return caches.hostJobs(); },
-                                              d.client, d.clock,
-                                              std::make_unique<base::BoostProcessRunner>(d.clock),
-                                              HostJobsOptions{.node_name = d.node_name,
-                                                              .host_root = d.host_root,
-                                                              .dry_run = d.dry_run,
-                                                              .count_action = d.count_action,
-                                                              .report = d.report});
+            auto jobs = observeWatch<HostJobRecord>(d.watches, hostJobsWatch());
+            if (!jobs) return std::move(jobs).error();
+            return std::make_shared<HostJobs>(
+                [observe = std::move(*jobs)] {
+                  auto seen = observe();
+                  return ObservedHostJobs{.synced = seen.synced, .jobs = std::move(seen.items)};
+                },
+                d.client, d.clock, std::make_unique<base::BoostProcessRunner>(d.clock),
+                HostJobsOptions{.node_name = d.node_name,
+                                .host_root = d.host_root,
+                                .dry_run = d.dry_run,
+                                .count_action = d.count_action,
+                                .report = d.report});
           }};
 }
 

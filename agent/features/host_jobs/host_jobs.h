@@ -37,13 +37,23 @@
 #include <string>
 #include <thread>
 
-#include "agent/controller/observed.h"
 #include "agent/controller/spec.h"
+#include "agent/controller/watch.h"
+#include "agent/features/host_jobs/host_job_spec.h"
 #include "base/clock.h"
 #include "base/process.h"
 #include "kube/client.h"
 
 namespace ekco::agent {
+
+// The HostJobs (every agent's watch, with enable_host_jobs).
+struct ObservedHostJobs {
+  bool synced = false;  // listed at least once, or the API does not serve hostjobs (no CRD)
+  std::vector<HostJobRecord> jobs{};
+};
+
+// "hostjobs": every HostJob (node scope). A cluster without the CRD is listed and empty.
+WatchSpec hostJobsWatch();
 
 struct HostJobsOptions {
   std::string node_name{};

@@ -207,7 +207,6 @@ ControllerSpec hostUnitsSpec() {
           .scope = Scope::kNode,
           .status_key = "host_units",
           .enabled = [](const Config&) { return true; },
-          .caches = {},
           .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
             // The node's systemd units (ekco-reboot.service, ekco-upgrade.timer), over the
             // host's bus.

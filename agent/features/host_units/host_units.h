@@ -19,7 +19,6 @@
 
 #include "agent/config/config.h"
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
 #include "agent/controller/spec.h"
 #include "base/result.h"
 #include "hostfs/host_fs.h"

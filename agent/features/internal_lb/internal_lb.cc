@@ -473,31 +473,33 @@ json InternalLoadBalancer::status() const {
 }
 
 ControllerSpec internalLbSpec() {
-  return {
-      .name = "internal-lb",
-      .scope = Scope::kNode,
-      .status_key = "internal_load_balancer",
-      .enabled = [](const Config& c) { return c.enable_internal_load_balancer; },
-      .caches = {CacheName::kApiservers},
-      .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
-        const Config& c = d.config;
-        std::shared_ptr<HaproxyReloader> reloader =
-            makeProcReloader(d.host_fs.realPath(kHaproxyConfigPath), d.clock);
-        // The default loopback bind also listens on [::1] when this network namespace has
-        // it (a client resolving "localhost" may try ::1 first); binding [::1] without IPv6
-        // would stop HAProxy from starting.
-        const bool ipv6_loopback = c.internal_load_balancer_bind.rfind("127.0.0.1:", 0) == 0 &&
-                                   hasIpv6Loopback(d.process_fs);
-        // The reloader lives as long as the controller (the deleter holds it).
-        return std::shared_ptr<Controller>(
-            new InternalLoadBalancer(
-                d.host_fs, [&caches = d.caches] { return caches.apiservers(); }, *reloader, d.clock,
-                InternalLbOptions{.image = c.internal_load_balancer_haproxy_image,
-                                  .bind = c.internal_load_balancer_bind,
-                                  .bind_ipv6_loopback = ipv6_loopback,
-                                  .dry_run = d.dry_run}),
-            [reloader](Controller* p) { delete p; });
-      }};
+  return {.name = "internal-lb",
+          .scope = Scope::kNode,
+          .status_key = "internal_load_balancer",
+          .enabled = [](const Config& c) { return c.enable_internal_load_balancer; },
+          .watches = {apiserversWatch()},
+          .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+            const Config& c = d.config;
+            auto apiservers = d.watches.require<ApiserverWatch>(apiserversWatch());
+            if (!apiservers) return std::move(apiservers).error();
+            std::shared_ptr<HaproxyReloader> reloader =
+                makeProcReloader(d.host_fs.realPath(kHaproxyConfigPath), d.clock);
+            // The default loopback bind also listens on [::1] when this network namespace has
+            // it (a client resolving "localhost" may try ::1 first); binding [::1] without IPv6
+            // would stop HAProxy from starting.
+            const bool ipv6_loopback = c.internal_load_balancer_bind.rfind("127.0.0.1:", 0) == 0 &&
+                                       hasIpv6Loopback(d.process_fs);
+            // The reloader lives as long as the controller (the deleter holds it).
+            return std::shared_ptr<Controller>(
+                new InternalLoadBalancer(
+                    d.host_fs, [watch = std::move(*apiservers)] { return watch->observe(); },
+                    *reloader, d.clock,
+                    InternalLbOptions{.image = c.internal_load_balancer_haproxy_image,
+                                      .bind = c.internal_load_balancer_bind,
+                                      .bind_ipv6_loopback = ipv6_loopback,
+                                      .dry_run = d.dry_run}),
+                [reloader](Controller* p) { delete p; });
+          }};
 }
 
 }  // namespace ekco::agent

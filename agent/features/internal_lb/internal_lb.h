@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
 #include "agent/controller/spec.h"
+#include "agent/features/internal_lb/apiserver_watch.h"
 #include "base/clock.h"
 #include "base/result.h"
 #include "haproxy/reload.h"
@@ -39,8 +39,6 @@ inline constexpr std::string_view kHaproxyConfigPath = "/etc/haproxy/haproxy.cfg
 inline constexpr std::string_view kHaproxyManifestPath = "/etc/kubernetes/manifests/haproxy.yaml";
 inline constexpr std::string_view kApiserverManifestPath =
     "/etc/kubernetes/manifests/kube-apiserver.yaml";
-
-// One discovery source as the agent's caches see it.
 
 struct DiscoveredApiservers {
   bool settled = false;                        // every source has listed

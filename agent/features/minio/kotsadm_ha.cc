@@ -132,7 +132,7 @@ Result<ReconcileResult> KotsadmHa::reconcile() {
     return result;
   }
   result.plan = what + ": " + change;
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     if (planned_ != result.plan) {
       planned_ = result.plan;
       base::logInfo("dry run: would scale", {{"resource", what}, {"change", change}});
@@ -143,7 +143,7 @@ Result<ReconcileResult> KotsadmHa::reconcile() {
   }
   const std::string version = kube::jsonResourceVersion(*sts);
   if (version.empty()) return Error(what + ": no metadata.resourceVersion; not patched");
-  if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
+  if (!options_.effects.leaderFresh()) {
     return Error(what + ": not patched: this agent's leadership is not fresh",
                  ErrorCode::kUnavailable);
   }
@@ -169,14 +169,12 @@ Result<ReconcileResult> KotsadmHa::reconcile() {
   }
   const std::string reason = fmt::format("{} Ready nodes", ready);
   base::logInfo("scaled", {{"resource", what}, {"change", change}, {"reason", reason}});
-  if (options_.record_event) {
-    options_.record_event({.involved_resource = kube::resources::kStatefulSets,
-                           .involved_namespace = options_.ns,
-                           .involved_name = options_.name,
-                           .reason = "Scaled",
-                           .message = fmt::format("ekco set {} ({})", change, reason)});
-  }
-  if (options_.count_action) options_.count_action("kotsadm_scaled");
+  options_.effects.event({.involved_resource = kube::resources::kStatefulSets,
+                          .involved_namespace = options_.ns,
+                          .involved_name = options_.name,
+                          .reason = "Scaled",
+                          .message = fmt::format("ekco set {} ({})", change, reason)});
+  options_.effects.count("kotsadm_scaled");
   result.summary = "scaled " + what + ": " + change;
   remember({{"present", true}, {"decision", result.summary}});
   return result;
@@ -193,18 +191,17 @@ ControllerSpec kotsadmHaSpec() {
       .scope = Scope::kLeader,
       .status_key = "kotsadm_ha",
       .enabled = [](const Config& c) { return c.enable_ha_kotsadm; },
-      .caches = {CacheName::kClusterNodes},
+      .watches = {clusterNodesWatch()},
       .pauses_in_maintenance = true,  // scales kotsadm-rqlite
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
+        auto nodes = observeClusterNodes(d.watches);
+        if (!nodes) return std::move(nodes).error();
         return std::make_shared<KotsadmHa>(
-            [&caches = d.caches] { return caches.clusterNodes(); }, d.client,
+            std::move(*nodes), d.client,
             KotsadmHaOptions{.migration_namespace = d.config.leader_election_namespace,
-                             .dry_run = d.dry_run,
                              .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
                                  d.config.reconcile_interval),
-                             .is_leader_fresh = d.is_leader_fresh,
-                             .record_event = d.eventRecorder(),
-                             .count_action = d.count_action});
+                             .effects = d.effects()});
       },
   };
 }

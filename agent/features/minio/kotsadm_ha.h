@@ -26,8 +26,9 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
+#include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
+#include "agent/policy/node_watches.h"
 #include "kube/client.h"
 
 namespace ekco::agent {
@@ -53,11 +54,9 @@ struct KotsadmHaOptions {
   std::string ns = "default";
   std::string name = "kotsadm-rqlite";
   std::string migration_namespace = "kurl";  // where the storage migration state lives
-  bool dry_run = false;
   std::chrono::milliseconds interval{std::chrono::minutes(1)};
-  std::function<bool()> is_leader_fresh{};
-  std::function<void(const kube::EventSpec& event)> record_event{};
-  std::function<void(std::string_view kind)> count_action{};  // "kotsadm_scaled"
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 class KotsadmHa final : public Controller {

@@ -84,14 +84,12 @@ MinioHa::MinioHa(std::function<ObservedNodes()> observe, kube::KubeClient& clien
       rebalancer_(client, clock,
                   {.ns = options_.ns,
                    .migration_namespace = options_.migration_namespace,
-                   .dry_run = options_.dry_run,
-                   .is_leader_fresh = options_.is_leader_fresh,
-                   .record_event = options_.record_event,
-                   .count_action = options_.count_action,
-                   .health = [&clock](const std::string& host, const std::string& path) {
-                     s3::Client probe({.host = host}, clock);
-                     return probe.healthStatus(path);
-                   }}) {}
+                   .health =
+                       [&clock](const std::string& host, const std::string& path) {
+                         s3::Client probe({.host = host}, clock);
+                         return probe.healthStatus(path);
+                       },
+                   .effects = options_.effects}) {}
 
 namespace {
 
@@ -128,10 +126,11 @@ void MinioHa::noteWindow(const StorageMigrationState& state) {
 }
 
 base::Status MinioHa::fresh(const std::string& what) const {
-  const auto& check = closing_ && options_.is_leader_fresh_to_close
-                          ? options_.is_leader_fresh_to_close
-                          : options_.is_leader_fresh;
-  if (check && !check()) {
+  // Closing the offline window while paused: the leader fencing without the maintenance check.
+  const bool fresh = closing_ && options_.is_leader_fresh_to_close
+                         ? options_.is_leader_fresh_to_close()
+                         : options_.effects.leaderFresh();
+  if (!fresh) {
     return Error(what + ": not done: this agent's leadership is not fresh",
                  ErrorCode::kUnavailable);
   }
@@ -145,15 +144,13 @@ void MinioHa::event(const kube::Resource& res, const std::string& name, const st
   } else {
     base::logInfo("minio-ha", {{"reason", reason}, {"message", message}});
   }
-  if (options_.record_event) {
-    options_.record_event({.involved_resource = res,
-                           .involved_namespace = options_.ns,
-                           .involved_name = name,
-                           .reason = reason,
-                           .message = message,
-                           .type = warning ? "Warning" : "Normal"});
-  }
-  if (options_.count_action) options_.count_action("minio_" + reason);
+  options_.effects.event({.involved_resource = res,
+                          .involved_namespace = options_.ns,
+                          .involved_name = name,
+                          .reason = reason,
+                          .message = message,
+                          .type = warning ? "Warning" : "Normal"});
+  options_.effects.count("minio_" + reason);
 }
 
 void MinioHa::remember(const std::string& decision, const StorageMigrationState& state,
@@ -187,7 +184,7 @@ Result<ReconcileResult> MinioHa::closeWindow(const StorageMigrationState& state)
     return result;
   }
   const bool finish = state.phase == "switching";
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     result.summary = fmt::format(
         "maintenance mode, MinIO migration in phase {}: would {} (dry run)", state.phase,
         finish ? "finish it (switch the Service to ha-minio)" : "roll it back");
@@ -276,7 +273,7 @@ Result<std::string> MinioHa::scale(const json& sts) {
   if (!want) return std::move(want).error();
   if (!*want) return std::string("ha-minio at its desired scale");
   const std::string change = fmt::format("scale ha-minio to {} ({})", **want, kDesiredScale);
-  if (options_.dry_run) return "would " + change + " (dry run)";
+  if (options_.effects.dry_run) return "would " + change + " (dry run)";
   auto current = client_.get(r::kStatefulSets, options_.ns, "ha-minio", "scale");
   if (!current) return std::move(current).error().wrap("read ha-minio's scale");
   if (!kube::jsonField(*current, "spec").is_object()) {
@@ -416,7 +413,7 @@ Result<ReconcileResult> MinioHa::reconcile() {
                             kStorageMigrationConfigMap, state->describe())
               : std::string("waiting: ha-minio is not at its desired scale");
       result.summary += "; rebalance " + why;
-      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.dry_run}});
+      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.effects.dry_run}});
       return result;
     }
     auto healthy = endpoint("app=ha-minio", /*healthy_only=*/true);
@@ -424,7 +421,7 @@ Result<ReconcileResult> MinioHa::reconcile() {
     if (!*healthy) {
       const std::string why = "waiting: no ha-minio pod reports /minio/health/cluster 200";
       result.summary += "; rebalance " + why;
-      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.dry_run}});
+      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.effects.dry_run}});
       return result;
     }
     auto rebalanced = rebalancer_.pass(*sts, observed.nodes);
@@ -448,7 +445,7 @@ Result<ReconcileResult> MinioHa::reconcile() {
     // EKCO: "make sure the Service isn't left disabled".
     auto svc = client_.get(r::kServices, options_.ns, "minio");
     if (svc && kube::jsonField(kube::jsonField(*svc, "spec"), "selector") == kDisabledSelector) {
-      if (!options_.dry_run) {
+      if (!options_.effects.dry_run) {
         if (auto ok = setSelector({{"app", "minio"}}, "no migration is running"); !ok) {
           return std::move(ok).error();
         }
@@ -461,7 +458,7 @@ Result<ReconcileResult> MinioHa::reconcile() {
   plan.push_back("migrate the single-replica MinIO to ha-minio (" + (*target)->host +
                  "): stop writes, copy, verify, switch the Service, delete the old one");
   result.plan = fmt::format("{}\n{}", plan[0], plan[1]);
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     if (planned_ != result.plan) {
       planned_ = result.plan;
       base::logInfo("dry run: would migrate MinIO", {{"to", (*target)->host}});
@@ -488,7 +485,7 @@ Result<ReconcileResult> MinioHa::reconcile() {
 Result<ReconcileResult> MinioHa::migrate(StorageMigrationState state) {
   ReconcileResult result{.requeue_after = std::chrono::milliseconds(0)};
   const std::string phase = state.phase;
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     result.summary = "a MinIO migration is " + phase + "; dry run: not continued";
     result.requeue_after = options_.interval;
     remember(result.summary, state);
@@ -656,21 +653,20 @@ ControllerSpec minioHaSpec() {
       .scope = Scope::kLeader,
       .status_key = "minio_ha",
       .enabled = [](const Config& c) { return c.enable_ha_minio && !c.minio_namespace.empty(); },
-      .caches = {CacheName::kClusterNodes},
+      .watches = {clusterNodesWatch()},
       .pauses_in_maintenance = true,  // scales, switches Services, deletes the old MinIO
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
+        auto nodes = observeClusterNodes(d.watches);
+        if (!nodes) return std::move(nodes).error();
         return std::make_shared<MinioHa>(
-            [&caches = d.caches] { return caches.clusterNodes(); }, d.client, d.clock,
+            std::move(*nodes), d.client, d.clock,
             MinioHaOptions{.ns = d.config.minio_namespace,
                            .migration_namespace = d.config.leader_election_namespace,
-                           .dry_run = d.dry_run,
                            .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
                                d.config.reconcile_interval),
-                           .is_leader_fresh = d.is_leader_fresh,
                            .may_act = d.may_act,
                            .is_leader_fresh_to_close = d.is_leader_fresh_to_close,
-                           .record_event = d.eventRecorder(),
-                           .count_action = d.count_action});
+                           .effects = d.effects()});
       },
   };
 }

@@ -60,10 +60,11 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
+#include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
 #include "agent/features/minio/minio_migration.h"
 #include "agent/features/minio/minio_rebalance.h"
+#include "agent/policy/node_watches.h"
 #include "agent/policy/storage_migration.h"
 #include "base/clock.h"
 #include "kube/client.h"
@@ -82,19 +83,17 @@ std::string podS3Host(const nlohmann::json& pod);
 struct MinioHaOptions {
   std::string ns = "minio";
   std::string migration_namespace = "kurl";  // the storage migration state's
-  bool dry_run = false;
   std::chrono::milliseconds interval{std::chrono::minutes(1)};
   // One copying pass's length: the leader's other controllers wait for it.
   std::chrono::milliseconds copy_budget{std::chrono::seconds(10)};
   std::size_t checkpoint_every = 100;
   std::string tmp_dir = "/tmp";
-  std::function<bool()> is_leader_fresh{};
   // Maintenance mode (false while it is on or not yet read) and the leader fencing without it,
   // for closing the offline window while paused (ControllerDeps).
   std::function<bool()> may_act{};
   std::function<bool()> is_leader_fresh_to_close{};
-  std::function<void(const kube::EventSpec& event)> record_event{};
-  std::function<void(std::string_view kind)> count_action{};
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 class MinioHa final : public Controller {

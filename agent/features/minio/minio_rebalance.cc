@@ -329,13 +329,13 @@ Result<MinioRebalanceOutcome> MinioRebalancer::pass(const json& sts,
                 {"rule", decision.rule.empty() ? json(nullptr) : json(decision.rule)},
                 {"pod", decision.reschedule ? json(decision.reschedule->name) : json(nullptr)},
                 {"claim", decision.reschedule ? json(decision.reschedule->claim) : json(nullptr)},
-                {"dry_run", options_.dry_run}};
+                {"dry_run", options_.effects.dry_run}};
   if (!decision.reschedule) {
     out.summary = decision.reason;
     return out;
   }
   const std::string& pod = decision.reschedule->name;
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     out.summary = fmt::format("would reschedule {} (delete PVC {}, then the pod): {} (dry run)",
                               pod, decision.reschedule->claim, decision.reason);
     out.status["decision"] = out.summary;
@@ -453,10 +453,7 @@ base::Status MinioRebalancer::reschedule(const MinioRebalanceDecision& d,
     }
   }
   // (2)
-  if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
-    return Error(what + ": not done: this agent's leadership is not fresh",
-                 ErrorCode::kUnavailable);
-  }
+  EKCO_TRY(options_.effects.fenced(what));
   base::logInfo(
       "minio-ha: rescheduling a MinIO pod",
       {{"pod", planned.name}, {"claim", planned.claim}, {"rule", d.rule}, {"reason", d.reason}});
@@ -474,17 +471,15 @@ base::Status MinioRebalancer::reschedule(const MinioRebalanceDecision& d,
                                            " is already deleted)");
   }
   // (5)
-  if (options_.record_event) {
-    options_.record_event({.involved_resource = r::kPods,
-                           .involved_namespace = options_.ns,
-                           .involved_name = planned.name,
-                           .involved_uid = planned.uid,
-                           .reason = "MinioPodRescheduled",
-                           .message = fmt::format("ekco deleted PVC {} and pod {} ({})",
-                                                  planned.claim, planned.name, d.reason),
-                           .type = "Normal"});
-  }
-  if (options_.count_action) options_.count_action("minio_MinioPodRescheduled");
+  options_.effects.event({.involved_resource = r::kPods,
+                          .involved_namespace = options_.ns,
+                          .involved_name = planned.name,
+                          .involved_uid = planned.uid,
+                          .reason = "MinioPodRescheduled",
+                          .message = fmt::format("ekco deleted PVC {} and pod {} ({})",
+                                                 planned.claim, planned.name, d.reason),
+                          .type = "Normal"});
+  options_.effects.count("minio_MinioPodRescheduled");
   return {};
 }
 

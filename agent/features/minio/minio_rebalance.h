@@ -40,6 +40,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/controller/effects.h"
 #include "base/clock.h"
 #include "base/result.h"
 #include "kube/client.h"
@@ -110,14 +111,12 @@ struct MinioRebalanceOptions {
   // Where the storage migration state lives (agent/policy/storage_migration.h): read again
   // right before deleting; "" skips that re-check.
   std::string migration_namespace{};
-  bool dry_run = false;
-  std::function<bool()> is_leader_fresh{};
-  std::function<void(const kube::EventSpec& event)> record_event{};
-  std::function<void(std::string_view kind)> count_action{};
   // GET path_and_query on host ("10.32.0.7:9000"): the HTTP status (tests and production use
   // s3::Client::healthStatus).
   std::function<base::Result<int>(const std::string& host, const std::string& path_and_query)>
       health{};
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 // What one pass did, for the controller's summary and /status.

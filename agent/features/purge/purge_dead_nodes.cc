@@ -205,9 +205,13 @@ ControllerSpec purgeDeadNodesSpec() {
       .scope = Scope::kLeader,
       .status_key = "purge_dead_nodes",
       .enabled = [](const Config& c) { return c.purge_dead_nodes; },
-      .caches = {CacheName::kClusterNodes, CacheName::kUnhealthyNodePods},
+      .watches = {clusterNodesWatch(), unhealthyNodePodsWatch()},
       .pauses_in_maintenance = true,  // removes Nodes, etcd members, OSDs
       .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+        auto nodes = observeClusterNodes(d.watches);
+        if (!nodes) return std::move(nodes).error();
+        auto pods = unhealthyNodePods(d.watches);
+        if (!pods) return std::move(pods).error();
         const Config& c = d.config;
         auto purge = [d](const std::string& node,
                          const PurgeOptions& given) -> base::Result<PurgeReport> {
@@ -224,8 +228,8 @@ ControllerSpec purgeDeadNodesSpec() {
                            node, options);
         };
         return std::make_shared<PurgeDeadNodesController>(
-            [&caches = d.caches] { return caches.clusterNodes(); },
-            [&client = d.client] { return readNodes(client); }, std::move(purge), d.clock,
+            std::move(*nodes), [&client = d.client] { return readNodes(client); }, std::move(purge),
+            d.clock,
             PurgeDeadNodesOptions{
                 .self = d.node_name,
                 .node_unreachable_toleration = c.node_unreachable_toleration,
@@ -240,11 +244,9 @@ ControllerSpec purgeDeadNodesSpec() {
                           .event = {}},
                 .clear_first =
                     c.clear_dead_nodes ? std::optional<ClearRules>(clearRules(c)) : std::nullopt,
-                .observe_pods = [&caches = d.caches] { return caches.unhealthyNodePods(); },
+                .observe_pods = [pods = *pods] { return pods->pods(); },
                 .pods_listed_on =
-                    [&caches = d.caches](const std::string& node) {
-                      return caches.unhealthyNodePodsListed(node);
-                    },
+                    [pods = *pods](const std::string& node) { return pods->listed(node); },
                 .read_pods =
                     [&client = d.client](const std::string& node) {
                       return readPodsOnNode(client, node);

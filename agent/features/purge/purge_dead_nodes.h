@@ -21,10 +21,10 @@
 #include <string>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
 #include "agent/controller/spec.h"
 #include "agent/features/purge/purge.h"
 #include "agent/policy/clear_plan.h"
+#include "agent/policy/node_watches.h"
 
 namespace ekco::agent {
 

@@ -270,9 +270,7 @@ base::Result<ReconcileResult> NodeRecoveryController::reconcile() {
   return result;
 }
 
-bool NodeRecoveryController::leaderFresh() const {
-  return callbacks_.is_leader_fresh && callbacks_.is_leader_fresh();
-}
+bool NodeRecoveryController::leaderFresh() const { return options_.effects.leaderFresh(); }
 
 base::Result<bool> NodeRecoveryController::outOfServiceSupported() {
   if (version_stale_.exchange(false)) oos_supported_.reset();
@@ -352,7 +350,7 @@ base::Result<std::string> NodeRecoveryController::act(const NodeRecovery& item) 
   if (taint_like && !*supported && cleared_.count(once) != 0) {
     return fmt::format("{}: pods force-deleted already (Kubernetes before 1.28)", item.node);
   }
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     if (logged_
             .insert(item.node + "/dry/" + std::string(recoveryStateName(item.state)) + "/" +
                     when(item.beacon ? item.beacon->at : base::WallTime{}))
@@ -410,7 +408,7 @@ base::Result<std::string> NodeRecoveryController::taint(const NodeRecovery& item
   if (!patched) return std::move(patched).error().wrap("taint " + item.node + " out-of-service");
   base::logWarn("node recovery: tainted node out-of-service",
                 {{"node", item.node}, {"reason", item.reason}});
-  if (callbacks_.on_action) callbacks_.on_action("node_out_of_service");
+  options_.effects.count("node_out_of_service");
   event(fresh.record, "OutOfServiceTaintApplied",
         "ekco applied node.kubernetes.io/out-of-service=nodeshutdown:NoExecute: the node was " +
             item.reason +
@@ -461,7 +459,7 @@ base::Result<std::string> NodeRecoveryController::untaint(const NodeRecovery& it
     base::logInfo("node recovery: removed ekco's out-of-service taint",
                   {{"node", item.node}, {"reason", item.reason}});
   }
-  if (callbacks_.on_action) callbacks_.on_action("node_out_of_service_removed");
+  options_.effects.count("node_out_of_service_removed");
   event(fresh.record, item.partition ? "NodePartitionEnded" : "OutOfServiceTaintRemoved",
         "ekco removed the node.kubernetes.io/out-of-service taint it had applied: " + item.reason,
         item.partition ? "Warning" : "Normal");
@@ -493,7 +491,7 @@ base::Result<std::string> NodeRecoveryController::forceDeletePods(const NodeReco
     ++deleted;
     base::logInfo("node recovery: force-deleted pod of a node shut down through ekco shutdown",
                   {{"pod", name}, {"node", item.node}, {"reason", item.reason}});
-    if (callbacks_.on_action) callbacks_.on_action("pod_force_deleted");
+    options_.effects.count("pod_force_deleted");
     auto recorded = client_.recordEvent(
         {.involved_resource = kube::resources::kPods,
          .involved_namespace = pod.ns.str(),
@@ -556,7 +554,7 @@ json NodeRecoveryController::status() const {
         {{"node", a.node}, {"what", a.what}, {"at", when(a.at)}, {"reason", a.reason}});
   }
   return {
-      {"dry_run", options_.dry_run},
+      {"dry_run", options_.effects.dry_run},
       {"shutdown_out_of_service_grace", durationText(options_.rules.lease_grace)},
       {"server_version", server_version_},
       {"synced", synced_},
@@ -579,15 +577,17 @@ ControllerSpec nodeRecoverySpec() {
           .scope = Scope::kLeader,
           .status_key = "node_recovery",
           .enabled = [](const Config& c) { return c.shutdown_out_of_service; },
-          .caches = {CacheName::kClusterNodes, CacheName::kNodeLeases},
+          .watches = {clusterNodesWatch(), nodeLeasesWatch()},
           .pauses_in_maintenance = true,  // taints nodes, force-deletes pods
           .build = [](const ControllerDeps& d) -> base::Result<std::shared_ptr<Controller>> {
+            auto nodes = observeClusterNodes(d.watches);
+            if (!nodes) return std::move(nodes).error();
+            auto leases = observeNodeLeases(d.watches);
+            if (!leases) return std::move(leases).error();
             return std::make_shared<NodeRecoveryController>(
-                [&caches = d.caches] { return caches.clusterNodes(); },
-                [&caches = d.caches] { return caches.nodeLeases(); }, d.client, d.clock,
-                NodeRecoveryOptions{.rules = recoveryRules(d.config), .dry_run = d.dry_run},
-                NodeRecoveryCallbacks{.is_leader_fresh = d.is_leader_fresh,
-                                      .on_action = d.count_action});
+                std::move(*nodes), std::move(*leases), d.client, d.clock,
+                NodeRecoveryOptions{.rules = recoveryRules(d.config), .effects = d.effects()},
+                NodeRecoveryCallbacks{});
           }};
 }
 

@@ -55,10 +55,11 @@
 #include <vector>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
+#include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
 #include "agent/features/reboot/shutdown_beacon.h"
 #include "agent/policy/node_health.h"
+#include "agent/policy/node_watches.h"
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/result.h"
@@ -118,13 +119,12 @@ base::Result<bool> supportsOutOfService(const nlohmann::json& version_info);
 
 struct NodeRecoveryOptions {
   RecoveryRules rules{};
-  bool dry_run = false;
   std::size_t history = 20;
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 struct NodeRecoveryCallbacks {
-  std::function<bool()> is_leader_fresh{};  // unset: never a fresh leader (nothing written)
-  std::function<void(std::string_view kind)> on_action{};
   // The server's version.Info; unset: KubeClient::serverVersion (GET /version).
   std::function<base::Result<nlohmann::json>()> server_version{};
 };

@@ -78,12 +78,12 @@ Result<std::string> RookCephController::ceph(const std::vector<std::string>& arg
 
 Result<bool> RookCephController::mayWrite(Pass& pass, const std::string& line) {
   pass.changed = true;
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     if (planned_.insert(line).second) base::logInfo("dry run: would change Rook", {{"plan", line}});
     pass.lines.push_back("would " + line);
     return false;
   }
-  if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
+  if (!options_.effects.leaderFresh()) {
     return Error("not done (" + line + "): this agent's leadership is not fresh",
                  ErrorCode::kUnavailable);
   }
@@ -93,8 +93,8 @@ Result<bool> RookCephController::mayWrite(Pass& pass, const std::string& line) {
 void RookCephController::changed(Pass& pass, kube::EventSpec event, const std::string& line) {
   base::logInfo("rook: changed", {{"change", line}});
   pass.lines.push_back(line);
-  if (options_.record_event) options_.record_event(event);
-  if (options_.count_action) options_.count_action("rook_changed");
+  options_.effects.event(event);
+  options_.effects.count("rook_changed");
   std::lock_guard lock(mu_);
   history_.push_back({{"change", line}, {"reason", event.reason}});
   if (history_.size() > kHistory) history_.erase(history_.begin());
@@ -283,13 +283,13 @@ Result<bool> RookCephController::decreaseAllowed(Pass& pass, const rook::OsdTree
   }
   const std::string line = "not lowering " + what + ": " + why;
   pass.lines.push_back(line);
-  if (!options_.dry_run && refused_.insert(what + "|" + idList(down)).second) {
+  if (!options_.effects.dry_run && refused_.insert(what + "|" + idList(down)).second) {
     base::logWarn("rook: decrease refused", {{"pool", what}, {"reason", why}});
     kube::EventSpec event = involved;
     event.reason = "ReplicationDecreaseRefused";
     event.type = "Warning";
     event.message = "ekco did " + line;
-    if (options_.record_event) options_.record_event(event);
+    options_.effects.event(event);
   }
   return false;
 }
@@ -353,7 +353,7 @@ Result<ReconcileResult> RookCephController::reconcile() {
   for (const auto& l : pass.lines) result.plan += (result.plan.empty() ? "" : "\n") + l;
   result.summary = pass.conflict ? "a Rook object changed meanwhile; looking again"
                    : pass.changed
-                       ? (options_.dry_run ? "would change Rook (dry run)" : "changed Rook")
+                       ? (options_.effects.dry_run ? "would change Rook (dry run)" : "changed Rook")
                        : "Rook as wanted";
   result.requeue_after =
       pass.conflict ? std::chrono::milliseconds(std::chrono::seconds(1)) : options_.interval;
@@ -368,7 +368,7 @@ Result<ReconcileResult> RookCephController::reconcile() {
                {"errors", errors},
                {"summary", result.summary},
                {"hold_down", base::formatDuration(options_.hold_down)},
-               {"dry_run", options_.dry_run}};
+               {"dry_run", options_.effects.dry_run}};
   }
   if (!errors.empty()) {
     std::string all;
@@ -395,12 +395,14 @@ ControllerSpec rookCephSpec() {
             return c.maintain_rook_storage_nodes || c.reconcile_rook_mds_placement ||
                    c.reconcile_ceph_csi_resources;
           },
-      .caches = {CacheName::kClusterNodes},
+      .watches = {clusterNodesWatch()},
       .pauses_in_maintenance = true,  // patches Rook CRs, sets Ceph pool sizes
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
+        auto nodes = observeClusterNodes(d.watches);
+        if (!nodes) return std::move(nodes).error();
         const Config& c = d.config;
         return std::make_shared<RookCephController>(
-            [&caches = d.caches] { return caches.clusterNodes(); }, d.client, d.exec, d.clock,
+            std::move(*nodes), d.client, d.exec, d.clock,
             RookCephOptions{.maintain_storage = c.maintain_rook_storage_nodes,
                             .user_managed_nodes = !c.rook_storage_nodes.empty(),
                             .storage_nodes_label = c.rook_storage_nodes_label,
@@ -412,12 +414,9 @@ ControllerSpec rookCephSpec() {
                             .min_replication = c.min_ceph_pool_replication,
                             .max_replication = c.max_ceph_pool_replication,
                             .hold_down = c.ceph_pool_replication_hold_down,
-                            .dry_run = d.dry_run,
                             .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 c.reconcile_interval),
-                            .is_leader_fresh = d.is_leader_fresh,
-                            .record_event = d.eventRecorder(),
-                            .count_action = d.count_action});
+                            .effects = d.effects()});
       },
   };
 }

@@ -41,8 +41,9 @@
 #include <vector>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
+#include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
+#include "agent/policy/node_watches.h"
 #include "base/clock.h"
 #include "base/result.h"
 #include "kube/client.h"
@@ -65,12 +66,10 @@ struct RookCephOptions {
   std::int64_t min_replication = 1;
   std::int64_t max_replication = 3;
   base::Duration hold_down = std::chrono::minutes(10);
-  bool dry_run = false;
   std::chrono::milliseconds interval{std::chrono::minutes(1)};
   std::chrono::milliseconds exec_timeout{std::chrono::seconds(60)};
-  std::function<bool()> is_leader_fresh{};
-  std::function<void(const kube::EventSpec& event)> record_event{};
-  std::function<void(std::string_view kind)> count_action{};
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 class RookCephController : public Controller {

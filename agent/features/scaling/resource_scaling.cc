@@ -105,7 +105,7 @@ Result<ResourceScalingController::Outcome> ResourceScalingController::scale(
       fmt::format("{} nodes: min({}, {}) = {}", nodes, target.cap, nodes, *desired);
   const std::string line =
       fmt::format("{}: replicas {} -> {} ({})", what, current, *desired, reason);
-  if (options_.dry_run) {
+  if (options_.effects.dry_run) {
     if (planned_.insert(key + "=" + std::to_string(*desired)).second) {
       base::logInfo("dry run: would scale",
                     {{"resource", what}, {"from", current}, {"to", *desired}, {"reason", reason}});
@@ -116,7 +116,7 @@ Result<ResourceScalingController::Outcome> ResourceScalingController::scale(
     return Error(what + ": the object has no metadata.resourceVersion; not patched",
                  ErrorCode::kInvalidArgument);
   }
-  if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
+  if (!options_.effects.leaderFresh()) {
     return Error(what + ": not patched: this agent's leadership is not fresh",
                  ErrorCode::kUnavailable);
   }
@@ -136,15 +136,13 @@ Result<ResourceScalingController::Outcome> ResourceScalingController::scale(
   }
   base::logInfo("scaled",
                 {{"resource", what}, {"from", current}, {"to", *desired}, {"reason", reason}});
-  if (options_.record_event) {
-    options_.record_event({.involved_resource = target.resource,
-                           .involved_namespace = target.ns,
-                           .involved_name = target.name,
-                           .reason = "Scaled",
-                           .message = fmt::format("ekco set spec.replicas {} -> {} ({})", current,
-                                                  *desired, reason)});
-  }
-  if (options_.count_action) options_.count_action("replicas_scaled");
+  options_.effects.event(
+      {.involved_resource = target.resource,
+       .involved_namespace = target.ns,
+       .involved_name = target.name,
+       .reason = "Scaled",
+       .message = fmt::format("ekco set spec.replicas {} -> {} ({})", current, *desired, reason)});
+  options_.effects.count("replicas_scaled");
   {
     std::lock_guard lock(mu_);
     history_.push_back(
@@ -170,7 +168,7 @@ Result<ReconcileResult> ResourceScalingController::reconcile() {
     result.plan += outcome->line;
   }
   result.summary = conflict  ? "a scaled resource changed meanwhile; looking again"
-                   : changed ? (options_.dry_run ? "would scale (dry run)" : "scaled")
+                   : changed ? (options_.effects.dry_run ? "would scale (dry run)" : "scaled")
                              : "replicas as wanted";
   result.requeue_after = conflict ? std::chrono::milliseconds(kAfterConflict) : options_.interval;
   return result;
@@ -187,18 +185,17 @@ ControllerSpec resourceScalingSpec() {
       .scope = Scope::kLeader,
       .status_key = "resource_scaling",
       .enabled = [](const Config& c) { return c.auto_resource_scaling; },
-      .caches = {CacheName::kClusterNodes},
+      .watches = {clusterNodesWatch()},
       .pauses_in_maintenance = true,  // patches Prometheus/Alertmanager replicas
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
+        auto nodes = observeClusterNodes(d.watches);
+        if (!nodes) return std::move(nodes).error();
         return std::make_shared<ResourceScalingController>(
-            [&caches = d.caches] { return caches.clusterNodes(); }, d.client,
+            std::move(*nodes), d.client,
             ResourceScalingOptions{
-                .dry_run = d.dry_run,
                 .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
                     d.config.reconcile_interval),
-                .is_leader_fresh = d.is_leader_fresh,
-                .record_event = d.eventRecorder(),
-                .count_action = d.count_action});
+                .effects = d.effects()});
       },
   };
 }

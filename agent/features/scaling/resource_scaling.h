@@ -32,8 +32,9 @@
 #include <vector>
 
 #include "agent/controller/controller.h"
-#include "agent/controller/observed.h"
+#include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
+#include "agent/policy/node_watches.h"
 #include "base/result.h"
 #include "kube/client.h"
 #include "kube/resource.h"
@@ -59,11 +60,9 @@ std::optional<std::int64_t> desiredReplicas(std::int64_t current, std::int64_t n
 
 struct ResourceScalingOptions {
   std::vector<ScaledResource> targets = kurlMonitoringResources();
-  bool dry_run = false;
   std::chrono::milliseconds interval{std::chrono::minutes(1)};
-  std::function<bool()> is_leader_fresh{};
-  std::function<void(const kube::EventSpec& event)> record_event{};
-  std::function<void(std::string_view kind)> count_action{};  // "replicas_scaled"
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 class ResourceScalingController : public Controller {

@@ -71,27 +71,17 @@ Result<std::optional<json>> WebhookConfigController::read(const kube::Resource& 
   return std::move(got).error();
 }
 
-base::Status WebhookConfigController::fenced(std::string_view what) const {
-  if (options_.is_leader_fresh && !options_.is_leader_fresh()) {
-    return Error(fmt::format("{}: not done: this agent's leadership is not fresh", what),
-                 ErrorCode::kUnavailable);
-  }
-  return base::ok();
-}
-
 void WebhookConfigController::changed(Pass& pass, std::string line, const kube::Resource& r,
                                       std::string_view ns, std::string_view name,
                                       std::string reason, std::string_view action) {
   base::logInfo("pod image overrides webhook",
                 {{"change", line}, {"object", fmt::format("{} {}", r.kind, name)}});
-  if (options_.record_event) {
-    options_.record_event({.involved_resource = r,
-                           .involved_namespace = std::string(ns),
-                           .involved_name = std::string(name),
-                           .reason = std::move(reason),
-                           .message = "ekco: " + line});
-  }
-  if (options_.count_action) options_.count_action(action);
+  options_.effects.event({.involved_resource = r,
+                          .involved_namespace = std::string(ns),
+                          .involved_name = std::string(name),
+                          .reason = std::move(reason),
+                          .message = "ekco: " + line});
+  options_.effects.count(action);
   pass.changed = true;
   pass.lines.push_back(line);
   std::lock_guard lock(mu_);
@@ -107,7 +97,7 @@ Result<webhook::CaPair> WebhookConfigController::ensureCa(Pass& pass) {
   EKCO_TRY(have);
   if (!*have) {
     const std::string what = fmt::format("create the CA Secret {}/{}", options_.ns, name);
-    if (options_.dry_run) {
+    if (options_.effects.dry_run) {
       pass.lines.push_back("would " + what);
       pass.changed = true;
       return Error("dry run: no CA yet", ErrorCode::kNotFound);
@@ -115,7 +105,7 @@ Result<webhook::CaPair> WebhookConfigController::ensureCa(Pass& pass) {
     auto ca = pki::createCa({.common_name = "ekco-webhook-ca", .now = clock_.wallNow()});
     if (!ca) return std::move(ca).error().wrap("make the webhook CA");
     const webhook::CaPair pair{.cert_pem = ca->cert_pem, .key_pem = ca->key_pem};
-    EKCO_TRY(fenced(what));
+    EKCO_TRY(options_.effects.fenced(what));
     auto created = client_.create(kube::resources::kSecrets, options_.ns,
                                   webhook::caSecret(options_.ns, pair));
     if (created) {
@@ -145,160 +135,177 @@ Result<webhook::CaPair> WebhookConfigController::ensureCa(Pass& pass) {
   return ca;
 }
 
-base::Status WebhookConfigController::ensureService(Pass& pass) {
-  // (2) The Service the configuration points at.
-  const std::string name(webhook::kServiceName);
-  const json want = webhook::desiredService(options_.ns, options_.target_port);
-  auto have = read(kube::resources::kServices, options_.ns, name);
-  EKCO_TRY(have);
-  const WebhookStep step = serviceStep(true, *have, want);
-  {
-    std::lock_guard lock(mu_);
-    status_["service"] = {{"name", options_.ns + "/" + name},
-                          {"present", have->has_value()},
-                          {"step", webhookStepName(step)}};
-  }
-  if (step == WebhookStep::kNone) return base::ok();
-  const std::string what = fmt::format("{} the Service {}/{} (port 443 -> {})",
-                                       step == WebhookStep::kCreate ? "create" : "fix", options_.ns,
-                                       name, options_.target_port);
-  if (options_.dry_run) {
-    pass.lines.push_back("would " + what);
-    pass.changed = true;
-    return base::ok();
-  }
-  EKCO_TRY(fenced(what));
-  if (step == WebhookStep::kCreate) {
-    auto created = client_.create(kube::resources::kServices, options_.ns, want);
-    if (!created && created.error().code() == ErrorCode::kAlreadyExists) {
-      pass.conflict = true;
-      return base::ok();
+Result<WebhookView> WebhookConfigController::observe(Pass& pass) {
+  WebhookView view;
+  if (options_.enabled) {
+    auto ca = ensureCa(pass);
+    if (ca) {
+      view.ca = std::move(*ca);
+    } else if (!(options_.effects.dry_run && ca.error().code() == ErrorCode::kNotFound)) {
+      // (a dry run without a CA yet plans without it)
+      return std::move(ca).error();
     }
-    if (!created) return std::move(created).error().wrap(what);
-  } else {
-    const json patch = json::array(
-        {kube::resourceVersionTest(kube::jsonResourceVersion(**have)),
-         {{"op", "add"}, {"path", "/spec/selector"}, {"value", want["spec"]["selector"]}},
-         {{"op", "add"}, {"path", "/spec/ports"}, {"value", want["spec"]["ports"]}}});
-    auto patched =
-        client_.patch(kube::resources::kServices, options_.ns, name, kube::PatchType::kJson, patch);
-    if (!patched) {
-      const ErrorCode code = patched.error().code();
-      if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kConflict ||
-          code == ErrorCode::kNotFound) {
-        pass.conflict = true;
-        return base::ok();
-      }
-      return std::move(patched).error().wrap(what);
-    }
+    auto service = read(kube::resources::kServices, options_.ns, webhook::kServiceName);
+    if (!service) return std::move(service).error();
+    view.service = std::move(*service);
   }
-  changed(pass,
-          fmt::format("{} the Service {}/{} (port 443 -> {})",
-                      step == WebhookStep::kCreate ? "created" : "fixed", options_.ns, name,
-                      options_.target_port),
-          kube::resources::kServices, options_.ns, name,
-          step == WebhookStep::kCreate ? "WebhookServiceCreated" : "WebhookServiceUpdated",
-          "webhook_service_changed");
-  return base::ok();
+  auto configuration = read(kMutatingWebhookConfigurations, "", webhook::kConfigurationName);
+  if (!configuration) return std::move(configuration).error();
+  view.configuration = std::move(*configuration);
+  return view;
 }
 
-base::Status WebhookConfigController::ensureConfiguration(
-    Pass& pass, const std::optional<webhook::CaPair>& ca) {
-  // (3) The configuration itself.
-  const std::string name(webhook::kConfigurationName);
-  auto have = read(kMutatingWebhookConfigurations, "", name);
-  EKCO_TRY(have);
-  const json want =
-      options_.enabled && ca ? webhook::desiredConfiguration(options_.ns, ca->cert_pem) : json();
-  const WebhookStep step = configurationStep(options_.enabled, *have, want);
-  {
-    std::lock_guard lock(mu_);
-    status_["configuration"] = {{"name", name},
-                                {"present", have->has_value()},
-                                {"wanted", options_.enabled},
-                                {"step", webhookStepName(step)}};
+WebhookPlan planWebhook(const WebhookView& view, const WebhookConfigOptions& options) {
+  WebhookPlan plan;
+  if (options.enabled) {
+    // (2) The Service the configuration points at.
+    const std::string name(webhook::kServiceName);
+    const json want = webhook::desiredService(options.ns, options.target_port);
+    const WebhookStep step = serviceStep(true, view.service, want);
+    plan.status["service"] = {{"name", options.ns + "/" + name},
+                              {"present", view.service.has_value()},
+                              {"step", webhookStepName(step)}};
+    if (step != WebhookStep::kNone) {
+      plan.changes.push_back(
+          {.object = WebhookObject::kService,
+           .step = step,
+           .what = fmt::format("{} the Service {}/{} (port 443 -> {})",
+                               step == WebhookStep::kCreate ? "create" : "fix", options.ns, name,
+                               options.target_port),
+           .want = want,
+           .resource_version = view.service ? kube::jsonResourceVersion(*view.service) : ""});
+    }
   }
-  if (step == WebhookStep::kNone) return base::ok();
-  const std::string what =
-      step == WebhookStep::kCreate ? "create the MutatingWebhookConfiguration " + name
-      : step == WebhookStep::kUpdate
-          ? "update the MutatingWebhookConfiguration " + name +
-                " (caBundle, rules or selector differ)"
-          : "delete the MutatingWebhookConfiguration " + name + " (pod_image_overrides is empty)";
-  if (options_.dry_run) {
-    pass.lines.push_back("would " + what);
+  // (3) The configuration: not planned in a dry run before the CA exists (its caBundle).
+  if (options.enabled && !view.ca) return plan;
+  const std::string name(webhook::kConfigurationName);
+  const json want =
+      options.enabled ? webhook::desiredConfiguration(options.ns, view.ca->cert_pem) : json();
+  const WebhookStep step = configurationStep(options.enabled, view.configuration, want);
+  plan.status["configuration"] = {{"name", name},
+                                  {"present", view.configuration.has_value()},
+                                  {"wanted", options.enabled},
+                                  {"step", webhookStepName(step)}};
+  if (step == WebhookStep::kNone) return plan;
+  plan.changes.push_back(
+      {.object = WebhookObject::kConfiguration,
+       .step = step,
+       .what = step == WebhookStep::kCreate   ? "create the MutatingWebhookConfiguration " + name
+               : step == WebhookStep::kUpdate ? "update the MutatingWebhookConfiguration " + name +
+                                                    " (caBundle, rules or selector differ)"
+                                              : "delete the MutatingWebhookConfiguration " + name +
+                                                    " (pod_image_overrides is empty)",
+       .want = want,
+       .resource_version =
+           view.configuration ? kube::jsonResourceVersion(*view.configuration) : ""});
+  return plan;
+}
+
+base::Status WebhookConfigController::apply(const WebhookChange& change, Pass& pass) {
+  if (options_.effects.dry_run) {
+    pass.lines.push_back("would " + change.what);
     pass.changed = true;
     return base::ok();
   }
-  EKCO_TRY(fenced(what));
+  EKCO_TRY(options_.effects.fenced(change.what));
+  // A change by someone else since the read (AlreadyExists, a failed version test, Conflict,
+  // NotFound) is not an error: the pass looks again at once.
+  auto lost = [&pass](ErrorCode code, std::initializer_list<ErrorCode> races) {
+    for (ErrorCode race : races) {
+      if (code == race) {
+        pass.conflict = true;
+        return true;
+      }
+    }
+    return false;
+  };
+  const bool create = change.step == WebhookStep::kCreate;
+  if (change.object == WebhookObject::kService) {
+    const std::string name(webhook::kServiceName);
+    if (create) {
+      auto created = client_.create(kube::resources::kServices, options_.ns, change.want);
+      if (!created && lost(created.error().code(), {ErrorCode::kAlreadyExists})) {
+        return base::ok();
+      }
+      if (!created) return std::move(created).error().wrap(change.what);
+    } else {
+      const json patch = json::array(
+          {kube::resourceVersionTest(change.resource_version),
+           {{"op", "add"}, {"path", "/spec/selector"}, {"value", change.want["spec"]["selector"]}},
+           {{"op", "add"}, {"path", "/spec/ports"}, {"value", change.want["spec"]["ports"]}}});
+      auto patched = client_.patch(kube::resources::kServices, options_.ns, name,
+                                   kube::PatchType::kJson, patch);
+      if (!patched && lost(patched.error().code(), {ErrorCode::kInvalidArgument,
+                                                    ErrorCode::kConflict, ErrorCode::kNotFound})) {
+        return base::ok();
+      }
+      if (!patched) return std::move(patched).error().wrap(change.what);
+    }
+    changed(pass,
+            fmt::format("{} the Service {}/{} (port 443 -> {})", create ? "created" : "fixed",
+                        options_.ns, name, options_.target_port),
+            kube::resources::kServices, options_.ns, name,
+            create ? "WebhookServiceCreated" : "WebhookServiceUpdated", "webhook_service_changed");
+    return base::ok();
+  }
+  const std::string name(webhook::kConfigurationName);
   std::string done;
   std::string reason;
-  if (step == WebhookStep::kCreate) {
-    auto created = client_.create(kMutatingWebhookConfigurations, "", want);
-    if (!created && created.error().code() == ErrorCode::kAlreadyExists) {
-      pass.conflict = true;
+  if (create) {
+    auto created = client_.create(kMutatingWebhookConfigurations, "", change.want);
+    if (!created && lost(created.error().code(), {ErrorCode::kAlreadyExists})) {
       return base::ok();
     }
-    if (!created) return std::move(created).error().wrap(what);
+    if (!created) return std::move(created).error().wrap(change.what);
     done = "created";
     reason = "WebhookConfigurationCreated";
-  } else if (step == WebhookStep::kUpdate) {
-    json body = want;
-    body["metadata"]["resourceVersion"] = kube::jsonResourceVersion(**have);
+  } else if (change.step == WebhookStep::kUpdate) {
+    json body = change.want;
+    body["metadata"]["resourceVersion"] = change.resource_version;
     auto updated = client_.update(kMutatingWebhookConfigurations, "", body);
-    if (!updated && (updated.error().code() == ErrorCode::kConflict ||
-                     updated.error().code() == ErrorCode::kNotFound)) {
-      pass.conflict = true;
+    if (!updated && lost(updated.error().code(), {ErrorCode::kConflict, ErrorCode::kNotFound})) {
       return base::ok();
     }
-    if (!updated) return std::move(updated).error().wrap(what);
+    if (!updated) return std::move(updated).error().wrap(change.what);
     done = "updated";
     reason = "WebhookConfigurationUpdated";
   } else {
     kube::DeleteOptions opts;
-    opts.precondition_resource_version = kube::jsonResourceVersion(**have);
+    opts.precondition_resource_version = change.resource_version;
     auto removed = client_.remove(kMutatingWebhookConfigurations, "", name, opts);
-    if (!removed && removed.error().code() == ErrorCode::kConflict) {
-      pass.conflict = true;
-      return base::ok();
-    }
+    if (!removed && lost(removed.error().code(), {ErrorCode::kConflict})) return base::ok();
     if (!removed && removed.error().code() != ErrorCode::kNotFound) {
-      return std::move(removed).error().wrap(what);
+      return std::move(removed).error().wrap(change.what);
     }
     done = "deleted";
     reason = "WebhookConfigurationDeleted";
   }
-  changed(pass, done + what.substr(what.find(' ')), kMutatingWebhookConfigurations, "", name,
-          reason, "webhook_configuration_" + done);
+  changed(pass, done + change.what.substr(change.what.find(' ')), kMutatingWebhookConfigurations,
+          "", name, reason, "webhook_configuration_" + done);
   return base::ok();
 }
 
 Result<ReconcileResult> WebhookConfigController::reconcile() {
   Pass pass;
-  std::optional<webhook::CaPair> ca;
-  if (options_.enabled) {
-    auto got = ensureCa(pass);
-    if (!got) {
-      // dry run without a CA: nothing more can be planned exactly.
-      if (!(options_.dry_run && got.error().code() == ErrorCode::kNotFound)) {
-        return std::move(got).error();
-      }
-    } else {
-      ca = std::move(*got);
-    }
-    EKCO_TRY(ensureService(pass));
+  auto view = observe(pass);
+  if (!view) return std::move(view).error();
+  const WebhookPlan plan = planWebhook(*view, options_);
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, value] : plan.status.items()) status_[key] = value;
   }
-  if (!options_.enabled || ca || !options_.dry_run) EKCO_TRY(ensureConfiguration(pass, ca));
+  for (const WebhookChange& change : plan.changes) EKCO_TRY(apply(change, pass));
   ReconcileResult result;
   for (const std::string& line : pass.lines) {
     if (!result.plan.empty()) result.plan += "\n";
     result.plan += line;
   }
-  if (options_.dry_run && pass.changed) {
+  if (options_.effects.dry_run && pass.changed) {
     base::logInfo("dry run: pod image overrides webhook", {{"plan", result.plan}});
   }
-  result.summary = pass.conflict      ? "an object changed meanwhile; looking again"
-                   : pass.changed     ? (options_.dry_run ? "would change (dry run)" : "changed")
+  result.summary = pass.conflict ? "an object changed meanwhile; looking again"
+                   : pass.changed
+                       ? (options_.effects.dry_run ? "would change (dry run)" : "changed")
                    : options_.enabled ? "webhook configured"
                                       : "webhook not configured (no overrides)";
   result.requeue_after =
@@ -320,19 +327,15 @@ ControllerSpec webhookConfigSpec() {
       .scope = Scope::kLeader,
       .status_key = "pod_image_overrides",
       .enabled = [](const Config&) { return true; },  // also removes the configuration
-      .caches = {},
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
         return std::make_shared<WebhookConfigController>(
             d.client, d.clock,
             WebhookConfigOptions{.ns = d.config.leader_election_namespace,
                                  .enabled = !d.config.pod_image_overrides.empty(),
                                  .target_port = static_cast<int>(d.config.pod_image_overrides_port),
-                                 .dry_run = d.dry_run,
                                  .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
                                      d.config.reconcile_interval),
-                                 .is_leader_fresh = d.is_leader_fresh,
-                                 .record_event = d.eventRecorder(),
-                                 .count_action = d.count_action});
+                                 .effects = d.effects()});
       },
   };
 }

@@ -17,6 +17,10 @@
 // Without overrides: the configuration is deleted when present (the Secret and the Service stay:
 // they cost nothing and keep the CA stable if overrides come back).
 //
+// The shape (issue 36's controller contract): observe() makes sure of the CA (1) and reads the
+// Service and the configuration into a WebhookView; planWebhook(view), pure, says what to change
+// (2, 3); apply() makes each change through the options' Effects.
+//
 // Every change: the fencing check right before it, logged, an Event (on the configuration, or on
 // the Secret/Service), ekco_actions_total. dry_run: the plan in /status and the log, no write.
 // A pass runs at start, on leadership and every reconcile_interval (someone deleting the
@@ -33,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/controller/controller.h"
+#include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
 #include "agent/features/webhook/webhook_objects.h"
 #include "base/clock.h"
@@ -52,15 +57,44 @@ WebhookStep configurationStep(bool wanted, const std::optional<nlohmann::json>& 
 WebhookStep serviceStep(bool wanted, const std::optional<nlohmann::json>& have,
                         const nlohmann::json& want);
 
+// What a pass has seen: the CA (nullopt in a dry run before the Secret exists), the Service and
+// the configuration as the API has them (nullopt: absent).
+struct WebhookView {
+  std::optional<webhook::CaPair> ca{};
+  std::optional<nlohmann::json> service{};
+  std::optional<nlohmann::json> configuration{};
+};
+
+enum class WebhookObject { kService, kConfiguration };
+
+// One change, in the order the plan makes them.
+struct WebhookChange {
+  WebhookObject object = WebhookObject::kService;
+  WebhookStep step = WebhookStep::kNone;
+  std::string what{};     // "create the Service kurl/ekco (port 443 -> 6445)"
+  nlohmann::json want{};  // the object ekco writes (create, update; the Service's patch values)
+  std::string resource_version{};  // update, delete: the version read (a change since: conflict)
+};
+
+struct WebhookPlan {
+  std::vector<WebhookChange> changes{};
+  // Each object as seen and the step chosen, for /status ("service", "configuration").
+  nlohmann::json status = nlohmann::json::object();
+};
+
+struct WebhookConfigOptions;
+// The decision, pure: the Service only with overrides (never deleted); the configuration with
+// overrides and a CA, or deleted without overrides; a dry run without a CA yet plans no
+// configuration (its caBundle is not known).
+WebhookPlan planWebhook(const WebhookView& view, const WebhookConfigOptions& options);
+
 struct WebhookConfigOptions {
   std::string ns = "kurl";
   bool enabled = false;  // pod_image_overrides is not empty
   int target_port = 6445;
-  bool dry_run = false;
   std::chrono::milliseconds interval{std::chrono::minutes(1)};
-  std::function<bool()> is_leader_fresh{};
-  std::function<void(const kube::EventSpec& event)> record_event{};
-  std::function<void(std::string_view kind)> count_action{};
+  // Dry run, fencing, Events, the action counter (agent/controller/effects.h).
+  Effects effects{};
 };
 
 class WebhookConfigController final : public Controller {
@@ -82,10 +116,11 @@ class WebhookConfigController final : public Controller {
   };
   base::Result<std::optional<nlohmann::json>> read(const kube::Resource& r, std::string_view ns,
                                                    std::string_view name);
+  // (1) the CA, then the Service and the configuration as they are.
+  base::Result<WebhookView> observe(Pass& pass);
   base::Result<webhook::CaPair> ensureCa(Pass& pass);
-  base::Status ensureService(Pass& pass);
-  base::Status ensureConfiguration(Pass& pass, const std::optional<webhook::CaPair>& ca);
-  base::Status fenced(std::string_view what) const;
+  // (2, 3) each change of the plan.
+  base::Status apply(const WebhookChange& change, Pass& pass);
   void changed(Pass& pass, std::string line, const kube::Resource& r, std::string_view ns,
                std::string_view name, std::string reason, std::string_view action);
 

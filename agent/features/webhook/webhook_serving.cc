@@ -166,7 +166,6 @@ ControllerSpec webhookServingSpec() {
       .scope = Scope::kNode,
       .status_key = "webhook_server",
       .enabled = [](const Config& c) { return !c.pod_image_overrides.empty(); },
-      .caches = {},
       // Reads the CA's key (Secret ekco-webhook-ca), and whoever serves the webhook may rewrite
       // every pod's images: control-plane agents only (the Service selects only their pods).
       .candidates_only = true,

@@ -1,8 +1,9 @@
 // The controller table (agent/features/table.cc): every controller once, its scope, what
-// enables it, the caches it asks for and where its status goes, as the runtime relies on.
+// enables it, the watches it declares and where its status goes, as the runtime relies on.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -20,6 +21,12 @@ const ControllerSpec& spec(std::string_view name) {
   ADD_FAILURE() << "no spec " << name;
   static const ControllerSpec kNone{};
   return kNone;
+}
+
+std::vector<std::string> watchKeys(const ControllerSpec& s) {
+  std::vector<std::string> keys;
+  for (const WatchSpec& w : s.watches) keys.emplace_back(w.key);
+  return keys;
 }
 
 TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
@@ -70,7 +77,7 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   c.contour_namespace = "";  // no Contour: nothing to watch
   EXPECT_FALSE(spec("envoy-restarts").enabled(c));
   EXPECT_EQ(spec("envoy-restarts").scope, Scope::kLeader);
-  EXPECT_THAT(spec("envoy-restarts").caches, ElementsAre(CacheName::kEnvoyPods));
+  EXPECT_THAT(watchKeys(spec("envoy-restarts")), ElementsAre("envoy-pods"));
   // rook-ceph: on while any of its three keys is (MDS placement and CSI resources default on).
   EXPECT_TRUE(spec("rook-ceph").enabled(c));
   c.reconcile_rook_mds_placement = c.reconcile_ceph_csi_resources = false;
@@ -78,7 +85,7 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   c.maintain_rook_storage_nodes = true;
   EXPECT_TRUE(spec("rook-ceph").enabled(c));
   EXPECT_EQ(spec("rook-ceph").scope, Scope::kLeader);
-  EXPECT_THAT(spec("rook-ceph").caches, ElementsAre(CacheName::kClusterNodes));
+  EXPECT_THAT(watchKeys(spec("rook-ceph")), ElementsAre("cluster-nodes"));
   EXPECT_TRUE(spec("kubelet-csr-approval").enabled(c));  // on by default, as kURL sets it
   c.auto_approve_kubelet_csrs = false;
   EXPECT_FALSE(spec("kubelet-csr-approval").enabled(c));
@@ -100,20 +107,18 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   EXPECT_EQ(spec("clear-nodes").scope, Scope::kLeader);
   EXPECT_EQ(spec("purge-dead-nodes").scope, Scope::kLeader);
   EXPECT_EQ(spec("resource-scaling").scope, Scope::kLeader);
-  EXPECT_THAT(spec("resource-scaling").caches, ElementsAre(CacheName::kClusterNodes));
+  EXPECT_THAT(watchKeys(spec("resource-scaling")), ElementsAre("cluster-nodes"));
   EXPECT_EQ(spec("kubelet-csr-approval").scope, Scope::kLeader);
-  EXPECT_THAT(spec("kubelet-csr-approval").caches,
-              ElementsAre(CacheName::kKubeletServingCsrs, CacheName::kClusterNodes));
-  EXPECT_THAT(spec("internal-lb").caches, ElementsAre(CacheName::kApiservers));
-  EXPECT_THAT(spec("clear-nodes").caches,
-              ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
-  EXPECT_THAT(spec("purge-dead-nodes").caches,
-              ElementsAre(CacheName::kClusterNodes, CacheName::kUnhealthyNodePods));
+  EXPECT_THAT(watchKeys(spec("kubelet-csr-approval")),
+              ElementsAre("kubelet-serving-csrs", "cluster-nodes"));
+  EXPECT_THAT(watchKeys(spec("internal-lb")), ElementsAre("apiservers"));
+  EXPECT_THAT(watchKeys(spec("clear-nodes")), ElementsAre("cluster-nodes", "unhealthy-node-pods"));
+  EXPECT_THAT(watchKeys(spec("purge-dead-nodes")),
+              ElementsAre("cluster-nodes", "unhealthy-node-pods"));
   // Node recovery: on by default (the beacon path), off with shutdown_out_of_service.
   EXPECT_TRUE(spec("node-recovery").enabled(c));
   EXPECT_EQ(spec("node-recovery").scope, Scope::kLeader);
-  EXPECT_THAT(spec("node-recovery").caches,
-              ElementsAre(CacheName::kClusterNodes, CacheName::kNodeLeases));
+  EXPECT_THAT(watchKeys(spec("node-recovery")), ElementsAre("cluster-nodes", "node-leases"));
   c.shutdown_out_of_service = false;
   EXPECT_FALSE(spec("node-recovery").enabled(c));
   // MinIO and kotsadm HA: off unless kURL (or the config) turns them on.
@@ -125,7 +130,7 @@ TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
   EXPECT_TRUE(spec("minio-ha").enabled(c));
   for (const char* name : {"kotsadm-ha", "minio-ha"}) {
     EXPECT_EQ(spec(name).scope, Scope::kLeader);
-    EXPECT_THAT(spec(name).caches, ElementsAre(CacheName::kClusterNodes));
+    EXPECT_THAT(watchKeys(spec(name)), ElementsAre("cluster-nodes"));
   }
 }
 
@@ -137,6 +142,26 @@ namespace {
 
 // Maintenance mode (issue 19): exactly the controllers that change the cluster on their own
 // initiative pause; node-keeping and reporting ones, and an administrator's HostJobs, do not.
+// Two specs that declare the same watch key share one watch: they must mean the same watch.
+TEST(ControllerTable, AWatchKeyMeansOneWatch) {
+  std::map<std::string, const WatchSpec*> seen;
+  for (const auto& s : controllerSpecs()) {
+    for (const WatchSpec& w : s.watches) {
+      EXPECT_TRUE(w.build) << w.key;
+      auto [it, fresh] = seen.emplace(std::string(w.key), &w);
+      if (fresh) continue;
+      EXPECT_EQ(it->second->scope, w.scope) << w.key << " in " << s.name;
+      EXPECT_EQ(it->second->reachability, w.reachability) << w.key << " in " << s.name;
+    }
+  }
+  // Leader controllers read leader watches; a node watch in a leader spec would be fine, a
+  // leader watch in a node spec would never start on a follower.
+  for (const auto& s : controllerSpecs()) {
+    if (s.scope != Scope::kNode) continue;
+    for (const WatchSpec& w : s.watches) EXPECT_EQ(w.scope, Scope::kNode) << s.name << " " << w.key;
+  }
+}
+
 TEST(ControllerTable, ExactlyTheClusterChangingControllersPauseInMaintenance) {
   std::set<std::string> pausing;
   for (const auto& s : controllerSpecs()) {
@@ -154,7 +179,7 @@ TEST(ControllerTable, HostJobsRunOnEveryNodeOnlyWhenEnabled) {
   c.enable_host_jobs = true;
   EXPECT_TRUE(spec("host-jobs").enabled(c));
   EXPECT_EQ(spec("host-jobs").scope, Scope::kNode);
-  EXPECT_THAT(spec("host-jobs").caches, ElementsAre(CacheName::kHostJobs));
+  EXPECT_THAT(watchKeys(spec("host-jobs")), ElementsAre("hostjobs"));
 }
 
 }  // namespace

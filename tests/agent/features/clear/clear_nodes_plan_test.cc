@@ -243,15 +243,14 @@ TEST(ClearNodesRandomized, NeverALiveNodeNeverInAStormNeverEarlyNeverMissedExact
     };
     ClearNodesController c(
         [&] { return ObservedNodes{.synced = true, .nodes = nodes}; }, [&] { return podsIn(kube); },
-        kube, clock, {.rules = rules},
+        kube, clock, {.rules = rules, .effects = {.is_leader_fresh = [] { return true; }}},
         {.read_nodes = [&]() -> base::Result<std::vector<kube::NodeRecord>> { return nodes; },
          .read_pod = [&](std::string_view ns,
                          std::string_view name) -> base::Result<std::optional<kube::PodRecord>> {
            auto pod = kube.object(kube::resources::kPods, ns, name);
            if (!pod) return std::optional<kube::PodRecord>();
            return std::optional<kube::PodRecord>(record(*pod));
-         },
-         .is_leader_fresh = [] { return true; }});
+         }});
     // Run, then follow the wake-ups the controller asks for, as the manager would.
     for (int step = 0; step < 20; ++step) {
       const auto before = podsIn(kube);

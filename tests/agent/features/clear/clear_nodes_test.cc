@@ -149,14 +149,15 @@ class ClearNodesTest : public ::testing::Test {
   std::shared_ptr<ClearNodesController> controller(bool dry_run = false) {
     return std::make_shared<ClearNodesController>(
         [this] { return observeNodes(); }, [this] { return observePods(); }, *client_, clock_,
-        ClearNodesOptions{.rules = {.node_unreachable_toleration = minutes(5),
-                                    .pod_deletion_grace = seconds(30),
-                                    .storm_guard_percent = 55},
-                          .dry_run = dry_run},
-        ClearNodesCallbacks{
-            .is_leader_fresh = [this] { return fresh_; },
-            .on_action = [this](std::string_view kind) { actions_.emplace_back(kind); },
-            .on_storm = [this](bool active) { storm_gauge_ = active ? 1 : 0; }});
+        ClearNodesOptions{
+            .rules = {.node_unreachable_toleration = minutes(5),
+                      .pod_deletion_grace = seconds(30),
+                      .storm_guard_percent = 55},
+            .effects = {
+                .dry_run = dry_run,
+                .is_leader_fresh = [this] { return fresh_; },
+                .count_action = [this](std::string_view kind) { actions_.emplace_back(kind); }}},
+        ClearNodesCallbacks{.on_storm = [this](bool active) { storm_gauge_ = active ? 1 : 0; }});
   }
   base::Result<ReconcileResult> run(ClearNodesController& c) {
     node_calls_ = 0;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "agent/features/csr_approval/kubelet_csr_approval.h"
-#include "agent/runtime/caches.h"
+#include "agent/runtime/watches.h"
 #include "base/clock.h"
 #include "hostfs/local_host_fs.h"
 #include "kube/curl_transport.h"
@@ -193,18 +193,22 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
     evil_ = client(kEvilToken);
     admin_ = client("");
     ASSERT_TRUE(ekco_ && kubelet_ && kubelet_b_ && evil_ && admin_);
-    caches_ = std::make_unique<Caches>(*ekco_->rest, clock_, CachesOptions{.node_name = "node-a"});
-    caches_->require(CacheName::kKubeletServingCsrs, {});
-    caches_->require(CacheName::kClusterNodes, {});
-    caches_->start();
-    caches_->setLeading(true);
-    ASSERT_TRUE(testing::eventually(
-        [&] { return caches_->kubeletServingCsrs().synced && caches_->clusterNodes().synced; },
-        seconds(10)));
+    // The leader's watches, as the runtime builds them from the spec's declarations.
+    watches_ = std::make_unique<WatchRegistry>(*ekco_->rest, clock_, config_, "node-a");
+    auto csrs = watches_->require<InformerWatch<kube::CertificateSigningRequest>>(
+        kubeletServingCsrsWatch());
+    auto nodes = observeClusterNodes(*watches_);
+    ASSERT_TRUE(csrs && nodes);
+    csr_watch_ = std::move(*csrs);
+    nodes_ = std::move(*nodes);
+    watches_->start();
+    watches_->setLeading(true);
+    ASSERT_TRUE(
+        testing::eventually([&] { return csrs_().synced && nodes_().synced; }, seconds(10)));
   }
   void TearDown() override {
-    if (caches_) caches_->stop();
-    caches_.reset();
+    if (watches_) watches_->stop();
+    watches_.reset();
     if (server_) {
       for (const auto& r : server_->requestLog()) {
         if (r.user != kServiceAccount) continue;
@@ -250,20 +254,19 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
 
   KubeletCsrApprovalController controller() {
     return KubeletCsrApprovalController(
-        [this] { return caches_->clusterNodes(); },
-        [this] { return caches_->kubeletServingCsrs(); }, *ekco_->rest, clock_,
-        KubeletCsrApprovalOptions{
-            .is_leader_fresh = [] { return true; },
-            .record_event =
-                [this](const kube::EventSpec& e) { ASSERT_TRUE(ekco_->rest->recordEvent(e)); }});
+        nodes_, [this] { return csrs_(); }, *ekco_->rest, clock_,
+        KubeletCsrApprovalOptions{.effects = {.is_leader_fresh = [] { return true; },
+                                              .record_event =
+                                                  [this](const kube::EventSpec& e) {
+                                                    ASSERT_TRUE(ekco_->rest->recordEvent(e));
+                                                  }}});
   }
   void create(Client& as, const json& csr) {
     auto created = as.rest->create(kCsrs, "", csr);
     ASSERT_TRUE(created) << created.error().message();
   }
   bool cached(std::size_t n) {
-    return testing::eventually([&] { return caches_->kubeletServingCsrs().csrs.size() == n; },
-                               seconds(10));
+    return testing::eventually([&] { return csrs_().csrs.size() == n; }, seconds(10));
   }
   // The Events on one object ("reason: message"), read by the admin.
   std::vector<std::string> eventsOn(const std::string& csr) {
@@ -304,7 +307,14 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
   std::unique_ptr<kubesim::Server> server_;
   std::unique_ptr<hostfs::LocalHostFs> process_fs_;
   std::unique_ptr<Client> ekco_, kubelet_, kubelet_b_, evil_, admin_;
-  std::unique_ptr<Caches> caches_;
+  Config config_;
+  std::unique_ptr<WatchRegistry> watches_;
+  std::shared_ptr<InformerWatch<kube::CertificateSigningRequest>> csr_watch_;
+  std::function<ObservedNodes()> nodes_;
+  ObservedCsrs csrs_() const {
+    auto seen = csr_watch_->observe();
+    return {.synced = seen.synced, .csrs = std::move(seen.items)};
+  }
 };
 
 // The advisory's attacks through the API: an impostor's CSR for node-a's name, and node-a's own
@@ -319,7 +329,7 @@ TEST_F(KubeletCsrApprovalSimTest, AttacksStayPendingWithOneEventEachAndAStormIsN
     create(*evil_, csrObject(fmt::format("storm-{:02}", i), forNodeA(), kEvil,
                              {"system:serviceaccounts", "system:authenticated"}));
   }
-  ASSERT_TRUE(cached(42)) << caches_->kubeletServingCsrs().csrs.size();
+  ASSERT_TRUE(cached(42)) << csrs_().csrs.size();
   auto c = controller();
   for (int pass = 0; pass < 3; ++pass) {
     auto r = c.reconcile();
@@ -358,7 +368,7 @@ TEST_F(KubeletCsrApprovalSimTest, ANodeThatWritesTheApiServersNamesIntoItsStatus
   ASSERT_TRUE(patched) << patched.error().message();
   ASSERT_TRUE(testing::eventually(
       [&] {
-        for (const auto& n : caches_->clusterNodes().nodes) {
+        for (const auto& n : nodes_().nodes) {
           if (n.name == "node-b") return n.addresses.size() == 5;
         }
         return false;
@@ -450,7 +460,7 @@ TEST_F(KubeletCsrApprovalSimTest, AKubeletsCsrIsApprovedThroughTheApprovalSubres
   // The cache sees the approval; the next pass leaves the CSR alone.
   ASSERT_TRUE(testing::eventually(
       [&] {
-        for (const auto& csr : caches_->kubeletServingCsrs().csrs) {
+        for (const auto& csr : csrs_().csrs) {
           if (csr.name == "kubelet-serving-node-a") return csr.approved;
         }
         return false;

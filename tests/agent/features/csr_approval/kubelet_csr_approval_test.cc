@@ -570,10 +570,11 @@ class KubeletCsrApprovalTest : public ::testing::Test {
     return KubeletCsrApprovalController(
         [this] { return nodeCache(); }, [this] { return csrCache(); }, kube_, clock_,
         KubeletCsrApprovalOptions{
-            .dry_run = dry_run,
-            .is_leader_fresh = [this] { return leader_fresh_; },
-            .record_event = [this](const kube::EventSpec& e) { ASSERT_TRUE(kube_.recordEvent(e)); },
-            .count_action = [this](std::string_view) { ++actions_; }});
+            .effects = {.dry_run = dry_run,
+                        .is_leader_fresh = [this] { return leader_fresh_; },
+                        .record_event =
+                            [this](const kube::EventSpec& e) { ASSERT_TRUE(kube_.recordEvent(e)); },
+                        .count_action = [this](std::string_view) { ++actions_; }}});
   }
   json conditions(const std::string& name) const {
     auto o = kube_.object(kCsrs, "", name);
@@ -674,7 +675,7 @@ TEST_F(KubeletCsrApprovalTest, TheApiIsReadAgainBeforeApprovingAndAStaleCacheApp
   auto c = KubeletCsrApprovalController(
       [] { return ObservedNodes{.synced = true, .nodes = clusterNodes()}; },
       [this] { return csrCache(); }, kube_, clock_,
-      {.record_event = [this](const auto& e) { ASSERT_TRUE(kube_.recordEvent(e)); }});
+      {.effects = {.record_event = [this](const auto& e) { ASSERT_TRUE(kube_.recordEvent(e)); }}});
   auto r = c.reconcile();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_THAT(r->plan, HasSubstr("csr-1: not approved (on a fresh read): addresses"));

@@ -127,16 +127,17 @@ class EnvoyRestartsTest : public ::testing::Test {
     return out;
   }
   EnvoyRestarts controller(bool dry_run = false) {
-    return EnvoyRestarts([this] { return observe(); }, cluster_.client(), clock_,
-                         {.ns = "projectcontour",
-                          .not_ready_for = 5min,
-                          .dry_run = dry_run,
-                          .is_leader_fresh = [] { return true; },
-                          .record_event =
-                              [this](const kube::EventSpec& e) {
-                                ASSERT_TRUE(cluster_.client().recordEvent(e));
-                                events_.push_back(e.involved_name + " " + e.reason + " " + e.type);
-                              }});
+    return EnvoyRestarts(
+        [this] { return observe(); }, cluster_.client(), clock_,
+        {.ns = "projectcontour",
+         .not_ready_for = 5min,
+         .effects = {.dry_run = dry_run,
+                     .is_leader_fresh = [] { return true; },
+                     .record_event =
+                         [this](const kube::EventSpec& e) {
+                           ASSERT_TRUE(cluster_.client().recordEvent(e));
+                           events_.push_back(e.involved_name + " " + e.reason + " " + e.type);
+                         }}});
   }
   bool exists(const std::string& name) {
     return cluster_.server().get("pods", "projectcontour", name).has_value();

@@ -103,15 +103,15 @@ class KotsadmHaTest : public ::testing::Test {
   }
   void TearDown() override { cluster_.expectEveryRequestAllowed(); }
   KotsadmHa controller(bool dry_run = false) {
-    return KotsadmHa([this] { return ObservedNodes{.synced = true, .nodes = nodes_}; },
-                     cluster_.client(),
-                     {.dry_run = dry_run,
-                      .is_leader_fresh = [] { return true; },
-                      .record_event =
-                          [this](const kube::EventSpec& e) {
-                            ASSERT_TRUE(cluster_.client().recordEvent(e));
-                            events_.push_back(e.involved_name + " " + e.reason + ": " + e.message);
-                          }});
+    return KotsadmHa(
+        [this] { return ObservedNodes{.synced = true, .nodes = nodes_}; }, cluster_.client(),
+        {.effects = {.dry_run = dry_run,
+                     .is_leader_fresh = [] { return true; },
+                     .record_event =
+                         [this](const kube::EventSpec& e) {
+                           ASSERT_TRUE(cluster_.client().recordEvent(e));
+                           events_.push_back(e.involved_name + " " + e.reason + ": " + e.message);
+                         }}});
   }
   void setReady(int n) {
     nodes_.clear();

@@ -122,21 +122,21 @@ class MinioHaTest : public ::testing::Test {
   MinioHa controller(bool dry_run = false) {
     return MinioHa([this] { return ObservedNodes{.synced = true, .nodes = nodes_}; },
                    minio_.cluster().client(), clock_,
-                   {.dry_run = dry_run,
-                    .interval = milliseconds(60'000),
+                   {.interval = milliseconds(60'000),
                     .copy_budget = milliseconds(1500),
                     .checkpoint_every = 50,
                     .tmp_dir = dir_.path(),
                     // As the agent builds a pausing controller's guards (agent/runtime/agent.cc).
-                    .is_leader_fresh = [this] { return !maintenance_; },
                     .may_act = [this] { return !maintenance_; },
                     .is_leader_fresh_to_close = [] { return true; },
-                    .record_event =
-                        [this](const kube::EventSpec& e) {
-                          ASSERT_TRUE(minio_.cluster().client().recordEvent(e));
-                          events_.push_back(e.reason);
-                          event_messages_.push_back(e.message);
-                        }});
+                    .effects = {.dry_run = dry_run,
+                                .is_leader_fresh = [this] { return !maintenance_; },
+                                .record_event =
+                                    [this](const kube::EventSpec& e) {
+                                      ASSERT_TRUE(minio_.cluster().client().recordEvent(e));
+                                      events_.push_back(e.reason);
+                                      event_messages_.push_back(e.message);
+                                    }}});
   }
   // Reconciles until the controller stops asking to run at once (a migration's end), at most n.
   std::vector<std::string> run(MinioHa& c, int n = 60) {

@@ -147,15 +147,15 @@ class MinioRebalanceSimTest : public ::testing::Test {
   MinioHa controller(bool dry_run = false) {
     return MinioHa([this] { return ObservedNodes{.synced = true, .nodes = nodes_}; },
                    cluster_.client(), clock_,
-                   {.dry_run = dry_run,
-                    .interval = milliseconds(60'000),
+                   {.interval = milliseconds(60'000),
                     .tmp_dir = dir_.path(),
-                    .is_leader_fresh = [] { return true; },
-                    .record_event =
-                        [this](const kube::EventSpec& e) {
-                          ASSERT_TRUE(cluster_.client().recordEvent(e));
-                          events_.push_back(e.reason + " " + e.involved_name);
-                        }});
+                    .effects = {.dry_run = dry_run,
+                                .is_leader_fresh = [] { return true; },
+                                .record_event =
+                                    [this](const kube::EventSpec& e) {
+                                      ASSERT_TRUE(cluster_.client().recordEvent(e));
+                                      events_.push_back(e.reason + " " + e.involved_name);
+                                    }}});
   }
   std::string pass(MinioHa& c) {
     auto r = c.reconcile();
@@ -443,11 +443,11 @@ TEST_F(MinioRebalanceSimTest, TheGuardsAreCheckedAgainRightBeforeDeleting) {
   MinioRebalancer rebalancer(
       cluster_.client(), clock_,
       {.ns = "minio",
-       .is_leader_fresh = [&] { return fresh; },
        .health = [&](const std::string&, const std::string& path) -> base::Result<int> {
          EXPECT_EQ(path, "/minio/health/cluster?maintenance=true");
          return ++asked <= 4 ? 200 : 412;  // every pod safe at the decision, not after
-       }});
+       },
+       .effects = {.is_leader_fresh = [&] { return fresh; }}});
   auto out = rebalancer.pass(*sts, nodes_);
   ASSERT_TRUE(out) << out.error().message();
   EXPECT_FALSE(out->acted);

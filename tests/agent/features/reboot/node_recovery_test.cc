@@ -225,14 +225,15 @@ class NodeRecoveryControllerTest : public ::testing::Test {
           }
           return o;
         },
-        kube_, clock_, NodeRecoveryOptions{.rules = kRules, .dry_run = dry_run},
-        NodeRecoveryCallbacks{
-            .is_leader_fresh = [this] { return fresh_; },
-            .on_action = [this](std::string_view k) { actions_.emplace_back(k); },
-            .server_version =
-                [] {
-                  return base::Result<json>(json{{"major", "1"}, {"minor", "32"}});
-                }});
+        kube_, clock_,
+        NodeRecoveryOptions{
+            .rules = kRules,
+            .effects = {.dry_run = dry_run,
+                        .is_leader_fresh = [this] { return fresh_; },
+                        .count_action = [this](std::string_view k) { actions_.emplace_back(k); }}},
+        NodeRecoveryCallbacks{.server_version = [] {
+          return base::Result<json>(json{{"major", "1"}, {"minor", "32"}});
+        }});
   }
   void put(const NodeSpec& s) { kube_.put(kube::resources::kNodes, nodeJson(s)); }
   void lease(const std::string& node, base::WallTime renewed) {

@@ -89,15 +89,16 @@ class ResourceScalingTest : public ::testing::Test {
   ResourceScalingController controller(bool dry_run = false) {
     return ResourceScalingController(
         [this] { return ObservedNodes{.synced = synced_, .nodes = nodes_}; }, *client_,
-        ResourceScalingOptions{.dry_run = dry_run,
-                               .is_leader_fresh = [this] { return leader_fresh_; },
-                               .record_event =
-                                   [this](const kube::EventSpec& e) {
-                                     ASSERT_TRUE(client_->recordEvent(e));
-                                     events_.push_back(e.involved_name + " " + e.reason + ": " +
-                                                       e.message);
-                                   },
-                               .count_action = [this](std::string_view) { ++actions_; }});
+        ResourceScalingOptions{
+            .effects = {.dry_run = dry_run,
+                        .is_leader_fresh = [this] { return leader_fresh_; },
+                        .record_event =
+                            [this](const kube::EventSpec& e) {
+                              ASSERT_TRUE(client_->recordEvent(e));
+                              events_.push_back(e.involved_name + " " + e.reason + ": " +
+                                                e.message);
+                            },
+                        .count_action = [this](std::string_view) { ++actions_; }}});
   }
   void setNodes(int count) {
     nodes_.clear();

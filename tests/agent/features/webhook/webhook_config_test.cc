@@ -80,6 +80,68 @@ TEST(WebhookServiceStep, CreatesFixesSelectorAndPortsAndNeverDeletes) {
   EXPECT_EQ(serviceStep(false, ekco_era, want), WebhookStep::kNone);
 }
 
+// The decision alone (planWebhook): what a pass changes, from what it saw.
+TEST(PlanWebhook, DecidesFromTheViewAlone) {
+  const WebhookConfigOptions on{.ns = "kurl", .enabled = true, .target_port = 6445};
+  const WebhookConfigOptions off{.ns = "kurl", .enabled = false};
+  const webhook::CaPair ca{.cert_pem = kCa, .key_pem = "key"};
+  json service = webhook::desiredService("kurl", 6445);
+  service["metadata"]["resourceVersion"] = "3";
+  json configuration = webhook::desiredConfiguration("kurl", kCa);
+  configuration["metadata"]["resourceVersion"] = "7";
+
+  // Nothing there yet: the Service, then the configuration, created.
+  const WebhookPlan fresh = planWebhook({.ca = ca}, on);
+  ASSERT_EQ(fresh.changes.size(), 2U);
+  EXPECT_EQ(fresh.changes[0].object, WebhookObject::kService);
+  EXPECT_EQ(fresh.changes[0].step, WebhookStep::kCreate);
+  EXPECT_EQ(fresh.changes[0].what, "create the Service kurl/ekco (port 443 -> 6445)");
+  EXPECT_EQ(fresh.changes[1].object, WebhookObject::kConfiguration);
+  EXPECT_EQ(fresh.changes[1].step, WebhookStep::kCreate);
+  EXPECT_EQ(fresh.changes[1].want, webhook::desiredConfiguration("kurl", kCa));
+
+  // Everything as written: nothing to do, and /status says so.
+  const WebhookPlan rest =
+      planWebhook({.ca = ca, .service = service, .configuration = configuration}, on);
+  EXPECT_TRUE(rest.changes.empty());
+  EXPECT_EQ(rest.status["service"]["step"], "none");
+  EXPECT_EQ(rest.status["configuration"]["step"], "none");
+
+  // The Service's ports edited: fixed at the version read.
+  json edited = service;
+  edited["spec"]["ports"][0]["targetPort"] = 9999;
+  const WebhookPlan fix =
+      planWebhook({.ca = ca, .service = edited, .configuration = configuration}, on);
+  ASSERT_EQ(fix.changes.size(), 1U);
+  EXPECT_EQ(fix.changes[0].step, WebhookStep::kUpdate);
+  EXPECT_EQ(fix.changes[0].resource_version, "3");
+  EXPECT_THAT(fix.changes[0].what, HasSubstr("fix the Service kurl/ekco"));
+
+  // Another CA in the Secret than in the configuration: updated at the version read.
+  const webhook::CaPair other{
+      .cert_pem = "-----BEGIN CERTIFICATE-----\nB\n-----END CERTIFICATE-----\n", .key_pem = "key"};
+  const WebhookPlan rotate =
+      planWebhook({.ca = other, .service = service, .configuration = configuration}, on);
+  ASSERT_EQ(rotate.changes.size(), 1U);
+  EXPECT_EQ(rotate.changes[0].object, WebhookObject::kConfiguration);
+  EXPECT_EQ(rotate.changes[0].step, WebhookStep::kUpdate);
+  EXPECT_EQ(rotate.changes[0].resource_version, "7");
+
+  // No overrides: the configuration deleted at the version read; the Service is not looked at.
+  const WebhookPlan gone = planWebhook({.configuration = configuration}, off);
+  ASSERT_EQ(gone.changes.size(), 1U);
+  EXPECT_EQ(gone.changes[0].step, WebhookStep::kDelete);
+  EXPECT_EQ(gone.changes[0].resource_version, "7");
+  EXPECT_FALSE(gone.status.contains("service"));
+  EXPECT_TRUE(planWebhook({}, off).changes.empty());
+
+  // A dry run before the CA exists: the Service only (the caBundle is not known yet).
+  const WebhookPlan early = planWebhook({}, on);
+  ASSERT_EQ(early.changes.size(), 1U);
+  EXPECT_EQ(early.changes[0].object, WebhookObject::kService);
+  EXPECT_FALSE(early.status.contains("configuration"));
+}
+
 TEST(WebhookObjects, TheConfigurationIsWhatTheIssueAsksFor) {
   const json c = webhook::desiredConfiguration("kurl", kCa);
   ASSERT_EQ(c["webhooks"].size(), 1u);
@@ -112,10 +174,11 @@ class WebhookConfigTest : public ::testing::Test {
         {.ns = "kurl",
          .enabled = enabled,
          .target_port = 6445,
-         .dry_run = dry_run,
-         .is_leader_fresh = [this] { return fresh_; },
-         .record_event = [this](const kube::EventSpec& e) { events_.push_back(e.reason); },
-         .count_action = [this](std::string_view kind) { actions_.emplace_back(kind); }});
+         .effects = {
+             .dry_run = dry_run,
+             .is_leader_fresh = [this] { return fresh_; },
+             .record_event = [this](const kube::EventSpec& e) { events_.push_back(e.reason); },
+             .count_action = [this](std::string_view kind) { actions_.emplace_back(kind); }}});
   }
   std::optional<json> configuration() const {
     return kube_.object(kMutatingWebhookConfigurations, "", "pod-image-overrides.kurl.sh");

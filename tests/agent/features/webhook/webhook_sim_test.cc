@@ -56,14 +56,15 @@ class WebhookSimTest : public ::testing::Test {
   void TearDown() override { serving_.reset(); }
 
   WebhookConfigController leader(bool enabled) {
-    return WebhookConfigController(
-        *client_, clock_,
-        {.ns = "kurl",
-         .enabled = enabled,
-         .target_port = 6445,
-         .is_leader_fresh = [] { return true; },
-         .record_event =
-             [this](const kube::EventSpec& e) { ASSERT_TRUE(client_->recordEvent(e)); }});
+    return WebhookConfigController(*client_, clock_,
+                                   {.ns = "kurl",
+                                    .enabled = enabled,
+                                    .target_port = 6445,
+                                    .effects = {.is_leader_fresh = [] { return true; },
+                                                .record_event =
+                                                    [this](const kube::EventSpec& e) {
+                                                      ASSERT_TRUE(client_->recordEvent(e));
+                                                    }}});
   }
   std::string caBundle() const {
     auto c = server_->get(kConfigurations, "", "pod-image-overrides.kurl.sh");

@@ -1,4 +1,5 @@
-// The apiserver endpoint caches (agent/runtime/caches.h) against ekco-kubesim with the ekco
+// The internal load balancer's apiserver watch (agent/features/internal_lb/apiserver_watch.h), run
+// by the runtime's watch registry, against ekco-kubesim with the ekco
 // ServiceAccount's RBAC: the fallback sources (Endpoints, then the control-plane nodes) start
 // only when the sources before them are listed and empty, so an agent on a cluster with the
 // kubernetes EndpointSlices runs one informer for them, not four.
@@ -10,7 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "agent/runtime/caches.h"
+#include "agent/features/internal_lb/apiserver_watch.h"
+#include "agent/runtime/watches.h"
 #include "tests/agent/sa_client.h"
 #include "tests/kube/temp_root.h"
 
@@ -21,16 +23,18 @@ using std::chrono::milliseconds;
 using ::testing::Contains;
 using ::testing::Not;
 
-class CachesLbSourcesTest : public ::testing::Test {
+class ApiserverWatchTest : public ::testing::Test {
  protected:
   void start(std::vector<nlohmann::json> objects) {
     ASSERT_NO_FATAL_FAILURE(cluster_.start(dir_.dir(), std::move(objects), {"/deploy"}, clock_));
-    caches_ = std::make_unique<Caches>(cluster_.client(), clock_, CachesOptions{.node_name = "a"});
-    caches_->require(CacheName::kApiservers, {});
-    caches_->start();
+    watches_ = std::make_unique<WatchRegistry>(cluster_.client(), clock_, config_, "a");
+    auto watch = watches_->require<ApiserverWatch>(apiserversWatch());
+    ASSERT_TRUE(watch) << watch.error().message();
+    watch_ = std::move(*watch);
+    watches_->start();
   }
   void TearDown() override {
-    if (caches_) caches_->stop();
+    if (watches_) watches_->stop();
     cluster_.expectEveryRequestAllowed();
   }
 
@@ -39,7 +43,7 @@ class CachesLbSourcesTest : public ::testing::Test {
   ObservedApiservers waitFor(F done) {
     ObservedApiservers observed;
     for (int i = 0; i < 200; ++i) {
-      observed = caches_->apiservers();
+      observed = watch_->observe();
       if (done(observed)) break;
       std::this_thread::sleep_for(milliseconds(50));
     }
@@ -48,7 +52,7 @@ class CachesLbSourcesTest : public ::testing::Test {
 
   std::set<std::string> cacheLabels() const {
     std::set<std::string> labels;
-    caches_->forEachStats(
+    watches_->forEachStats(
         [&](const std::string& label, const kube::InformerStats&) { labels.insert(label); });
     return labels;
   }
@@ -65,7 +69,9 @@ class CachesLbSourcesTest : public ::testing::Test {
   kube::testing::TempRoot dir_;
   base::SystemClock clock_;
   testing::ServiceAccountCluster cluster_;
-  std::unique_ptr<Caches> caches_;
+  Config config_;
+  std::unique_ptr<WatchRegistry> watches_;
+  std::shared_ptr<ApiserverWatch> watch_;
 };
 
 nlohmann::json controlPlaneNode(const std::string& name, const std::string& ip) {
@@ -76,14 +82,14 @@ nlohmann::json controlPlaneNode(const std::string& name, const std::string& ip) 
       {"status", {{"addresses", {{{"type", "InternalIP"}, {"address", ip}}}}}}};
 }
 
-TEST_F(CachesLbSourcesTest, WithEndpointSlicesTheFallbackSourcesNeverStart) {
+TEST_F(ApiserverWatchTest, WithEndpointSlicesTheFallbackSourcesNeverStart) {
   ASSERT_NO_FATAL_FAILURE(start({kubesim::kubernetesEndpointSlice("kubernetes", {"10.0.0.1"}, 6443),
                                  controlPlaneNode("cp-1", "10.0.0.9")}));
   auto observed = waitFor([](const ObservedApiservers& o) { return o.slices.settled; });
   ASSERT_TRUE(observed.slices.settled);
   ASSERT_EQ(observed.slices.endpoints.size(), 1U);
   std::this_thread::sleep_for(milliseconds(300));
-  (void)caches_->apiservers();
+  (void)watch_->observe();
   EXPECT_FALSE(observed.endpoints.settled);  // not asked: the slices decide
   EXPECT_THAT(cacheLabels(), Contains("apiserver-endpointslices"));
   EXPECT_THAT(cacheLabels(), Not(Contains("apiserver-endpoints")));
@@ -91,7 +97,7 @@ TEST_F(CachesLbSourcesTest, WithEndpointSlicesTheFallbackSourcesNeverStart) {
   EXPECT_EQ(requestsFor("endpoints"), 0);
 }
 
-TEST_F(CachesLbSourcesTest, WithoutEndpointSlicesTheNodesAreTheLastResort) {
+TEST_F(ApiserverWatchTest, WithoutEndpointSlicesTheNodesAreTheLastResort) {
   ASSERT_NO_FATAL_FAILURE(start({controlPlaneNode("cp-1", "10.0.0.9")}));
   auto observed = waitFor([](const ObservedApiservers& o) { return o.nodes.settled; });
   EXPECT_TRUE(observed.slices.settled);
