@@ -272,13 +272,12 @@ void ClearNodesController::noteStorm(const StormAssessment& storm) {
                   {{"unreachable", storm.unreachable}, {"total", storm.total}});
   }
   if (options_.effects.dry_run) return;
-  auto recorded = client_.recordEvent({.involved_resource = kube::resources::kLeases,
-                                       .involved_namespace = options_.lease_namespace,
-                                       .involved_name = options_.lease_name,
-                                       .reason = started ? "StormGuardActive" : "StormGuardCleared",
-                                       .message = message,
-                                       .type = started ? "Warning" : "Normal"});
-  if (!recorded) base::logWarn("cannot record event", {{"error", recorded.error().message()}});
+  options_.effects.event({.involved_resource = kube::resources::kLeases,
+                          .involved_namespace = options_.lease_namespace,
+                          .involved_name = options_.lease_name,
+                          .reason = started ? "StormGuardActive" : "StormGuardCleared",
+                          .message = message,
+                          .type = started ? "Warning" : "Normal"});
 }
 
 base::Result<bool> ClearNodesController::forceDelete(const PodToClear& item) {
@@ -300,14 +299,13 @@ base::Result<bool> ClearNodesController::forceDelete(const PodToClear& item) {
   handled_.insert(item.pod.uid);
   base::logInfo("force-deleted pod", {{"pod", name}, {"node", item.node}, {"reason", reason}});
   options_.effects.count("pod_force_deleted");
-  auto recorded = client_.recordEvent({.involved_resource = kube::resources::kPods,
-                                       .involved_namespace = item.pod.ns.str(),
-                                       .involved_name = item.pod.name,
-                                       .involved_uid = item.pod.uid,
-                                       .reason = "ForceDeleted",
-                                       .message = "Force-deleted by ekco (clear-nodes): " + reason,
-                                       .type = "Warning"});
-  if (!recorded) base::logWarn("cannot record event", {{"error", recorded.error().message()}});
+  options_.effects.event({.involved_resource = kube::resources::kPods,
+                          .involved_namespace = item.pod.ns.str(),
+                          .involved_name = item.pod.name,
+                          .involved_uid = item.pod.uid,
+                          .reason = "ForceDeleted",
+                          .message = "Force-deleted by ekco (clear-nodes): " + reason,
+                          .type = "Warning"});
   std::lock_guard lock(mu_);
   ++force_deleted_total_;
   deleted_.push_front({.pod = name, .node = item.node, .reason = reason, .at = clock_.wallNow()});

@@ -492,7 +492,7 @@ base::Result<std::string> NodeRecoveryController::forceDeletePods(const NodeReco
     base::logInfo("node recovery: force-deleted pod of a node shut down through ekco shutdown",
                   {{"pod", name}, {"node", item.node}, {"reason", item.reason}});
     options_.effects.count("pod_force_deleted");
-    auto recorded = client_.recordEvent(
+    options_.effects.event(
         {.involved_resource = kube::resources::kPods,
          .involved_namespace = pod.ns.str(),
          .involved_name = pod.name,
@@ -500,7 +500,6 @@ base::Result<std::string> NodeRecoveryController::forceDeletePods(const NodeReco
          .reason = "ForceDeleted",
          .message = "Force-deleted by ekco (node-recovery): node " + item.node + " " + item.reason,
          .type = "Warning"});
-    if (!recorded) base::logWarn("cannot record event", {{"error", recorded.error().message()}});
   }
   if (deleted == 0) return fmt::format("{}: no pod left to force-delete", item.node);
   remember(item.node, fmt::format("force-deleted {} pods", deleted), item.reason);
@@ -509,13 +508,12 @@ base::Result<std::string> NodeRecoveryController::forceDeletePods(const NodeReco
 
 void NodeRecoveryController::event(const kube::NodeRecord& node, std::string_view reason,
                                    const std::string& message, std::string_view type) {
-  auto recorded = client_.recordEvent({.involved_resource = kube::resources::kNodes,
-                                       .involved_name = node.name.str(),
-                                       .involved_uid = node.uid,
-                                       .reason = std::string(reason),
-                                       .message = message,
-                                       .type = std::string(type)});
-  if (!recorded) base::logWarn("cannot record event", {{"error", recorded.error().message()}});
+  options_.effects.event({.involved_resource = kube::resources::kNodes,
+                          .involved_name = node.name.str(),
+                          .involved_uid = node.uid,
+                          .reason = std::string(reason),
+                          .message = message,
+                          .type = std::string(type)});
 }
 
 void NodeRecoveryController::remember(const std::string& node, const std::string& what,

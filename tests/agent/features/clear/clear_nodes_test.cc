@@ -156,6 +156,8 @@ class ClearNodesTest : public ::testing::Test {
             .effects = {
                 .dry_run = dry_run,
                 .is_leader_fresh = [this] { return fresh_; },
+                .record_event =
+                    [this](const kube::EventSpec& e) { ASSERT_TRUE(client_->recordEvent(e)); },
                 .count_action = [this](std::string_view kind) { actions_.emplace_back(kind); }}},
         ClearNodesCallbacks{.on_storm = [this](bool active) { storm_gauge_ = active ? 1 : 0; }});
   }

@@ -230,6 +230,8 @@ class NodeRecoveryControllerTest : public ::testing::Test {
             .rules = kRules,
             .effects = {.dry_run = dry_run,
                         .is_leader_fresh = [this] { return fresh_; },
+                        .record_event =
+                            [this](const kube::EventSpec& e) { ASSERT_TRUE(kube_.recordEvent(e)); },
                         .count_action = [this](std::string_view k) { actions_.emplace_back(k); }}},
         NodeRecoveryCallbacks{.server_version = [] {
           return base::Result<json>(json{{"major", "1"}, {"minor", "32"}});
