@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "agent/cli/cli.h"
-#include "base/heap.h"
-#include "base/journal_stream.h"
-#include "base/log.h"
+#include "base/log/journal_stream.h"
+#include "base/log/log.h"
+#include "base/os/heap.h"
 
 extern char** environ;
 

@@ -52,7 +52,7 @@
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
 #include "bench/bench_support.h"
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "tests/kubesim/server/server.h"
 
 extern char** environ;

@@ -53,9 +53,9 @@
 
 #include "base/clock.h"
 #include "bench/bench_support.h"
-#include "kube/curl_transport.h"
 #include "kube/resource.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
 #include "tests/kubesim/server/server.h"
 
 extern char** environ;

@@ -27,11 +27,11 @@
 
 #include "base/clock.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
-#include "kube/informer.h"
-#include "kube/kubeconfig.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/kubeconfig.h"
+#include "kube/watch/informer.h"
 
 namespace {
 

@@ -41,10 +41,10 @@
 
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "bench/bench_support.h"
 #include "demo/rook_join.h"
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "tests/ceph/ceph_fixture.h"
 #include "tests/fakes/etcd_cluster.h"
 #include "tests/kubesim/server/server.h"

@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
-#include "kube/curl_transport.h"
+#include "kube/decode/json_depth.h"
+#include "kube/decode/json_fields.h"
 #include "kube/errors.h"
-#include "kube/json_depth.h"
-#include "kube/json_fields.h"
+#include "kube/transport/curl_transport.h"
 
 namespace ekco::etcd {
 
@@ -190,7 +190,7 @@ Result<std::vector<std::string>> parseStrings(const json& member, const char* ke
 
 Result<std::vector<Member>> parseMembers(const std::string& text) {
   // A malformed ID or URL is dumped into the error, which recurses once per level
-  // (kube/json_depth.h).
+  // (kube/decode/json_depth.h).
   if (kube::jsonNestedDeeperThan(text)) {
     return Error(
         "answer is JSON nested deeper than " + std::to_string(kube::kMaxJsonDepth) + " levels",

@@ -16,7 +16,7 @@
 #include "base/result.h"
 #include "etcd/member.h"
 #include "hostfs/host_fs.h"
-#include "kube/http_transport.h"
+#include "kube/transport/http_transport.h"
 
 namespace ekco::etcd {
 

@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 
 #include "base/duration.h"
-#include "base/unique_fd.h"
+#include "base/os/unique_fd.h"
 
 namespace ekco::haproxy {
 namespace {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/os/unique_fd.h"
 #include "base/result.h"
-#include "base/unique_fd.h"
 
 namespace ekco::hostfs {
 

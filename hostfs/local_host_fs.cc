@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/os/unique_fd.h"
 #include "base/strings.h"
-#include "base/unique_fd.h"
 #include "hostfs/host_path.h"
 
 namespace ekco::hostfs {

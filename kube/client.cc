@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
 
 namespace ekco::kube {
 

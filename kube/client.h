@@ -1,6 +1,6 @@
 // The Kubernetes API as ekco's controllers see it: verbs on JSON objects addressed by Resource,
 // namespace and name. RestClient (kube/rest_client.h) is the real one; tests use it against
-// ekco-kubesim or a fake. Objects are nlohmann::json at this edge; kube/objects.h parses the
+// ekco-kubesim or a fake. Objects are nlohmann::json at this edge; kube/decode/objects.h parses the
 // few kinds ekco reads into small structs.
 //
 // Errors are base::Error with the code mapped from the API's Status (kube/errors.h): kNotFound,
@@ -16,9 +16,9 @@
 #include <string_view>
 
 #include "base/result.h"
-#include "kube/cancel_token.h"
 #include "kube/resource.h"
-#include "kube/watch.h"
+#include "kube/transport/cancel_token.h"
+#include "kube/watch/watch.h"
 
 namespace ekco::kube {
 
@@ -120,7 +120,7 @@ class KubeClient {
                                            CancelToken* cancel = nullptr) = 0;
 
   // list() as the JSON text the server sent, undecoded: the informers read it with simdjson
-  // (kube/list_decode.h) instead of building a DOM. The default serialises list()'s answer.
+  // (kube/decode/list_decode.h) instead of building a DOM. The default serialises list()'s answer.
   [[nodiscard]] virtual base::Result<std::string> listText(const Resource& resource,
                                                            std::string_view ns,
                                                            const ListOptions& options = {});

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "base/result.h"
-#include "kube/http_transport.h"
+#include "kube/transport/http_transport.h"
 
 namespace ekco::kube {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "kube/connection.h"
-#include "kube/token_source.h"
+#include "kube/transport/connection.h"
+#include "kube/transport/token_source.h"
 
 namespace ekco::kube {
 

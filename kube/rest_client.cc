@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "base/utf8.h"
+#include "kube/decode/json_depth.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "kube/errors.h"
-#include "kube/json_depth.h"
-#include "kube/json_fields.h"
-#include "kube/timestamp.h"
 
 namespace ekco::kube {
 
@@ -130,7 +130,7 @@ Result<Json> RestClient::executeJson(HttpRequest request, Idempotency idempotenc
                                      std::string_view op) {
   auto response = execute(std::move(request), idempotency, op);
   if (!response) return std::move(response).error();
-  // Callers copy and dump what they get, which recurses once per level (kube/json_depth.h).
+  // Callers copy and dump what they get, which recurses once per level (kube/decode/json_depth.h).
   if (jsonNestedDeeperThan(response->body)) {
     return Error(std::string(op) + ": response is JSON nested deeper than " +
                      std::to_string(kMaxJsonDepth) + " levels (HTTP " +

@@ -1,5 +1,5 @@
 #include "rook/ceph_policy.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
 
 #include <fmt/format.h>
 

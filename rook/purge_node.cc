@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "base/log.h"
-#include "kube/json_fields.h"
+#include "base/log/log.h"
+#include "kube/decode/json_fields.h"
 #include "kube/resource.h"
 
 namespace ekco::rook {

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "base/clock.h"
+#include "base/os/unique_fd.h"
 #include "base/result.h"
-#include "base/unique_fd.h"
 
 namespace ekco::units {
 

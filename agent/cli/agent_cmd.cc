@@ -10,8 +10,8 @@
 
 #include "agent/edge/command_env.h"
 #include "base/clock.h"
-#include "base/log.h"
-#include "base/thread.h"
+#include "base/log/log.h"
+#include "base/os/thread.h"
 
 namespace ekco::agent {
 

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "agent/cli/cli.h"
-#include "kube/json_fields.h"
-#include "kube/timestamp.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 
 namespace ekco::agent {
 
@@ -186,7 +186,7 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
   if (const json& i = kube::jsonField(status, "shutdown_inhibitor"); i.is_object()) {
     head.emplace_back("shutdown inhibitor", shutdownInhibitorLine(i));
   }
-  // The CA bundle of transfers without a CA of their own (kube/system_trust.h).
+  // The CA bundle of transfers without a CA of their own (kube/transport/system_trust.h).
   if (const json& t = kube::jsonField(status, "system_trust"); t.is_object()) {
     head.emplace_back("system CA bundle", systemTrustLine(t));
   }

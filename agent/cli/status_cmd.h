@@ -57,7 +57,7 @@ struct Readiness {
 std::string renderStatusTable(const nlohmann::json& status, const Readiness& readiness,
                               base::WallTime now);
 
-// The "system CA bundle" line for /status's system_trust object (kube/system_trust.h):
+// The "system CA bundle" line for /status's system_trust object (kube/transport/system_trust.h):
 // "/etc/pki/tls/certs/ca-bundle.crt (RHEL family)", "/x (SSL_CERT_FILE; warning: ...)",
 // "none (warning: no CA bundle found: ...)".
 std::string systemTrustLine(const nlohmann::json& trust);

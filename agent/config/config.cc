@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "base/file_read.h"
-#include "base/log.h"
+#include "base/log/log.h"
+#include "base/os/file_read.h"
 #include "base/strings.h"
 
 namespace ekco::agent {

@@ -7,11 +7,11 @@
 #include <fmt/format.h>
 
 #include "base/ip_address.h"
-#include "base/log.h"
+#include "base/log/log.h"
 #include "base/strings.h"
 #include "haproxy/image.h"
 #include "haproxy/render.h"
-#include "kube/curl_transport.h"
+#include "kube/transport/curl_transport.h"
 #include "units/calendar.h"
 
 namespace ekco::agent {
@@ -115,7 +115,7 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
     }
   }
   if (!c.auto_upgrade_url.empty()) {
-    // The same rule `ekco upgrade` and its fetch apply (kube/curl_transport.h).
+    // The same rule `ekco upgrade` and its fetch apply (kube/transport/curl_transport.h).
     if (std::string why = kube::urlProblem(c.auto_upgrade_url, c.auto_upgrade_allow_http,
                                            "set auto_upgrade_allow_http: true");
         !why.empty()) {

@@ -15,7 +15,7 @@
 #include "agent/config/config.h"
 #include "base/clock.h"
 #include "hostfs/host_fs.h"
-#include "kube/kubeconfig.h"
+#include "kube/transport/kubeconfig.h"
 
 namespace ekco::agent {
 

@@ -26,11 +26,11 @@
 #include "agent/config/config.h"
 #include "agent/controller/controller.h"
 #include "base/clock.h"
+#include "base/os/thread.h"
 #include "base/result.h"
-#include "base/thread.h"
 #include "kube/client.h"
-#include "kube/informer.h"
 #include "kube/resource.h"
+#include "kube/watch/informer.h"
 
 namespace ekco::agent {
 
@@ -80,7 +80,7 @@ struct WatchContext {
 
 struct WatchSpec {
   // Unique among the agent's watches ("cluster-nodes"); the specs that declare the same key share
-  // one watch.
+  // one watch. A string literal: the registry keeps the view for the agent's life.
   std::string_view key;
   Scope scope = Scope::kNode;
   // Its failures stand for the API's reachability: the runtime logs "api unreachable" once for
@@ -105,8 +105,8 @@ class Watches {
         std::dynamic_pointer_cast<W>(requireWatch(spec, std::move(on_change)));
     if (!typed) {
       return base::Error("watch " + std::string(spec.key) +
-                             ": declared as two kinds of watch, or one that follows a watch of "
-                             "another kind",
+                             ": not built (declared as two kinds of watch, one it follows not "
+                             "built, or required after the watches started)",
                          base::ErrorCode::kInvalidArgument);
     }
     return typed;

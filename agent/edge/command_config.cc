@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "base/log.h"
+#include "base/log/log.h"
 
 namespace ekco::agent {
 

@@ -1,8 +1,8 @@
 // What the one-shot commands (shutdown, startup, upgrade, purge-node) and the agent's runtime
 // share:
 // reading the process environment and building a Kubernetes client the way the agent does
-// (kubeconfig search of kube/kubeconfig.h: --kubeconfig, KUBECONFIG, in-cluster, the host's
-// admin.conf and kubelet.conf).
+// (kubeconfig search of kube/transport/kubeconfig.h: --kubeconfig, KUBECONFIG, in-cluster, the
+// host's admin.conf and kubelet.conf).
 #pragma once
 
 #include <chrono>
@@ -14,10 +14,10 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/connection.h"
-#include "kube/curl_transport.h"
-#include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
+#include "kube/transport/connection.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/kubeconfig.h"
 
 namespace ekco::agent {
 
@@ -59,8 +59,8 @@ struct CommandClientOptions {
 };
 
 // The one client builder, for the agent and every command: opens the host root (unless
-// `out.host_fs` is already set), loads the connection (kube/kubeconfig.h's search with `env`,
-// a relative KUBECONFIG resolved against `working_dir`) and builds the transport and REST
+// `out.host_fs` is already set), loads the connection (kube/transport/kubeconfig.h's search with
+// `env`, a relative KUBECONFIG resolved against `working_dir`) and builds the transport and REST
 // client.
 base::Status buildClient(CommandClient& out, const CommandClientOptions& options,
                          const kube::Environment& env, const std::string& working_dir,

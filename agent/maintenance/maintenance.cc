@@ -4,8 +4,8 @@
 
 #include "base/duration.h"
 #include "base/strings.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

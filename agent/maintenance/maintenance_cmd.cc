@@ -9,7 +9,7 @@
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/strings.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
 
 namespace ekco::agent {
 

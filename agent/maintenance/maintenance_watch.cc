@@ -1,6 +1,6 @@
 #include "agent/maintenance/maintenance_watch.h"
 
-#include "base/thread.h"
+#include "base/os/thread.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {

@@ -21,7 +21,7 @@
 #include "agent/maintenance/maintenance.h"
 #include "base/clock.h"
 #include "kube/client.h"
-#include "kube/informer.h"
+#include "kube/watch/informer.h"
 
 namespace ekco::agent {
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/strings.h"
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 
 namespace ekco::agent {
 

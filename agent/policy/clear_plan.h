@@ -21,7 +21,7 @@
 #include "agent/policy/node_health.h"
 #include "base/clock.h"
 #include "base/duration.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

@@ -33,7 +33,7 @@
 #include "base/duration.h"
 #include "base/result.h"
 #include "kube/client.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

@@ -3,7 +3,7 @@
 #include <set>
 #include <utility>
 
-#include "kube/objects.h"
+#include "kube/decode/objects.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {

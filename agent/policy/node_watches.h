@@ -16,7 +16,7 @@
 #include "agent/controller/watch.h"
 #include "base/clock.h"
 #include "base/result.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

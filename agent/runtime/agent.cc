@@ -6,10 +6,10 @@
 #include <cctype>
 
 #include "agent/runtime/agent_impl.h"
-#include "base/thread.h"
+#include "base/os/thread.h"
 #include "base/version_info.h"
-#include "kube/system_trust.h"
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
+#include "kube/transport/system_trust.h"
 
 namespace ekco::agent {
 
@@ -293,6 +293,7 @@ void Agent::Impl::onLeaderChange(bool leading) {
   std::lock_guard lock(mu_);
   leading_ = leading;
   leader_changed_ = true;
+  if (!leading) lost_since_supervised_ = true;
   cv_.notify_all();
 }
 
@@ -319,12 +320,16 @@ void Agent::Impl::onMaintenanceChange(const MaintenanceChange& change) {
 
 void Agent::Impl::superviseLeaderWatches() {
   bool leading = false;
+  bool lost = false;
   {
     std::lock_guard lock(mu_);
     if (!leader_changed_) return;
     leader_changed_ = false;
     leading = leading_;
+    lost = std::exchange(lost_since_supervised_, false);
   }
+  // Lost and won again before this ran: the new term still begins from empty stores.
+  if (lost && leading) watches_->setLeading(false);
   watches_->setLeading(leading);
   if (!leading) return;
   // As client-go's elector does: an Event on the Lease says who leads.
@@ -339,7 +344,7 @@ void Agent::Impl::superviseLeaderWatches() {
 
 int Agent::Impl::run() {
   // Every thread started from here on (and every thread those start) stops this agent if an
-  // exception escapes it, instead of std::terminate (base/thread.h).
+  // exception escapes it, instead of std::terminate (base/os/thread.h).
   base::ThreadFailureScope on_thread_failure([this](std::string_view thread, std::string_view) {
     std::lock_guard lock(mu_);
     if (failed_thread_.empty()) failed_thread_ = std::string(thread);
@@ -370,9 +375,9 @@ int Agent::Impl::run() {
                                   {"socket", options_.socket_path},
                                   {"leader_candidate", options_.config.leader_election_candidate},
                                   {"dry_run", options_.dry_run}});
-  // The CA bundle of transfers without a CA of their own (kube/system_trust.h): chosen once,
-  // said once. Not found or not usable is a warning, not a stop: the API, etcd and the webhook
-  // use their own CAs.
+  // The CA bundle of transfers without a CA of their own (kube/transport/system_trust.h): chosen
+  // once, said once. Not found or not usable is a warning, not a stop: the API, etcd and the
+  // webhook use their own CAs.
   if (const kube::SystemTrust& trust = kube::processSystemTrust(); trust.problem.empty()) {
     base::logInfo("system trust", {{"ca_bundle", trust.ca_file}, {"source", trust.source}});
   } else {
@@ -438,7 +443,6 @@ int Agent::Impl::run() {
     base::logInfo("lease released",
                   {{"lease", options_.config.leader_election_namespace + "/ekco-leader"}});
   }
-  watches_->stop();
   lease_watch_->stop();
   if (lease_watch_thread_.joinable()) lease_watch_thread_.join();
   maintenance_->stop();
@@ -448,6 +452,9 @@ int Agent::Impl::run() {
     it->service->stop();
     if (it->thread.joinable()) it->thread.join();
   }
+  // The watches after the services: until then /readyz, /status and /metrics still describe
+  // the API as the watches last saw it (a stopped watch has no statistics), not "not synced".
+  watches_->stop();
   (*server)->stop();
   std::string failed;
   {

@@ -25,7 +25,7 @@
 #include "agent/edge/command_env.h"  // resolveNodeName
 #include "base/clock.h"
 #include "base/result.h"
-#include "kube/kubeconfig.h"
+#include "kube/transport/kubeconfig.h"
 
 namespace ekco::agent {
 

@@ -7,8 +7,8 @@
 #include "agent/runtime/agent_impl.h"
 #include "base/memory_budget.h"
 #include "base/version_info.h"
-#include "kube/system_trust.h"
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
+#include "kube/transport/system_trust.h"
 
 namespace ekco::agent {
 
@@ -94,7 +94,8 @@ json Agent::Impl::status() const {
   out["ready_reason"] = ready.reason;
   out["api_reachable"] = own_node_->stats().value_or(kube::InformerStats{}).connected;
   out["dry_run"] = options_.dry_run;
-  // kube/system_trust.h: ca_bundle and source null when none was found; problem "" when fine.
+  // kube/transport/system_trust.h: ca_bundle and source null when none was found; problem "" when
+  // fine.
   const kube::SystemTrust& trust = kube::processSystemTrust();
   out["system_trust"] = {{"ca_bundle", trust.ca_file.empty() ? json(nullptr) : json(trust.ca_file)},
                          {"source", trust.source.empty() ? json(nullptr) : json(trust.source)},

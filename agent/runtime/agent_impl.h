@@ -21,10 +21,10 @@
 #include "agent/runtime/watches.h"
 #include "agent/serve/health_server.h"
 #include "agent/serve/metrics.h"
-#include "base/log.h"
+#include "base/log/log.h"
 #include "kube/exec.h"
-#include "kube/informer.h"
 #include "kube/rest_client.h"
+#include "kube/watch/informer.h"
 
 namespace ekco::agent {
 
@@ -142,12 +142,13 @@ class Agent::Impl {
   // The thread that failed (an exception escaped it: a bug), when one did: the agent stops
   // cleanly and run() returns 1, so systemd or the kubelet restarts it.
   std::string failed_thread_;
-  bool leading_ = false;             // as the elector last said
-  bool leader_changed_ = false;      // the supervisor has a leadership change to act on
-  bool api_down_ = false;            // "api unreachable" was logged and recovery not yet
-  bool ready_logged_ = false;        // "agent ready" was logged
-  bool systemd_ready_sent_ = false;  // READY=1 went to systemd (once, at start)
-  std::string last_status_;          // the last STATUS= sent to systemd
+  bool leading_ = false;                // as the elector last said
+  bool leader_changed_ = false;         // the supervisor has a leadership change to act on
+  bool lost_since_supervised_ = false;  // leadership was lost since the supervisor last acted
+  bool api_down_ = false;               // "api unreachable" was logged and recovery not yet
+  bool ready_logged_ = false;           // "agent ready" was logged
+  bool systemd_ready_sent_ = false;     // READY=1 went to systemd (once, at start)
+  std::string last_status_;             // the last STATUS= sent to systemd
 };
 
 }  // namespace ekco::agent

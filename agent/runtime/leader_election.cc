@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

@@ -71,7 +71,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "kube/client.h"
-#include "kube/objects.h"
+#include "kube/decode/objects.h"
 
 namespace ekco::agent {
 

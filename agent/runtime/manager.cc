@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <exception>
 
-#include "base/log.h"
-#include "base/thread.h"
+#include "base/log/log.h"
+#include "base/os/thread.h"
 
 namespace ekco::agent {
 

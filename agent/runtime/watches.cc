@@ -16,6 +16,10 @@ WatchRegistry::~WatchRegistry() { stop(); }
 
 std::shared_ptr<Watch> WatchRegistry::requireWatch(const WatchSpec& spec,
                                                    std::function<void()> on_change) {
+  {
+    std::lock_guard lock(mu_);
+    if (started_) return nullptr;  // entries_ is read without a lock once started
+  }
   for (const auto& entry : entries_) {
     if (entry->spec.key != spec.key) continue;
     if (on_change) entry->wakes.push_back(std::move(on_change));
@@ -46,6 +50,7 @@ std::shared_ptr<Watch> WatchRegistry::requireWatch(const WatchSpec& spec,
 }
 
 void WatchRegistry::start() {
+  std::lock_guard transition(transition_mu_);
   bool leading = false;
   {
     std::lock_guard lock(mu_);
@@ -59,6 +64,7 @@ void WatchRegistry::start() {
 }
 
 void WatchRegistry::stop() {
+  std::lock_guard transition(transition_mu_);
   {
     std::lock_guard lock(mu_);
     started_ = false;
@@ -67,6 +73,7 @@ void WatchRegistry::stop() {
 }
 
 void WatchRegistry::setLeading(bool leading) {
+  std::lock_guard transition(transition_mu_);
   {
     std::lock_guard lock(mu_);
     leading_ = leading;

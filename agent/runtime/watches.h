@@ -5,7 +5,9 @@
 // setLeading(true) starts them, setLeading(false) stops and drops their stores. supervise() is
 // the agent loop's tick for the watches that follow another.
 //
-// Thread-safety: require() only before start(), from one thread; the rest from any thread.
+// Thread-safety: require() only before start(), from one thread (later it builds nothing and
+// the require fails); the rest from any thread: start(), stop() and setLeading() are serialised
+// whole, so two of them never interleave (the readers do not wait for them).
 #pragma once
 
 #include <functional>
@@ -69,7 +71,8 @@ class WatchRegistry final : public Watches {
   ErrorFn on_error_;
   std::vector<std::unique_ptr<Entry>> entries_;  // a watch after the watches it follows
 
-  mutable std::mutex mu_;  // started_, leading_
+  std::mutex transition_mu_;  // held through the whole of start(), stop() and setLeading()
+  mutable std::mutex mu_;     // started_, leading_
   bool started_ = false;
   bool leading_ = false;
 };

@@ -27,10 +27,10 @@
 #include <boost/beast/http.hpp>
 
 #include "base/clock.h"
-#include "base/thread.h"
-#include "base/unique_fd.h"
+#include "base/os/thread.h"
+#include "base/os/unique_fd.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
 
 namespace ekco::agent {
 

@@ -1,11 +1,11 @@
-// Captures the process's log lines (base/log.h) while a test runs.
+// Captures the process's log lines (base/log/log.h) while a test runs.
 #pragma once
 
 #include <mutex>
 #include <string>
 #include <string_view>
 
-#include "base/log.h"
+#include "base/log/log.h"
 
 namespace ekco::agent::testing {
 

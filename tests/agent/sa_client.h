@@ -14,9 +14,9 @@
 
 #include "base/clock.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
-#include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/kubeconfig.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::agent::testing {

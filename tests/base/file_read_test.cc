@@ -1,4 +1,4 @@
-#include "base/file_read.h"
+#include "base/os/file_read.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

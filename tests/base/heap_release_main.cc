@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/heap.h"
+#include "base/os/heap.h"
 
 int main() {
   std::atomic<bool> go{false};

@@ -1,9 +1,9 @@
-#include "base/heap.h"
+#include "base/os/heap.h"
 
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 
 namespace ekco::base {
 namespace {

@@ -1,4 +1,4 @@
-#include "base/journal_stream.h"
+#include "base/log/journal_stream.h"
 
 #include <ostream>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "base/log.h"
+#include "base/log/log.h"
 
 #include <string>
 #include <vector>

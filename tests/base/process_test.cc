@@ -1,4 +1,4 @@
-#include "base/process.h"
+#include "base/os/process.h"
 
 #include <fcntl.h>
 #include <signal.h>

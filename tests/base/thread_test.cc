@@ -1,4 +1,4 @@
-#include "base/thread.h"
+#include "base/os/thread.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 
 namespace ekco::testing {
 

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "base/result.h"
 #include "etcd/client.h"
 #include "etcd/removal.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "kube/http_transport.h"
+#include "kube/transport/http_transport.h"
 
 namespace ekco::kube::testing {
 

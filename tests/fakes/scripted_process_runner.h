@@ -24,7 +24,7 @@
 
 #include <gtest/gtest.h>
 
-#include "base/process.h"
+#include "base/os/process.h"
 #include "base/result.h"
 
 namespace ekco::fakes {

@@ -36,7 +36,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "units/systemd_manager.h"
 
 extern char** environ;

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "agent/features/webhook/image_overrides.h"
-#include "kube/kubeconfig.h"
+#include "kube/transport/kubeconfig.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

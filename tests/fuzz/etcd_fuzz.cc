@@ -20,7 +20,7 @@
 #include "etcd/client.h"
 #include "etcd/member.h"
 #include "etcd/removal.h"
-#include "kube/http_transport.h"
+#include "kube/transport/http_transport.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

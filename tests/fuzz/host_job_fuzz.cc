@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/features/host_jobs/host_job_spec.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,4 +1,5 @@
-// kubeconfig files (kube/kubeconfig.h): loadKubeconfig reads /etc/kubernetes/admin.conf (or
+// kubeconfig files (kube/transport/kubeconfig.h): loadKubeconfig reads /etc/kubernetes/admin.conf
+// (or
 // --kubeconfig, KUBECONFIG, kubelet.conf) and the files it names. The input is the kubeconfig;
 // the files it may name (ca.crt, pki/ca.crt, pki/admin.crt, pki/admin.key, token, and kubelet's
 // client certificate) exist in a real host root (LocalHostFs on a temporary directory), so a
@@ -18,7 +19,7 @@
 
 #include "base/clock.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/kubeconfig.h"
+#include "kube/transport/kubeconfig.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

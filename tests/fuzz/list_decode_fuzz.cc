@@ -1,6 +1,6 @@
-// The informers' simdjson path (kube/list_decode.h; decodeNode / decodePod in kube/records.h):
-// the input is read as one list page and as a watch stream split into lines (as RestClient
-// splits it), and every object found is decoded into both records.
+// The informers' simdjson path (kube/decode/list_decode.h; decodeNode / decodePod in
+// kube/decode/records.h): the input is read as one list page and as a watch stream split into lines
+// (as RestClient splits it), and every object found is decoded into both records.
 //
 // Checks: every error is one line; decoding is deterministic; and wherever the input is valid
 // JSON, each object's record from its text equals the DOM projection's (projectNode /
@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <string>
 
-#include "kube/informer.h"
-#include "kube/json_depth.h"
-#include "kube/list_decode.h"
-#include "kube/records.h"
-#include "kube/watch.h"
+#include "kube/decode/json_depth.h"
+#include "kube/decode/list_decode.h"
+#include "kube/decode/records.h"
+#include "kube/watch/informer.h"
+#include "kube/watch/watch.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

@@ -1,8 +1,8 @@
-// The list/watch JSON the informers read (kube/watch.h, kube/records.h, kube/objects.h): the
-// input is a watch stream (newline-delimited {"type","object"} events) as WatchDecoder reads
-// it, and the same bytes are also read as one list page ({"items":[...]}) the way the informer
-// reads a list. Every object (event or item) goes through what the informer does with it:
-// objectKey, and the projections projectNode and projectPod (the caches' records), plus
+// The list/watch JSON the informers read (kube/watch/watch.h, kube/decode/records.h,
+// kube/decode/objects.h): the input is a watch stream (newline-delimited {"type","object"} events)
+// as WatchDecoder reads it, and the same bytes are also read as one list page ({"items":[...]}) the
+// way the informer reads a list. Every object (event or item) goes through what the informer does
+// with it: objectKey, and the projections projectNode and projectPod (the caches' records), plus
 // parseLease (leader election).
 //
 // Checks: decoding is the same whether the stream arrives in one chunk or in small pieces
@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "kube/informer.h"
-#include "kube/json_depth.h"
-#include "kube/objects.h"
-#include "kube/records.h"
-#include "kube/watch.h"
+#include "kube/decode/json_depth.h"
+#include "kube/decode/objects.h"
+#include "kube/decode/records.h"
+#include "kube/watch/informer.h"
+#include "kube/watch/watch.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// RFC 3339 timestamps (kube/timestamp.h): every time the API sends (taints' timeAdded,
+// RFC 3339 timestamps (kube/decode/timestamp.h): every time the API sends (taints' timeAdded,
 // deletionTimestamp, a Lease's renewTime) goes through parseRfc3339.
 //
 // Checks: an accepted time lies in [kEarliestApiTime, kLatestApiTime]; it survives a
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

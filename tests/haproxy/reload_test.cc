@@ -33,7 +33,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "base/unique_fd.h"
+#include "base/os/unique_fd.h"
 #include "haproxy/render.h"
 #include "tests/haproxy/reload_support.h"
 

@@ -17,7 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 
 namespace ekco::haproxy {
 namespace {

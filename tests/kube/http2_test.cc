@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "kube/curl_transport.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
 #include "tests/kubesim/server/pki.h"
 
 extern char** environ;

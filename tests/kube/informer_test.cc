@@ -1,7 +1,7 @@
 // The informer loop against the in-memory API with scripted lists and watches: paging, the replace
 // diff, 410 re-lists, backoff after failures, unchanged records, malformed objects, stop.
 // (informer_sim_test.cc runs it against ekco-kubesim over HTTPS.)
-#include "kube/informer.h"
+#include "kube/watch/informer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 #include "tests/fakes/fake_kube.h"
 
 namespace ekco::kube {

@@ -1,4 +1,4 @@
-#include "kube/json_depth.h"
+#include "kube/decode/json_depth.h"
 
 #include <gtest/gtest.h>
 

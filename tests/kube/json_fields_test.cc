@@ -1,4 +1,4 @@
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
 
 #include <gtest/gtest.h>
 

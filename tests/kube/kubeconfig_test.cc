@@ -1,10 +1,10 @@
-#include "kube/kubeconfig.h"
+#include "kube/transport/kubeconfig.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "kube/token_source.h"
+#include "kube/transport/token_source.h"
 #include "tests/kube/temp_root.h"
 
 namespace ekco::kube {

@@ -12,10 +12,10 @@
 #include "base/clock.h"
 #include "base/strings.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
-#include "kube/kubeconfig.h"
-#include "kube/objects.h"
+#include "kube/decode/objects.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/kubeconfig.h"
 #include "tests/kubesim/server/pki.h"
 #include "tests/kubesim/server/server.h"
 
@@ -152,9 +152,9 @@ TEST_F(KubesimTest, AResponseTheBufferBudgetCannotHoldFailsAndGivesItsPartBack) 
   auto node_a = client_->get(resources::kNodes, "", "node-a");
   ASSERT_TRUE(node_a) << node_a.error().message();
   base::MemoryBudget budget(node_a->dump().size() * 3 / 2);
-  auto bounded = CurlTransport::create(connection_, process_fs_.get(), clock_,
-                                       {.connect_timeout = std::chrono::seconds(5),
-                                        .budget = &budget});
+  auto bounded =
+      CurlTransport::create(connection_, process_fs_.get(), clock_,
+                            {.connect_timeout = std::chrono::seconds(5), .budget = &budget});
   ASSERT_TRUE(bounded) << bounded.error().message();
   EXPECT_EQ((*bounded)->budget(), &budget);
   RestClient client(**bounded, clock_, clientOptions());

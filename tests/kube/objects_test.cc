@@ -1,4 +1,4 @@
-#include "kube/objects.h"
+#include "kube/decode/objects.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 
 namespace ekco::kube {
 namespace {

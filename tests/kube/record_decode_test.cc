@@ -1,14 +1,15 @@
-// The informers' simdjson decoders (kube/list_decode.h, decodeNode/decodePod in kube/records.h):
-// the same records and the same errors as the DOM projections, and malformed input (truncated,
-// wrong-typed, deeply nested) is a one-line error for that page, line or object, never a crash.
+// The informers' simdjson decoders (kube/decode/list_decode.h, decodeNode/decodePod in
+// kube/decode/records.h): the same records and the same errors as the DOM projections, and
+// malformed input (truncated, wrong-typed, deeply nested) is a one-line error for that page, line
+// or object, never a crash.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "kube/list_decode.h"
-#include "kube/records.h"
+#include "kube/decode/list_decode.h"
+#include "kube/decode/records.h"
 
 namespace ekco::kube {
 namespace {

@@ -1,10 +1,10 @@
 // The slim cache records: what they keep, what they drop, and that == ignores the rest.
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 
 namespace ekco::kube {
 namespace {

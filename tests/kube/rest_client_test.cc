@@ -48,7 +48,7 @@ TEST(RestClient, GetBuildsTheResourcePathAndReturnsTheObject) {
   EXPECT_EQ(headerOf(request, "Accept"), "application/json");
 }
 
-// Callers copy and dump responses, which recurses once per level (kube/json_depth.h).
+// Callers copy and dump responses, which recurses once per level (kube/decode/json_depth.h).
 TEST(RestClient, AResponseNestedTooDeeplyIsAParseErrorNotACrash) {
   Fixture f;
   f.transport.reply(

@@ -2,7 +2,7 @@
 // decision over an injected probe (each family's location, the order, SSL_CERT_FILE set, unset,
 // empty and unusable, nothing found), and the real probe over each family's layout in a
 // temporary root.
-#include "kube/system_trust.h"
+#include "kube/transport/system_trust.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 
 #include <gtest/gtest.h>
 

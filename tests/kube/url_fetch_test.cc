@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
-#include "kube/system_trust.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/system_trust.h"
 #include "tests/agent/process_support.h"
 #include "tests/kube/temp_root.h"
 

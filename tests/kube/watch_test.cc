@@ -1,10 +1,10 @@
-#include "kube/watch.h"
+#include "kube/watch/watch.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "kube/json_depth.h"
+#include "kube/decode/json_depth.h"
 #include "kube/rest_client.h"
 #include "tests/fakes/fake_transport.h"
 
@@ -147,8 +147,7 @@ TEST(WatchDecoder, TheLinesOfEveryStreamTogetherStayWithinTheBudget) {
     }
   }
   ASSERT_FALSE(errors.empty());
-  EXPECT_THAT(errors.front(),
-              HasSubstr(": the agent's buffer budget (64 KiB, "));
+  EXPECT_THAT(errors.front(), HasSubstr(": the agent's buffer budget (64 KiB, "));
   EXPECT_THAT(errors.front(), HasSubstr("cannot hold more of a watch event; dropping the stream"));
   EXPECT_LE(budget.peak(), budget.limit());
   EXPECT_GT(budget.refusals(), 0u);

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "base/process.h"
+#include "base/os/process.h"
 
 namespace ekco::pki {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "base/process.h"
+#include "base/os/process.h"
 #include "pki/certificate.h"
 
 namespace ekco::pki {

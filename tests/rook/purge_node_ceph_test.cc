@@ -8,9 +8,9 @@
 #include <algorithm>
 
 #include "base/clock.h"
-#include "base/process.h"
-#include "kube/curl_transport.h"
+#include "base/os/process.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
 #include "rook/purge_node.h"
 #include "tests/agent/cli_support.h"
 #include "tests/ceph/ceph_fixture.h"

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "base/process.h"
+#include "base/os/process.h"
 
 #include "tests/rook/rook_ceph_support.h"
 

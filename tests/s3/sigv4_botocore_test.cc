@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "s3/sigv4.h"
 
 namespace ekco::s3 {

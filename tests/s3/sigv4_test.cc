@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 
 namespace ekco::s3 {
 namespace {

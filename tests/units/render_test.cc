@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 
 namespace ekco::units {
 namespace {

@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "base/log.h"
-#include "kube/kubeconfig.h"
-#include "kube/timestamp.h"
+#include "base/log/log.h"
+#include "kube/decode/timestamp.h"
+#include "kube/transport/kubeconfig.h"
 #include "pki/renew.h"
 
 namespace ekco::agent {

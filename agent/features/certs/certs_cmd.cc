@@ -13,8 +13,8 @@
 #include "agent/features/certs/certs.h"
 #include "agent/features/certs/certs_renewal.h"
 #include "agent/features/certs/cluster_secrets.h"
-#include "kube/json_fields.h"
-#include "kube/timestamp.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "pki/probe.h"
 
 namespace ekco::agent {

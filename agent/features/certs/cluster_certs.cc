@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "base/log.h"
+#include "base/log/log.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "base/log.h"
-#include "kube/json_fields.h"
-#include "kube/kubeconfig.h"
+#include "base/log/log.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
+#include "kube/transport/kubeconfig.h"
 #include "pki/renew.h"
 
 // `auto name = *expr`, or return expr's error.

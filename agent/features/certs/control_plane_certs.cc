@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 
 #include "base/duration.h"
-#include "base/log.h"
-#include "base/thread.h"
+#include "base/log/log.h"
+#include "base/os/thread.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 #include "pki/probe.h"
 #include "pki/renew.h"
 

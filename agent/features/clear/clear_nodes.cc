@@ -6,9 +6,9 @@
 #include <map>
 #include <tuple>
 
-#include "base/log.h"
+#include "base/log/log.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

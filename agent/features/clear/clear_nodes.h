@@ -29,7 +29,7 @@
 //   - dry_run: the plan is shown and logged (once per pod), nothing is deleted.
 //
 // Each force delete is logged with its reason, recorded as an Event on the Pod (ForceDeleted,
-// Warning) and counted through on_action("pod_force_deleted").
+// Warning) and counted as "pod_force_deleted" (both through the options' Effects).
 #pragma once
 
 #include <chrono>
@@ -54,7 +54,7 @@
 #include "base/duration.h"
 #include "base/result.h"
 #include "kube/client.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

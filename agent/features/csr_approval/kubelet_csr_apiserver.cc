@@ -8,7 +8,7 @@
 #include "base/ip_address.h"
 #include "base/strings.h"
 #include "haproxy/render.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {

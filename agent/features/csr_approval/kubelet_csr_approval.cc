@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include "agent/features/csr_approval/kubelet_csr_apiserver.h"
-#include "base/log.h"
+#include "base/log/log.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

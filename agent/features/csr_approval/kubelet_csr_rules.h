@@ -54,8 +54,8 @@
 #include <vector>
 
 #include "base/ip_address.h"
-#include "kube/objects.h"
-#include "kube/records.h"
+#include "kube/decode/objects.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "base/duration.h"
-#include "base/log.h"
+#include "base/log/log.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

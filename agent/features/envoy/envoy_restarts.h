@@ -39,7 +39,7 @@
 #include "agent/controller/watch.h"
 #include "base/clock.h"
 #include "kube/client.h"
-#include "kube/objects.h"
+#include "kube/decode/objects.h"
 
 namespace ekco::agent {
 

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "base/duration.h"
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "pki/certificate.h"
 
 namespace ekco::agent {

@@ -23,7 +23,7 @@
 #include "agent/policy/node_watches.h"
 #include "base/clock.h"
 #include "hostfs/host_fs.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

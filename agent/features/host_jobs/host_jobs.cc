@@ -6,12 +6,12 @@
 #include <system_error>
 
 #include "base/duration.h"
-#include "base/log.h"
+#include "base/log/log.h"
+#include "base/os/thread.h"
 #include "base/strings.h"
-#include "base/thread.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

@@ -41,7 +41,7 @@
 #include "agent/controller/watch.h"
 #include "agent/features/host_jobs/host_job_spec.h"
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "kube/client.h"
 
 namespace ekco::agent {

@@ -13,8 +13,8 @@
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/strings.h"
-#include "kube/json_fields.h"
-#include "kube/timestamp.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 
 namespace ekco::agent {
 

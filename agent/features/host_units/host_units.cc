@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "base/log.h"
+#include "base/log/log.h"
 
 namespace ekco::agent {
 

@@ -10,7 +10,7 @@
 
 #include "agent/controller/watch.h"
 #include "haproxy/render.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <charconv>
 
-#include "base/log.h"
-#include "kube/json_fields.h"
-#include "kube/timestamp.h"
+#include "base/log/log.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 
 namespace ekco::agent {
 
@@ -190,7 +190,7 @@ std::vector<Endpoint> endpointsOfNodes(const std::vector<kube::NodeRecord>& node
     const std::string_view ip = node.address("InternalIP");
     if (ip.empty()) continue;
     auto endpoint = haproxy::parseEndpoint(ip);
-    if (!endpoint) continue;  // kube/records keeps what the API said; never render it raw
+    if (!endpoint) continue;  // kube/decode/records keeps what the API said; never render it raw
     endpoint->port = haproxy::kDefaultApiserverPort;
     out.push_back(std::move(*endpoint));
   }

@@ -31,7 +31,7 @@
 #include "haproxy/reload.h"
 #include "haproxy/render.h"
 #include "hostfs/host_fs.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "agent/policy/storage_migration.h"
-#include "base/log.h"
-#include "kube/json_fields.h"
+#include "base/log/log.h"
+#include "kube/decode/json_fields.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {

@@ -7,12 +7,12 @@
 
 #include "agent/features/minio/kotsadm_ha.h"
 #include "agent/features/minio/minio_migration.h"
-#include "base/log.h"
+#include "base/log/log.h"
 #include "base/strings.h"
-#include "kube/json_fields.h"
-#include "kube/kubeconfig.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
+#include "kube/transport/kubeconfig.h"
 
 namespace ekco::agent {
 

@@ -11,10 +11,10 @@
 
 #include "agent/features/minio/minio_ha.h"
 #include "agent/policy/storage_migration.h"
-#include "base/log.h"
-#include "kube/json_fields.h"
+#include "base/log/log.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

@@ -44,7 +44,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "kube/client.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

@@ -7,11 +7,11 @@
 #include "agent/features/purge/purge_kubeadm.h"
 #include "agent/policy/node_health.h"
 #include "base/duration.h"
-#include "base/log.h"
+#include "base/log/log.h"
 #include "etcd/removal.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 #include "rook/purge_node.h"
 
 namespace ekco::agent {

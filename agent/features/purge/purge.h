@@ -23,8 +23,8 @@
 #include "etcd/client.h"
 #include "hostfs/host_fs.h"
 #include "kube/client.h"
+#include "kube/decode/records.h"
 #include "kube/exec.h"
-#include "kube/records.h"
 
 namespace ekco::agent {
 

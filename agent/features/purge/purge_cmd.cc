@@ -10,9 +10,9 @@
 #include "agent/edge/command_env.h"
 #include "agent/features/purge/purge.h"
 #include "agent/policy/node_health.h"
-#include "base/log.h"
+#include "base/log/log.h"
+#include "kube/decode/records.h"
 #include "kube/exec.h"
-#include "kube/records.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "base/log.h"
+#include "base/log/log.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "haproxy/render.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {

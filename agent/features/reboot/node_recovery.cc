@@ -6,11 +6,11 @@
 #include <cctype>
 #include <map>
 
-#include "base/log.h"
+#include "base/log/log.h"
 #include "base/utf8.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
 
 namespace ekco::agent {
 

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "base/duration.h"
-#include "base/log.h"
-#include "kube/json_fields.h"
-#include "kube/kubeconfig.h"
+#include "base/log/log.h"
+#include "kube/decode/json_fields.h"
+#include "kube/transport/kubeconfig.h"
 
 namespace ekco::agent {
 

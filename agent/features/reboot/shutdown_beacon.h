@@ -28,7 +28,7 @@
 #include "base/result.h"
 #include "hostfs/host_fs.h"
 #include "kube/client.h"
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 

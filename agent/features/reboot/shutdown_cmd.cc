@@ -11,7 +11,7 @@
 #include "agent/edge/command_env.h"
 #include "agent/features/reboot/shutdown_beacon.h"
 #include "agent/features/reboot/shutdown_drain.h"
-#include "base/log.h"
+#include "base/log/log.h"
 #include "kube/rest_client.h"
 
 namespace ekco::agent {

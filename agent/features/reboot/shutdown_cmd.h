@@ -13,7 +13,7 @@
 namespace ekco::agent {
 
 struct ShutdownArgs {
-  std::string kubeconfig{};  // --kubeconfig ("" = the usual search, kube/kubeconfig.h)
+  std::string kubeconfig{};  // --kubeconfig ("" = the usual search, kube/transport/kubeconfig.h)
   std::string node_name{};   // --node-name
   std::string host_root = "/";
   bool dry_run = false;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "agent/features/reboot/shutdown_beacon.h"
-#include "base/log.h"
+#include "base/log/log.h"
 
 namespace ekco::agent {
 

@@ -8,7 +8,7 @@
 #include "agent/features/reboot/shutdown_beacon.h"
 #include "agent/features/reboot/shutdown_drain.h"
 #include "base/duration.h"
-#include "base/log.h"
+#include "base/log/log.h"
 #include "units/systemd_manager.h"
 
 namespace ekco::agent {

@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "agent/policy/node_health.h"
-#include "base/log.h"
-#include "base/process.h"
+#include "base/log/log.h"
+#include "base/os/process.h"
 #include "base/utf8.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
 #include "kube/resource.h"
 #include "rook/purge_node.h"
 

@@ -2,8 +2,8 @@
 #include <fmt/format.h>
 
 #include "agent/features/rook/rook_ceph.h"
-#include "base/log.h"
-#include "kube/json_fields.h"
+#include "base/log/log.h"
+#include "kube/decode/json_fields.h"
 #include "kube/resource.h"
 
 namespace ekco::agent {

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "base/log.h"
-#include "kube/json_fields.h"
+#include "base/log/log.h"
+#include "kube/decode/json_fields.h"
 
 namespace ekco::agent {
 

@@ -10,13 +10,13 @@
 #include <fmt/format.h>
 
 #include "base/duration.h"
-#include "base/log.h"
+#include "base/log/log.h"
 #include "base/strings.h"
 #include "base/version_info.h"
-#include "kube/curl_transport.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "kube/resource.h"
-#include "kube/timestamp.h"
+#include "kube/transport/curl_transport.h"
 
 namespace ekco::agent {
 namespace {

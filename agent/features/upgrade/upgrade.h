@@ -44,7 +44,7 @@
 #include <string_view>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "base/result.h"
 #include "hostfs/host_fs.h"
 #include "kube/client.h"

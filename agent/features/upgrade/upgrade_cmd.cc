@@ -7,9 +7,9 @@
 #include "agent/edge/command_config.h"
 #include "agent/edge/command_env.h"
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "base/strings.h"
-#include "kube/curl_transport.h"
+#include "kube/transport/curl_transport.h"
 
 namespace ekco::agent {
 

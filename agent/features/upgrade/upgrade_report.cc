@@ -1,6 +1,6 @@
 #include "agent/features/upgrade/upgrade_report.h"
 
-#include "base/log.h"
+#include "base/log/log.h"
 #include "base/utf8.h"
 #include "kube/resource.h"
 

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
-#include "kube/json_depth.h"
-#include "kube/json_fields.h"
+#include "kube/decode/json_depth.h"
+#include "kube/decode/json_fields.h"
 
 namespace ekco::agent::admission {
 

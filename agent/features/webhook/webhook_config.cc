@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "base/log.h"
-#include "kube/json_fields.h"
-#include "kube/timestamp.h"
+#include "base/log/log.h"
+#include "kube/decode/json_fields.h"
+#include "kube/decode/timestamp.h"
 #include "pki/certificate.h"
 #include "pki/issue.h"
 

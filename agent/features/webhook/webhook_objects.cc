@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "agent/features/webhook/webhook_server.h"
-#include "kube/json_fields.h"
-#include "kube/kubeconfig.h"
+#include "kube/decode/json_fields.h"
+#include "kube/transport/kubeconfig.h"
 #include "pki/certificate.h"
 
 namespace ekco::agent::webhook {

@@ -20,7 +20,7 @@
 #include <boost/beast/http.hpp>
 
 #include "agent/features/webhook/webhook_server.h"
-#include "base/heap.h"
+#include "base/os/heap.h"
 
 namespace ekco::agent::webhook_detail {
 

@@ -30,9 +30,9 @@
 #include <boost/beast/http.hpp>
 
 #include "base/clock.h"
-#include "base/heap.h"
-#include "base/thread.h"
-#include "base/unique_fd.h"
+#include "base/os/heap.h"
+#include "base/os/thread.h"
+#include "base/os/unique_fd.h"
 
 namespace ekco::agent {
 

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "agent/features/webhook/webhook_objects.h"
-#include "base/log.h"
-#include "kube/timestamp.h"
+#include "base/log/log.h"
+#include "kube/decode/timestamp.h"
 #include "pki/certificate.h"
 #include "pki/issue.h"
 

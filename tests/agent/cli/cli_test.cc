@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "base/log.h"
-#include "base/process.h"
+#include "base/log/log.h"
+#include "base/os/process.h"
 #include "tests/agent/cli_support.h"
 
 namespace ekco::agent {

@@ -22,7 +22,7 @@
 
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "base/strings.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"

@@ -17,8 +17,8 @@
 #include "agent/cli/cli.h"
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
-#include "base/unique_fd.h"
-#include "kube/timestamp.h"
+#include "base/os/unique_fd.h"
+#include "kube/decode/timestamp.h"
 #include "tests/agent/cli_support.h"
 
 namespace ekco::agent {
@@ -243,8 +243,8 @@ TEST(StatusTable, AnAgentThatMayNotLeadSaysSo) {
   EXPECT_THAT(table, HasSubstr("is leader:          no\n"));
 }
 
-// The system CA bundle (kube/system_trust.h): which file and why, a warning when SSL_CERT_FILE
-// is not usable or nothing was found; no line from an agent that does not report it.
+// The system CA bundle (kube/transport/system_trust.h): which file and why, a warning when
+// SSL_CERT_FILE is not usable or nothing was found; no line from an agent that does not report it.
 TEST(StatusTable, SaysWhichSystemCaBundleIsUsed) {
   json doc = sampleStatus();
   const auto now = at("2026-11-22T10:00:03Z");

@@ -17,7 +17,7 @@
 #include "agent/cli/cli.h"
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "tests/agent/process_support.h"
 #include "tests/kubesim/server/server.h"
 

@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "tests/fakes/fake_kube.h"
 
 namespace ekco::agent {

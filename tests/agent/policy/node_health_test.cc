@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kube/records.h"
+#include "kube/decode/records.h"
 
 namespace ekco::agent {
 namespace {

@@ -22,7 +22,7 @@
 
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "tests/agent/process_support.h"
 #include "tests/kubesim/server/server.h"
 
@@ -281,8 +281,8 @@ TEST_F(AgentClusterTest, AnAgentWithoutAReachableApiStaysUpNotReadyAndStopsClean
   EXPECT_EQ(reap("node-a"), 0) << logOf("node-a");
 }
 
-// Issue 35: the CA bundle of transfers without a CA of their own (kube/system_trust.h) is the
-// one SSL_CERT_FILE names, said once in the log, in /status and by `ekco status`. One that
+// Issue 35: the CA bundle of transfers without a CA of their own (kube/transport/system_trust.h) is
+// the one SSL_CERT_FILE names, said once in the log, in /status and by `ekco status`. One that
 // cannot be read is still the choice, with a warning, and the agent gets ready anyway (its API
 // connection has its own CA).
 TEST_F(AgentClusterTest, SaysWhichSystemCaBundleItUses) {

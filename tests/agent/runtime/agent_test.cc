@@ -11,7 +11,7 @@
 #include "agent/cli/cli.h"
 #include "agent/features/host_checks/host_checks.h"
 #include "agent/runtime/agent.h"
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "tests/agent/cli_support.h"
 #include "tests/kubesim/server/pki.h"
 

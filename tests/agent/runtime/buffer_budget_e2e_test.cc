@@ -24,7 +24,7 @@
 
 #include "agent/serve/health_server.h"
 #include "base/memory_budget.h"
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "tests/agent/process_support.h"
 #include "tests/fakes/fault_proxy.h"
 #include "tests/kubesim/server/pki.h"

@@ -10,9 +10,9 @@
 
 #include "agent/runtime/leader_election.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
-#include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/kubeconfig.h"
 #include "tests/agent/runtime/leader_election_support.h"
 #include "tests/kubesim/server/server.h"
 

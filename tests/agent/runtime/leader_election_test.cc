@@ -13,7 +13,7 @@
 #include <thread>
 #include <utility>
 
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 #include "tests/agent/runtime/leader_election_support.h"
 #include "tests/fakes/fake_kube.h"
 

@@ -23,8 +23,8 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "base/process.h"
-#include "base/unique_fd.h"
+#include "base/os/process.h"
+#include "base/os/unique_fd.h"
 #include "tests/agent/cli_support.h"
 
 namespace ekco::agent {

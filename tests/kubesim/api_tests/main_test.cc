@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 
 namespace ekco::kubesim {
 namespace {

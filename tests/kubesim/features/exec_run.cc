@@ -1,7 +1,7 @@
 #include "tests/kubesim/features/exec_run.h"
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 
 namespace ekco::kubesim {
 

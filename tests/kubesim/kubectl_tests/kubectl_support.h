@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::kubesim::testing {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::kubesim {

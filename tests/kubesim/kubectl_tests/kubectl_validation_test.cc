@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::kubesim {

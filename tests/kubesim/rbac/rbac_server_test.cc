@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "tests/kubesim/api_tests/test_client.h"
 #include "tests/kubesim/rbac/rbac.h"
 #include "tests/kubesim/rbac/rbac_test_objects.h"

@@ -11,11 +11,11 @@
 #include <fstream>
 
 #include "agent/features/certs/certs_renewal.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
 #include "kube/resource.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
 #include "pki/probe.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/features/certs/kubeadm_pki.h"

@@ -16,9 +16,9 @@
 
 #include "agent/policy/disruption_lease.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
-#include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/kubeconfig.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/features/certs/kubeadm_pki.h"
 #include "tests/kubesim/server/server.h"

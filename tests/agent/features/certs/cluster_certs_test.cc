@@ -13,12 +13,12 @@
 #include <fstream>
 #include <map>
 
-#include "base/process.h"
+#include "base/os/process.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
-#include "kube/kubeconfig.h"
 #include "kube/resource.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/kubeconfig.h"
 #include "pki/certificate.h"
 #include "pki/renew.h"
 #include "tests/agent/cli_support.h"

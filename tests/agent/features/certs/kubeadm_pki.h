@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "pki/certificate.h"
 
 namespace ekco::agent::testing {

@@ -12,9 +12,9 @@
 
 #include "agent/features/clear/clear_nodes.h"
 #include "base/clock.h"
-#include "base/log.h"
-#include "kube/objects.h"
-#include "kube/timestamp.h"
+#include "base/log/log.h"
+#include "kube/decode/objects.h"
+#include "kube/decode/timestamp.h"
 #include "tests/fakes/fake_kube.h"
 
 namespace ekco::agent {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "kube/objects.h"
-#include "kube/records.h"
+#include "kube/decode/objects.h"
+#include "kube/decode/records.h"
 #include "pki/certificate.h"
 #include "tests/fakes/fake_kube.h"
 #include "tests/pki/csr_support.h"

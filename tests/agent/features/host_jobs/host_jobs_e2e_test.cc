@@ -26,7 +26,7 @@
 #include "agent/features/host_jobs/job_cmd.h"
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
-#include "base/process.h"
+#include "base/os/process.h"
 #include "base/utf8.h"
 #include "tests/agent/process_support.h"
 #include "tests/kubesim/server/server.h"

@@ -22,10 +22,10 @@
 
 #include "agent/serve/health_server.h"
 #include "base/clock.h"
-#include "kube/cancel_token.h"
-#include "kube/curl_transport.h"
 #include "kube/resource.h"
 #include "kube/rest_client.h"
+#include "kube/transport/cancel_token.h"
+#include "kube/transport/curl_transport.h"
 #include "tests/agent/process_support.h"
 #include "tests/kubesim/server/server.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kube/timestamp.h"
+#include "kube/decode/timestamp.h"
 
 namespace ekco::agent {
 namespace {

@@ -7,8 +7,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/clock.h"
-#include "kube/curl_transport.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
 #include "tests/agent/cli_support.h"
 #include "tests/kubesim/server/server.h"
 

@@ -12,8 +12,8 @@
 #include "agent/policy/node_health.h"
 #include "base/clock.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
 #include "tests/agent/cli_support.h"
 #include "tests/kubesim/server/server.h"
 

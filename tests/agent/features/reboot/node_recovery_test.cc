@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
-#include "kube/objects.h"
-#include "kube/timestamp.h"
+#include "kube/decode/objects.h"
+#include "kube/decode/timestamp.h"
 #include "tests/fakes/fake_kube.h"
 
 namespace ekco::agent {

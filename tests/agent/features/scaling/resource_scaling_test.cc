@@ -14,9 +14,9 @@
 
 #include "base/clock.h"
 #include "hostfs/local_host_fs.h"
-#include "kube/curl_transport.h"
-#include "kube/kubeconfig.h"
 #include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/kubeconfig.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
 #include "tests/agent/sa_client.h"

@@ -26,8 +26,8 @@
 
 #include "agent/maintenance/maintenance.h"
 #include "base/clock.h"
-#include "base/log.h"
-#include "base/process.h"
+#include "base/log/log.h"
+#include "base/os/process.h"
 #include "hostfs/local_host_fs.h"
 #include "tests/agent/cli_support.h"
 #include "tests/kubesim/server/server.h"

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kube/kubeconfig.h"
+#include "kube/transport/kubeconfig.h"
 
 namespace ekco::agent::admission {
 namespace {

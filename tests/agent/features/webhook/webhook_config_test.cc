@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/features/webhook/webhook_objects.h"
-#include "kube/kubeconfig.h"
+#include "kube/transport/kubeconfig.h"
 #include "pki/issue.h"
 #include "tests/fakes/fake_kube.h"
 

@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/features/webhook/image_overrides.h"
-#include "kube/kubeconfig.h"
+#include "kube/transport/kubeconfig.h"
 #include "pki/issue.h"
 #include "tests/agent/serve/tls_client.h"
 
