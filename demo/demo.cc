@@ -20,6 +20,7 @@
 // `ekco status`, and the API calls it made. Every
 // process it started is stopped and the work directory removed on every exit path (also Ctrl-C).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -394,12 +395,6 @@ class Demo {
     return out;
   }
 
-  static std::string joined(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
-    return out;
-  }
-
   void waitForBackends(const std::vector<std::string>& want, const std::string& verb) {
     std::set<std::string> done;
     const auto deadline = Steady::now() + seconds(20);
@@ -409,7 +404,7 @@ class Demo {
         if (backends(a) == want) {
           done.insert(a.node);
           say(a.node + ": /etc/haproxy/haproxy.cfg " + verb + ", " + std::to_string(want.size()) +
-              " backends: " + joined(want) +
+              " backends: " + fmt::format("{}", fmt::join(want, " ")) +
               (fs::exists(a.root / "etc/kubernetes/manifests/haproxy.yaml")
                    ? "; static pod /etc/kubernetes/manifests/haproxy.yaml"
                    : ""));
@@ -419,8 +414,8 @@ class Demo {
     }
     for (const auto& a : agents_) {
       if (!done.contains(a.node) && !dead_.contains(a.node)) {
-        problem(a.node + ": haproxy.cfg does not list " + joined(want) + " (it lists " +
-                joined(backends(a)) + ")");
+        problem(a.node + ": haproxy.cfg does not list " + fmt::format("{}", fmt::join(want, " ")) +
+                " (it lists " + fmt::format("{}", fmt::join(backends(a), " ")) + ")");
       }
     }
   }

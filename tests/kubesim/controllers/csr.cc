@@ -1,5 +1,7 @@
 #include "tests/kubesim/controllers/csr.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/bn.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -651,14 +653,13 @@ Result<std::string> sign(const json& csr, const Pki& pki, Clock::time_point now)
     if (auto k = kKeyUsage.find(u); k != kKeyUsage.end()) ku.insert(k->second);
     if (auto e = kExtUsage.find(u); e != kExtUsage.end()) eku.insert(e->second);
   }
-  auto joined = [](const std::set<std::string>& items) {
-    std::string out;
-    for (const std::string& i : items) out += (out.empty() ? "" : ",") + i;
-    return out;
-  };
   bool ok = addExt(cert.get(), ca.get(), NID_basic_constraints, "critical,CA:FALSE");
-  if (!ku.empty()) ok = ok && addExt(cert.get(), ca.get(), NID_key_usage, "critical," + joined(ku));
-  if (!eku.empty()) ok = ok && addExt(cert.get(), ca.get(), NID_ext_key_usage, joined(eku));
+  if (!ku.empty())
+    ok = ok && addExt(cert.get(), ca.get(), NID_key_usage,
+                      fmt::format("critical,{}", fmt::join(ku, ",")));
+  if (!eku.empty())
+    ok = ok &&
+         addExt(cert.get(), ca.get(), NID_ext_key_usage, fmt::format("{}", fmt::join(eku, ",")));
   ok = ok && addExt(cert.get(), ca.get(), NID_authority_key_identifier, "keyid");
   ExtsPtr exts(X509_REQ_get_extensions(req->get()));
   for (int i = 0; exts && i < sk_X509_EXTENSION_num(exts.get()); ++i) {

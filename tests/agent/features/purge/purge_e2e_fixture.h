@@ -8,6 +8,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -112,12 +115,6 @@ inline std::vector<json> clusterObjects() {
   objects.push_back(kubesim::runningPodObject("rook-ceph", "rook-ceph-tools-6b4f", "cp-1",
                                               {{"app", "rook-ceph-tools"}}));
   return objects;
-}
-
-inline std::string joined(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
-  return out;
 }
 
 class PurgeE2eTest : public ::testing::Test {
@@ -229,7 +226,7 @@ class PurgeE2eTest : public ::testing::Test {
   std::vector<std::string> cephChanges() {
     std::vector<std::string> out;
     for (const auto& e : server_->execLog()) {
-      const std::string c = joined(e.command);
+      const std::string c = fmt::format("{}", fmt::join(e.command, " "));
       bool query = false;
       for (const char* q :
            {"ceph osd tree", "ceph osd pool ls", "ceph osd pool get", "ceph osd safe-to-destroy"}) {
@@ -243,7 +240,7 @@ class PurgeE2eTest : public ::testing::Test {
   std::map<std::string, int> execCounts(std::string* pods = nullptr) {
     std::map<std::string, int> counts;
     for (const auto& e : server_->execLog()) {
-      ++counts[joined(e.command)];
+      ++counts[fmt::format("{}", fmt::join(e.command, " "))];
       if (pods != nullptr) *pods += e.ns + "/" + e.pod + " ";
     }
     return counts;

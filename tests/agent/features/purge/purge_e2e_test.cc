@@ -28,7 +28,6 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
-using testing::joined;
 using testing::kClusterStatus;
 using testing::kDead;
 using testing::kServiceAccount;
@@ -353,7 +352,7 @@ TEST_F(PurgeE2eTest, AnInterruptedPurgeIsResumedWithoutRepeatingDamage) {
   std::cerr << "[resume] " << attempts << " attempt(s):\n";
   for (const auto& a : resumed->actions) std::cerr << "  " << a << "\n";
   EXPECT_TRUE(resumed->node_deleted);
-  EXPECT_TRUE(resumed->warnings.empty()) << joined(resumed->warnings);
+  EXPECT_TRUE(resumed->warnings.empty()) << fmt::format("{}", fmt::join(resumed->warnings, "; "));
   EXPECT_FALSE(server_->get("nodes", "", "cp-3"));
   EXPECT_EQ(etcdMemberLines(), 2);
   EXPECT_THAT(memberList(1), Not(HasSubstr("cp-3")));
