@@ -298,6 +298,61 @@ spec:
                                        "spec.template.metadata.labels: Invalid value"));
 }
 
+// Issue 39: a Lease's duration and a Node's taint effect are validated as kube-apiserver does
+// (422 naming the field), on create and on update.
+TEST_F(KubectlValidationTest, LeaseDurationsAndTaintEffectsAreValidated) {
+  auto r = kubectl({"create", "-f", file("lease0.yaml", R"(apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: l0, namespace: default}
+spec: {holderIdentity: a, leaseDurationSeconds: 0}
+)")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data,
+              HasSubstr("The Lease \"l0\" is invalid: spec.leaseDurationSeconds: Invalid value: "
+                        "0: must be greater than 0"));
+  r = kubectl({"create", "-f", file("lease.yaml", R"(apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: l1, namespace: default}
+spec: {holderIdentity: a, leaseDurationSeconds: 15, leaseTransitions: 0}
+)")});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  r = kubectl(
+      {"patch", "lease", "l1", "--type=merge", "-p", R"({"spec":{"leaseTransitions":-1}})"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data, HasSubstr("spec.leaseTransitions: Invalid value: -1: must be greater "
+                                       "than or equal to 0"));
+
+  r = kubectl({"create", "-f", file("node.yaml", R"(apiVersion: v1
+kind: Node
+metadata: {name: n1}
+spec:
+  taints: [{key: example.com/maintenance, value: "yes", effect: Sometimes}]
+)")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data,
+              HasSubstr("The Node \"n1\" is invalid: spec.taints[0].effect: Unsupported value: "
+                        "\"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", "
+                        "\"NoExecute\""));
+  r = kubectl({"create", "-f", file("node-ok.yaml", R"(apiVersion: v1
+kind: Node
+metadata: {name: n2}
+spec:
+  taints: [{key: example.com/maintenance, value: "yes", effect: NoSchedule}]
+)")});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  // A patch meets the same check: an empty effect, a key that is not a qualified name.
+  r = kubectl({"patch", "node", "n2", "--type=json", "-p",
+               R"([{"op":"add","path":"/spec/taints/-","value":{"key":"a","effect":""}}])"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data, HasSubstr("spec.taints[1].effect: Required value"));
+  r = kubectl(
+      {"patch", "node", "n2", "--type=json", "-p",
+       R"([{"op":"add","path":"/spec/taints/-","value":{"key":"-bad-","effect":"NoExecute"}}])"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data, HasSubstr("spec.taints[1].key: Invalid value: \"-bad-\""));
+  EXPECT_EQ(getJson({"node", "n2"})["spec"]["taints"].size(), 1U);
+}
+
 TEST_F(KubectlValidationTest, SecretsFoldStringDataAndCheckTheirType) {
   auto r = kubectl({"create", "-f", file("secret.yaml", R"(apiVersion: v1
 kind: Secret

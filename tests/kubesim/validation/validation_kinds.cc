@@ -2,7 +2,8 @@
 // (pkg/apis/core/validation, pkg/apis/apps/validation): Pod create and update (the spec is
 // immutable but for images, activeDeadlineSeconds, added tolerations and a negative grace
 // period set to 1), ConfigMap and Secret (keys, size, Secret types, `immutable`), Service and
-// Deployment basics.
+// Deployment basics, a Node's taints (pkg/apis/core/validation validateNodeTaints) and a Lease's
+// spec (pkg/apis/coordination/validation ValidateLeaseSpec).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -326,6 +327,56 @@ void validateDeployment(const json& d, std::vector<FieldError>& errs) {
   validatePodSpec(field(field(spec, "template"), "spec"), "spec.template.spec", false, errs);
 }
 
+// validateNodeTaints: each taint's key a qualified name, its value a label value, its effect one
+// kube-apiserver knows (required). (Duplicate key/effect pairs are not checked here.)
+void validateNodeTaints(const json& node, std::vector<FieldError>& errs) {
+  const json& taints = field(field(node, "spec"), "taints");
+  if (!taints.is_array()) return;
+  static const std::vector<std::string> kEffects = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
+  for (std::size_t i = 0; i < taints.size(); ++i) {
+    const std::string path = index("spec.taints", i);
+    const json& key = field(taints[i], "key");
+    const std::string k = key.is_string() ? key.get<std::string>() : "";
+    for (const std::string& msg : qualifiedName(k)) {
+      errs.push_back(invalidValue(path + ".key", k, msg));
+    }
+    const json& value = field(taints[i], "value");
+    if (value.is_string()) {
+      std::string joined_errors;
+      for (const std::string& msg : labelValue(value.get<std::string>())) {
+        joined_errors += (joined_errors.empty() ? "" : ";") + msg;
+      }
+      if (!joined_errors.empty())
+        errs.push_back(invalidValue(path + ".value", value, joined_errors));
+    }
+    const json& effect = field(taints[i], "effect");
+    const std::string e = effect.is_string() ? effect.get<std::string>() : "";
+    if (e.empty()) {
+      errs.push_back(requiredValue(path + ".effect"));
+    } else if (std::find(kEffects.begin(), kEffects.end(), e) == kEffects.end()) {
+      errs.push_back(notSupported(path + ".effect", e, kEffects));
+    }
+  }
+}
+
+// ValidateLeaseSpec: a duration, when set, above 0; the transitions, when set, not negative.
+void validateLeaseSpec(const json& lease, std::vector<FieldError>& errs) {
+  const json& spec = field(lease, "spec");
+  const json& duration = field(spec, "leaseDurationSeconds");
+  if (duration.is_number_integer() && duration.get<std::int64_t>() <= 0) {
+    errs.push_back(invalidValue("spec.leaseDurationSeconds", duration, "must be greater than 0"));
+  }
+  const json& transitions = field(spec, "leaseTransitions");
+  if (transitions.is_number_integer() && transitions.get<std::int64_t>() < 0) {
+    errs.push_back(
+        invalidValue("spec.leaseTransitions", transitions, "must be greater than or equal to 0"));
+  }
+}
+
+bool isLease(const ResourceInfo& r) {
+  return r.group == "coordination.k8s.io" && r.plural == "leases";
+}
+
 bool isWorkload(const ResourceInfo& r) {
   return r.group == "apps" && (r.plural == "deployments" || r.plural == "replicasets" ||
                                r.plural == "statefulsets" || r.plural == "daemonsets");
@@ -345,6 +396,10 @@ std::vector<FieldError> kindCreateErrors(const ResourceInfo& r, const json& obje
     validateService(object, errs);
   } else if (isWorkload(r)) {
     validateDeployment(object, errs);
+  } else if (isCore(r, "nodes")) {
+    validateNodeTaints(object, errs);
+  } else if (isLease(r)) {
+    validateLeaseSpec(object, errs);
   }
   return errs;
 }
@@ -366,6 +421,10 @@ std::vector<FieldError> kindUpdateErrors(const ResourceInfo& r, const json& next
     validateService(next, errs);
   } else if (isWorkload(r)) {
     validateDeployment(next, errs);
+  } else if (isCore(r, "nodes")) {
+    validateNodeTaints(next, errs);
+  } else if (isLease(r)) {
+    validateLeaseSpec(next, errs);
   }
   return errs;
 }
