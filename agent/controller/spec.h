@@ -60,20 +60,17 @@ struct ControllerDeps {
   // A failed API call off the reconcile path (an Event not recorded): logged once per minute.
   std::function<void(std::string_view what, const std::string& message)> report{};
 
-  // Records an Event through `client`; a failure goes to `report` (an Event is never worth
-  // failing a reconcile for). For a controller's options' record_event.
-  std::function<void(const kube::EventSpec&)> eventRecorder() const {
-    return [client = &client, report = report](const kube::EventSpec& event) {
-      auto recorded = client->recordEvent(event);
-      if (!recorded && report) report("event", recorded.error().message());
-    };
-  }
-
   // A controller's dry run, fencing, Event recorder and action counter (its options' effects).
+  // Events go through `client`; a failure goes to `report` (an Event is never worth failing a
+  // reconcile for).
   Effects effects() const {
     return {.dry_run = dry_run,
             .is_leader_fresh = is_leader_fresh,
-            .record_event = eventRecorder(),
+            .record_event =
+                [client = &client, report = report](const kube::EventSpec& event) {
+                  auto recorded = client->recordEvent(event);
+                  if (!recorded && report) report("event", recorded.error().message());
+                },
             .count_action = count_action};
   }
 };

@@ -8,6 +8,15 @@
 
 namespace ekco::agent {
 
+void addHostCommandFlags(CLI::App* app, std::string& config, std::string& kubeconfig,
+                         std::string& host_root, const std::string& config_help) {
+  app->add_option("--config", config, config_help);
+  app->add_option("--kubeconfig", kubeconfig,
+                  "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
+                  "/etc/kubernetes/admin.conf)");
+  app->add_option("--host-root", host_root, "Where the host's / is (default /)");
+}
+
 void addConfigFlags(CLI::App* app, FlagValues& values) {
   for (const KeyInfo& k : configKeys()) {
     if (k.key == "log_level") continue;  // a global flag of the root command

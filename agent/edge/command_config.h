@@ -28,6 +28,10 @@ using FlagValues = std::map<std::string, std::string>;
 // an alias (`--min-ready-master-nodes` and `--min_ready_master_nodes`). Values are kept as text
 // and go through ConfigLoader::setFlag, so flags are typed and checked exactly like the file.
 void addConfigFlags(CLI::App* app, FlagValues& values);
+// --config (`config_help` says what the command reads from it), --kubeconfig and --host-root: the
+// flags of a command that acts on this host with the cluster's credentials (hostCommandConfig).
+void addHostCommandFlags(CLI::App* app, std::string& config, std::string& kubeconfig,
+                         std::string& host_root, const std::string& config_help);
 // The flags given on the command line, into the loader.
 void applyConfigFlags(const CLI::App* app, const FlagValues& values, ConfigLoader& loader);
 

@@ -104,12 +104,9 @@ class MaintenanceCommands final : public Command {
         m->add_subcommand("status", "Print whether maintenance mode is on, why and until when");
     status->add_flag("--json", args_.json, "Print it as JSON");
     for (CLI::App* sub : {on, off, status}) {
-      sub->add_option("--config", config_,
-                      "Config file, for leader_election_namespace (default /etc/ekco/config.yaml)");
-      sub->add_option("--kubeconfig", args_.kubeconfig,
-                      "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
-                      "/etc/kubernetes/admin.conf)");
-      sub->add_option("--host-root", args_.host_root, "Where the host's / is (default /)");
+      addHostCommandFlags(
+          sub, config_, args_.kubeconfig, args_.host_root,
+          "Config file, for leader_election_namespace (default /etc/ekco/config.yaml)");
       sub->callback([this, sub] { args_.action = sub->get_name(); });
     }
   }

@@ -224,11 +224,8 @@ class JobCommands final : public Command {
     status->add_option("NAME", args_.name, "The HostJob")->required();
     status->add_flag("--json", args_.json, "Print the HostJob's status as JSON");
     for (CLI::App* sub : {run, status}) {
-      sub->add_option("--config", config_, "Config file (default /etc/ekco/config.yaml)");
-      sub->add_option("--kubeconfig", args_.kubeconfig,
-                      "kubeconfig (default: KUBECONFIG, in-cluster, then the host's "
-                      "/etc/kubernetes/admin.conf)");
-      sub->add_option("--host-root", args_.host_root, "Where the host's / is (default /)");
+      addHostCommandFlags(sub, config_, args_.kubeconfig, args_.host_root,
+                          "Config file (default /etc/ekco/config.yaml)");
       sub->callback([this, sub] { args_.action = sub->get_name(); });
     }
   }
