@@ -1,6 +1,6 @@
 // A process-wide bound on the bytes the agent buffers for data it does not control: response
 // bodies being collected and watch lines waiting for their newline (issue 34, Medium 8). Each
-// request has its own bound (kube/transport/curl_transport.h, kube/watch/watch.h), but a server
+// request has its own bound (kube/transport/curl_transport.h, kube/watch.h), but a server
 // that streams endless lines to every watch at once fills each of them: a dozen informers times a
 // 16 MiB line took the agent past its 256Mi container limit. The budget bounds the sum: a buffer
 // that would pass it is refused (its request fails and is retried later), so what the agent holds

@@ -18,7 +18,7 @@
 #include "base/result.h"
 #include "kube/resource.h"
 #include "kube/transport/cancel_token.h"
-#include "kube/watch/watch.h"
+#include "kube/watch.h"
 
 namespace ekco::kube {
 
@@ -120,7 +120,7 @@ class KubeClient {
                                            CancelToken* cancel = nullptr) = 0;
 
   // list() as the JSON text the server sent, undecoded: the informers read it with simdjson
-  // (kube/decode/list_decode.h) instead of building a DOM. The default serialises list()'s answer.
+  // (kube/watch/list_decode.h) instead of building a DOM. The default serialises list()'s answer.
   [[nodiscard]] virtual base::Result<std::string> listText(const Resource& resource,
                                                            std::string_view ns,
                                                            const ListOptions& options = {});

@@ -29,7 +29,7 @@ struct RestClientOptions {
 
 // What one call may receive (HttpRequest::max_body_bytes): one object or Status (etcd bounds an
 // object at ~1.5 MiB), a page of a paged list (the informers ask for 500 objects of a few KiB to
-// ~60 KiB each), an unpaged list; one line of a watch has its own (kube/watch/watch.h). All of them
+// ~60 KiB each), an unpaged list; one line of a watch has its own (kube/watch.h). All of them
 // together are bounded by the transport's budget (base/memory_budget.h).
 inline constexpr std::size_t kMaxObjectResponseBytes = std::size_t{16} << 20;
 inline constexpr std::size_t kMaxListPageBytes = std::size_t{32} << 20;

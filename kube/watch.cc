@@ -1,4 +1,4 @@
-#include "kube/watch/watch.h"
+#include "kube/watch.h"
 
 #include <fmt/format.h>
 

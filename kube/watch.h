@@ -78,7 +78,7 @@ class WatchDecoder {
   base::Status finish(const WatchHandler& handler, bool& keep_going);
 
   // The same, handing each line's text to `on_line` undecoded (the informer decodes it with
-  // simdjson, kube/decode/list_decode.h).
+  // simdjson, kube/watch/list_decode.h).
   base::Status feedLines(std::string_view chunk, const WatchLineHandler& on_line, bool& keep_going);
   base::Status finishLines(const WatchLineHandler& on_line, bool& keep_going);
 

@@ -1,4 +1,4 @@
-// JSON text handed to the simdjson decoders (kube/decode/list_decode.h,
+// JSON text handed to the simdjson decoders (kube/watch/list_decode.h,
 // kube/decode/record_decode.cc) without a copy. simdjson reads whole SIMD blocks and may read up to
 // kJsonPadding bytes past the end of the text, so every JsonText promises that many readable bytes
 // after it (the rest of a list page, or a buffer reserved that much larger). Only the pointer is

@@ -10,12 +10,28 @@
 #include <optional>
 
 #include "base/strings.h"
-#include "kube/decode/list_decode.h"
 #include "kube/decode/records.h"
 #include "kube/decode/simdjson_support.h"
 #include "kube/decode/timestamp.h"
 
 namespace ekco::kube {
+
+namespace simd {
+
+namespace {
+thread_local std::unique_ptr<ondemand::parser> t_item_parser;
+}  // namespace
+
+ondemand::parser& itemParser() {
+  if (!t_item_parser) t_item_parser = std::make_unique<ondemand::parser>();
+  return *t_item_parser;
+}
+
+void trimItemParser() {
+  if (t_item_parser && t_item_parser->capacity() > kKeptItemCapacity) t_item_parser.reset();
+}
+
+}  // namespace simd
 
 namespace {
 
@@ -502,6 +518,43 @@ base::Result<PodRecord> decodePod(JsonText text, ObjectMeta& meta) {
     });
     return r;
   });
+}
+
+bool decodeMeta(JsonText object, ObjectMeta& meta) {
+  meta = {};
+  ondemand::document doc;
+  ondemand::object top;
+  if (simd::iterate(simd::itemParser(), object).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(top) != simdjson::SUCCESS) {
+    return false;
+  }
+  for (auto field : top) {
+    std::string_view key;
+    ondemand::value value;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS ||
+        field.value().get(value) != simdjson::SUCCESS) {
+      return false;
+    }
+    if (key != "metadata") continue;
+    meta = {};
+    ondemand::object m;
+    if (value.get_object().get(m) != simdjson::SUCCESS) continue;
+    for (auto f : m) {
+      std::string_view k;
+      ondemand::value v;
+      if (f.unescaped_key().get(k) != simdjson::SUCCESS || f.value().get(v) != simdjson::SUCCESS) {
+        return false;
+      }
+      if (k == "name") {
+        if (!simd::stringOrEmpty(v, meta.name)) return false;
+      } else if (k == "namespace") {
+        if (!simd::stringOrEmpty(v, meta.ns)) return false;
+      } else if (k == "resourceVersion") {
+        if (!simd::stringOrEmpty(v, meta.resource_version)) return false;
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace ekco::kube

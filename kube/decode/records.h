@@ -131,6 +131,10 @@ base::Result<PodRecord> projectPod(const nlohmann::json& object);
 // DOM (kube/decode/record_decode.cc). The same records and errors as projectNode / projectPod;
 // `meta` gets metadata.name/.namespace/.resourceVersion, also when the object is rejected. An
 // object without metadata.name is "object without metadata.name" (objectKey's error).
+// metadata.name, .namespace and .resourceVersion of an object's text (each "" when absent or
+// not a string); false when the text is not a JSON object.
+bool decodeMeta(JsonText object, ObjectMeta& meta);
+
 base::Result<NodeRecord> decodeNode(JsonText object, ObjectMeta& meta);
 base::Result<PodRecord> decodePod(JsonText object, ObjectMeta& meta);
 

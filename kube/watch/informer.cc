@@ -4,6 +4,7 @@
 
 #include "base/os/heap.h"
 #include "kube/decode/json_depth.h"
+#include "kube/decode/records.h"
 
 namespace ekco::kube {
 

@@ -26,7 +26,7 @@
 //      hammered.
 //
 // Lists and watch events are read from the server's JSON text with simdjson
-// (kube/decode/list_decode.h), never as a whole DOM: a record type with a text decoder (decodeNode,
+// (kube/watch/list_decode.h), never as a whole DOM: a record type with a text decoder (decodeNode,
 // decodePod) is decoded straight from each object's text; any other (a Projection over
 // nlohmann::json) gets each object parsed on its own, which is fine for the small ones that use it.
 // The page's text and the parsers' buffers are freed when a list ends.
@@ -61,9 +61,9 @@
 #include "base/result.h"
 #include "kube/client.h"
 #include "kube/decode/json_text.h"
-#include "kube/decode/list_decode.h"
 #include "kube/resource.h"
 #include "kube/transport/cancel_token.h"
+#include "kube/watch/list_decode.h"
 
 namespace ekco::kube {
 

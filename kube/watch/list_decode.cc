@@ -1,4 +1,4 @@
-#include "kube/decode/list_decode.h"
+#include "kube/watch/list_decode.h"
 
 #include "kube/decode/json_fields.h"
 #include "kube/decode/simdjson_support.h"
@@ -8,27 +8,6 @@ namespace ekco::kube {
 using base::Error;
 using base::ErrorCode;
 namespace ondemand = simd::ondemand;
-
-namespace simd {
-
-// Objects up to this size keep the parser's buffers between calls; a larger one (rare: etcd
-// bounds an object at ~1.5 MiB) frees them afterwards, so one big object leaves no big buffer.
-constexpr std::size_t kKeptItemCapacity = std::size_t{256} << 10;
-
-namespace {
-thread_local std::unique_ptr<ondemand::parser> t_item_parser;
-}  // namespace
-
-ondemand::parser& itemParser() {
-  if (!t_item_parser) t_item_parser = std::make_unique<ondemand::parser>();
-  return *t_item_parser;
-}
-
-void trimItemParser() {
-  if (t_item_parser && t_item_parser->capacity() > kKeptItemCapacity) t_item_parser.reset();
-}
-
-}  // namespace simd
 
 struct JsonDecoder::Impl {
   std::unique_ptr<ondemand::parser> page;
@@ -43,23 +22,6 @@ void JsonDecoder::release() {
   impl_->line.reset();
   simd::trimItemParser();
 }
-
-namespace {
-
-// A string member's value into `out`; anything else leaves it empty (a List's metadata holds
-// nothing else ekco reads). False when the value is not valid JSON.
-bool stringOrEmpty(ondemand::value& value, std::string& out) {
-  out.clear();
-  ondemand::json_type type;
-  if (value.type().get(type) != simdjson::SUCCESS) return false;
-  if (type != ondemand::json_type::string) return true;
-  std::string_view text;
-  if (value.get_string().get(text) != simdjson::SUCCESS) return false;
-  out.assign(text);
-  return true;
-}
-
-}  // namespace
 
 base::Result<ListPage> JsonDecoder::listPage(JsonText page, std::string_view op) {
   auto not_json = [&] {
@@ -116,9 +78,9 @@ base::Result<ListPage> JsonDecoder::listPage(JsonText page, std::string_view op)
           return not_json();
         }
         if (mkey == "resourceVersion") {
-          if (!stringOrEmpty(mvalue, out.resource_version)) return not_json();
+          if (!simd::stringOrEmpty(mvalue, out.resource_version)) return not_json();
         } else if (mkey == "continue") {
-          if (!stringOrEmpty(mvalue, out.continue_token)) return not_json();
+          if (!simd::stringOrEmpty(mvalue, out.continue_token)) return not_json();
         }
       }
     } else if (key == "items") {
@@ -212,43 +174,6 @@ base::Result<WatchLine> JsonDecoder::watchLine(JsonText line, std::string_view o
   if (!event) return std::move(event).error();
   scratch = jsonDump(event->object);
   return WatchLine{.type = event->type, .object = padded(scratch)};
-}
-
-bool decodeMeta(JsonText object, ObjectMeta& meta) {
-  meta = {};
-  ondemand::document doc;
-  ondemand::object top;
-  if (simd::iterate(simd::itemParser(), object).get(doc) != simdjson::SUCCESS ||
-      doc.get_object().get(top) != simdjson::SUCCESS) {
-    return false;
-  }
-  for (auto field : top) {
-    std::string_view key;
-    ondemand::value value;
-    if (field.unescaped_key().get(key) != simdjson::SUCCESS ||
-        field.value().get(value) != simdjson::SUCCESS) {
-      return false;
-    }
-    if (key != "metadata") continue;
-    meta = {};
-    ondemand::object m;
-    if (value.get_object().get(m) != simdjson::SUCCESS) continue;
-    for (auto f : m) {
-      std::string_view k;
-      ondemand::value v;
-      if (f.unescaped_key().get(k) != simdjson::SUCCESS || f.value().get(v) != simdjson::SUCCESS) {
-        return false;
-      }
-      if (k == "name") {
-        if (!stringOrEmpty(v, meta.name)) return false;
-      } else if (k == "namespace") {
-        if (!stringOrEmpty(v, meta.ns)) return false;
-      } else if (k == "resourceVersion") {
-        if (!stringOrEmpty(v, meta.resource_version)) return false;
-      }
-    }
-  }
-  return true;
 }
 
 }  // namespace ekco::kube

@@ -6,7 +6,7 @@
 //
 // Errors are one line, kParse, with the same wording as before simdjson (the informer's tests
 // pin it): "response is not JSON", "response is not a List (no items or metadata)", and for watch
-// lines those of WatchDecoder (kube/watch/watch.h), which decodes the rare odd line (not an event,
+// lines those of WatchDecoder (kube/watch.h), which decodes the rare odd line (not an event,
 // an ERROR Status) so that both agree.
 #pragma once
 
@@ -16,7 +16,7 @@
 
 #include "base/result.h"
 #include "kube/decode/json_text.h"
-#include "kube/watch/watch.h"
+#include "kube/watch.h"
 
 namespace ekco::kube {
 
@@ -53,9 +53,5 @@ class JsonDecoder {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// metadata.name, .namespace and .resourceVersion of an object's text (each "" when absent or
-// not a string); false when the text is not a JSON object.
-bool decodeMeta(JsonText object, ObjectMeta& meta);
 
 }  // namespace ekco::kube

@@ -1,4 +1,4 @@
-// The informers' simdjson path (kube/decode/list_decode.h; decodeNode / decodePod in
+// The informers' simdjson path (kube/watch/list_decode.h; decodeNode / decodePod in
 // kube/decode/records.h): the input is read as one list page and as a watch stream split into lines
 // (as RestClient splits it), and every object found is decoded into both records.
 //
@@ -13,10 +13,10 @@
 #include <string>
 
 #include "kube/decode/json_depth.h"
-#include "kube/decode/list_decode.h"
 #include "kube/decode/records.h"
+#include "kube/watch.h"
 #include "kube/watch/informer.h"
-#include "kube/watch/watch.h"
+#include "kube/watch/list_decode.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

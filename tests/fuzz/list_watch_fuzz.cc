@@ -1,4 +1,4 @@
-// The list/watch JSON the informers read (kube/watch/watch.h, kube/decode/records.h,
+// The list/watch JSON the informers read (kube/watch.h, kube/decode/records.h,
 // kube/decode/objects.h): the input is a watch stream (newline-delimited {"type","object"} events)
 // as WatchDecoder reads it, and the same bytes are also read as one list page ({"items":[...]}) the
 // way the informer reads a list. Every object (event or item) goes through what the informer does
@@ -21,8 +21,8 @@
 #include "kube/decode/json_depth.h"
 #include "kube/decode/objects.h"
 #include "kube/decode/records.h"
+#include "kube/watch.h"
 #include "kube/watch/informer.h"
-#include "kube/watch/watch.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// The informers' simdjson decoders (kube/decode/list_decode.h, decodeNode/decodePod in
+// The informers' simdjson decoders (kube/watch/list_decode.h, decodeNode/decodePod in
 // kube/decode/records.h): the same records and the same errors as the DOM projections, and
 // malformed input (truncated, wrong-typed, deeply nested) is a one-line error for that page, line
 // or object, never a crash.
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kube/decode/list_decode.h"
 #include "kube/decode/records.h"
+#include "kube/watch/list_decode.h"
 
 namespace ekco::kube {
 namespace {

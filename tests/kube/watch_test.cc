@@ -1,4 +1,4 @@
-#include "kube/watch/watch.h"
+#include "kube/watch.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -383,7 +383,7 @@ TEST_F(FaultMatrixTest, NoWrongActionTruthfulReadinessRecoveryAndBoundedRateUnde
       {.fault = {.mode = FaultMode::k500, .rate = 0.5}, .hold = seconds(14)},
       {.fault = {.mode = FaultMode::k500, .rate = 1.0}, .api = Api::kUnusable},
       {.fault = {.mode = FaultMode::kTruncate}, .api = Api::kUnusable},
-      // A watch is given up after 8 MiB without a newline (kube/watch/watch.h), or sooner when the
+      // A watch is given up after 8 MiB without a newline (kube/watch.h), or sooner when the
       // agent's buffer budget is spent, then the cache watches again: until then it looks
       // connected. Reading 8 MiB on each of an agent's watches takes ASan agents seconds here,
       // so the picture may lag longer than kStaleBound.
