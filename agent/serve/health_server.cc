@@ -1,21 +1,20 @@
 #include "agent/serve/health_server.h"
 
-#include <fcntl.h>
-#include <poll.h>
+#include "agent/serve/connection_loop.h"
+#include "agent/serve/http_parse.h"
+#include "agent/serve/listen.h"
+
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <list>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 #include <boost/asio.hpp>
@@ -27,7 +26,6 @@
 #include <boost/beast/http.hpp>
 
 #include "base/clock.h"
-#include "base/os/thread.h"
 #include "base/os/unique_fd.h"
 #include "hostfs/local_host_fs.h"
 #include "kube/decode/json_fields.h"
@@ -159,15 +157,8 @@ base::Status clearName(const SocketDir& dir, const std::string& name, bool check
 
 std::string_view pathOf(std::string_view target) { return target.substr(0, target.find('?')); }
 
-// Beast's parser errors (malformed request, header or body too large), as opposed to the
-// connection closing or failing.
-bool isParseError(const boost::system::error_code& ec) {
-  return &ec.category() == &http::make_error_code(http::error::end_of_stream).category() &&
-         ec != http::error::end_of_stream && ec != http::error::partial_message;
-}
-
-// A listening TCP socket on "IPv4:PORT" or "[IPv6]:PORT" (port 0: any free port).
-Result<base::UniqueFd> listenTcp(const std::string& address) {
+// The metrics listener on "IPv4:PORT" or "[IPv6]:PORT" (port 0: any free port).
+Result<base::UniqueFd> listenMetrics(const std::string& address) {
   const auto bad = [&address] {
     return Error(fmt::format("metrics address \"{}\": want IPv4:PORT or [IPv6]:PORT", address),
                  ErrorCode::kInvalidArgument);
@@ -184,30 +175,13 @@ Result<base::UniqueFd> listenTcp(const std::string& address) {
   if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) {
     return bad();
   }
-  const int port = std::stoi(port_text);
   boost::system::error_code ec;
-  const net::ip::address ip = net::ip::make_address(host, ec);
+  net::ip::make_address(host, ec);
+  const int port = std::stoi(port_text);
   if (ec || port > 65535) return bad();
-  const net::ip::tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
-  base::UniqueFd fd(::socket(ip.is_v6() ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return base::errnoError("socket", errno);
-  const int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd.get(), endpoint.data(), static_cast<socklen_t>(endpoint.size())) != 0) {
-    return base::errnoError("metrics_address: bind " + address, errno);
-  }
-  if (::listen(fd.get(), SOMAXCONN) != 0)
-    return base::errnoError("metrics_address: listen " + address, errno);
+  auto fd = listenTcp(host, port);
+  if (!fd) return std::move(fd).error().wrap("metrics_address");
   return fd;
-}
-
-int localPort(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
-  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-  return 0;
 }
 
 }  // namespace
@@ -219,44 +193,74 @@ class HealthServer::Impl {
 
   base::Status start();
   void stop();
-
-  HealthServerOptions options_;
-  int metrics_port_ = 0;
-
- private:
-  struct Conn {
-    int fd = -1;           // -1 once the serving thread is about to close it
-    int family = AF_UNIX;  // AF_INET/AF_INET6: from the metrics listener
-
-    base::MonoTime deadline{};  // of the current request; guarded by conns_mu_
-    bool expired = false;
-    std::atomic<bool> done{false};
-    std::thread thread{};
-  };
-
-  void acceptLoop();
-  void serve(int fd, const std::shared_ptr<Conn>& conn);
   http::response<http::string_body> answer(const http::request<http::string_body>& req,
                                            bool metrics_only) const;
 
-  base::SystemClock clock_;
+  HealthServerOptions options_;
+  int metrics_port_ = 0;
   net::io_context ioc_;  // never run: the sockets only do blocking I/O
-  base::UniqueFd listen_fd_;
-  base::UniqueFd metrics_fd_;  // the TCP listener, when metrics_address is set
-  base::UniqueFd wake_read_;
-  base::UniqueFd wake_write_;
+
+ private:
+  base::SystemClock clock_;
   SocketDir dir_;     // the socket's directory (set by start())
   std::string name_;  // the socket's name in it
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;
-  std::thread accept_thread_;
-  std::atomic<bool> stopping_{false};
   std::mutex stop_mu_;
   bool stopped_ = false;
-  bool started_ = false;
-  std::mutex conns_mu_;
-  std::list<std::shared_ptr<Conn>> conns_;
+  std::unique_ptr<ConnectionLoop> loop_;
 };
+
+namespace {
+
+// One connection: HTTP requests over the plain socket, answered by HealthServer::Impl::answer.
+class HealthSession final : public Session {
+ public:
+  HealthSession(const HealthServer::Impl& server, Socket socket, bool metrics_only)
+      : server_(server), socket_(std::move(socket)), metrics_only_(metrics_only) {}
+
+  Outcome serve(Context& context) override {
+    const std::chrono::milliseconds timeout = server_.options_.request_timeout;
+    boost::system::error_code ec;
+    // Requests until nothing more is buffered; then the next one is waited for in the loop.
+    do {
+      if (context.stopping()) return Outcome::kClose;
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(16 * 1024);
+      http::read(socket_, buffer_, parser, ec);
+      if (ec) {
+        // A malformed request gets a 400; a closed or timed-out connection nothing.
+        if (isHttpParseError(ec)) {
+          http::response<http::string_body> bad{http::status::bad_request, 11};
+          bad.set(http::field::server, "ekco");
+          bad.set(http::field::content_type, "text/plain; charset=utf-8");
+          bad.body() = "bad request\n";
+          bad.keep_alive(false);
+          bad.prepare_payload();
+          boost::system::error_code ignored;
+          http::write(socket_, bad, ignored);
+        }
+        return Outcome::kClose;
+      }
+      const http::request<http::string_body>& req = parser.get();
+      http::response<http::string_body> res = server_.answer(req, metrics_only_);
+      res.keep_alive(req.keep_alive());
+      res.prepare_payload();
+      http::write(socket_, res, ec);
+      if (ec || !res.keep_alive()) return Outcome::kClose;
+      context.setDeadline(timeout);
+    } while (buffer_.size() > 0);
+    return Outcome::kIdle;
+  }
+
+ private:
+  const HealthServer::Impl& server_;
+  Socket socket_;  // owns the descriptor
+  bool metrics_only_;
+  beast::flat_buffer buffer_{};
+};
+
+}  // namespace
 
 base::Status HealthServer::Impl::start() {
   const std::string& path = options_.socket_path;
@@ -265,12 +269,13 @@ base::Status HealthServer::Impl::start() {
   }
   auto addr = unixAddress(path);  // what clients connect to must fit in sun_path
   EKCO_TRY(addr);
+  base::UniqueFd metrics_fd;
   if (!options_.metrics_address.empty()) {
     // First: a bad or taken address then leaves no socket file behind.
-    auto tcp = listenTcp(options_.metrics_address);
+    auto tcp = listenMetrics(options_.metrics_address);
     if (!tcp) return std::move(tcp).error();
-    metrics_fd_ = std::move(*tcp);
-    metrics_port_ = localPort(metrics_fd_.get());
+    metrics_fd = std::move(*tcp);
+    metrics_port_ = boundPort(metrics_fd.get());
   }
   auto dir = openSocketDir(options_.host_root.empty() ? "/" : options_.host_root, path, clock_);
   EKCO_TRY(dir);  // (1)
@@ -312,95 +317,37 @@ base::Status HealthServer::Impl::start() {
     socket_ino_ = st.st_ino;
   }
 
-  int pipe_fds[2] = {-1, -1};
-  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    Error e = base::errnoError("pipe", errno);
+  // The socket and the TCP listener are pools of their own (health_server.h).
+  std::vector<Listener> listeners;
+  listeners.push_back(Listener{.fd = std::move(fd),
+                               .max_connections = options_.max_connections,
+                               .workers = options_.workers});
+  if (metrics_fd.valid()) {
+    listeners.push_back(Listener{.fd = std::move(metrics_fd),
+                                 .max_connections = options_.metrics_max_connections,
+                                 .workers = options_.metrics_workers});
+  }
+  auto loop = ConnectionLoop::start(ConnectionLoopOptions{
+      .name = "health",
+      .listeners = std::move(listeners),
+      .open = [this](const Accepted& accepted) -> std::unique_ptr<Session> {
+        const bool tcp = accepted.listener != 0;
+        boost::system::error_code ec;
+        Socket socket(ioc_);
+        socket.assign(
+            net::generic::stream_protocol(tcp ? accepted.family : AF_UNIX, tcp ? IPPROTO_TCP : 0),
+            accepted.fd, ec);
+        if (ec) return nullptr;  // not adopted: the loop closes it
+        return std::make_unique<HealthSession>(*this, std::move(socket), /*metrics_only=*/tcp);
+      },
+      .first_byte_timeout = options_.request_timeout,
+      .request_timeout = options_.request_timeout});
+  if (!loop) {
     ::unlinkat(dfd, name_.c_str(), 0);
-    return e;
+    return std::move(loop).error();
   }
-  wake_read_ = base::UniqueFd(pipe_fds[0]);
-  wake_write_ = base::UniqueFd(pipe_fds[1]);
-  listen_fd_ = std::move(fd);
-  started_ = true;
-  accept_thread_ = base::startThread("health-accept", [this] { acceptLoop(); });
+  loop_ = std::move(*loop);
   return base::ok();
-}
-
-void HealthServer::Impl::acceptLoop() {
-  while (!stopping_) {
-    // Sleep until a connection arrives, the pipe is written (stop(), or a connection ended), or
-    // the earliest request deadline passes (a deadline moved later since is found unexpired and
-    // waited for again). A listener whose pool is full is not polled: new connections wait in
-    // its backlog until one of its own ends.
-    int timeout_ms = -1;
-    std::size_t open_unix = 0;
-    std::size_t open_tcp = 0;
-    {
-      std::lock_guard lock(conns_mu_);
-      const base::MonoTime now = clock_.monoNow();
-      for (const auto& c : conns_) {
-        if (c->fd < 0) continue;  // answered and closing
-        ++(c->family == AF_UNIX ? open_unix : open_tcp);
-        if (c->expired) continue;
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(c->deadline - now).count();
-        const int ms = static_cast<int>(std::clamp<long long>(left, 0, 60'000));
-        timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
-      }
-    }
-    // Each listener is polled while its own pool has room (see health_server.h).
-    const bool room_unix = open_unix < options_.max_connections;
-    const bool room_tcp = open_tcp < options_.metrics_max_connections;
-    pollfd fds[3] = {{room_unix ? listen_fd_.get() : -1, POLLIN, 0},
-                     {wake_read_.get(), POLLIN, 0},
-                     {room_tcp && metrics_fd_.valid() ? metrics_fd_.get() : -1, POLLIN, 0}};
-    const int n = ::poll(fds, 3, timeout_ms);
-    if (stopping_) break;
-    if (n < 0 && errno != EINTR) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    if (n > 0 && (fds[1].revents & POLLIN) != 0) {
-      char drain[64];
-      while (::read(wake_read_.get(), drain, sizeof(drain)) > 0) {
-      }
-    }
-    std::list<std::shared_ptr<Conn>> finished;
-    {
-      std::lock_guard lock(conns_mu_);
-      // Finished connections are joined below, outside the lock: a connection thread takes the
-      // lock on its way out, and joining under it would hold every other one up.
-      for (auto it = conns_.begin(); it != conns_.end();) {
-        auto next = std::next(it);
-        if ((*it)->done) finished.splice(finished.end(), conns_, it);
-        it = next;
-      }
-      // A connection past its deadline is shut down: its blocking read or write returns and its
-      // thread ends.
-      const base::MonoTime now = clock_.monoNow();
-      for (auto& c : conns_) {
-        if (c->fd >= 0 && !c->expired && c->deadline <= now) {
-          c->expired = true;
-          ::shutdown(c->fd, SHUT_RDWR);
-        }
-      }
-      for (const auto& [index, family] : {std::pair{0, AF_UNIX}, std::pair{2, AF_INET}}) {
-        if (n <= 0 || (fds[index].revents & POLLIN) == 0) continue;
-        sockaddr_storage peer{};
-        socklen_t peer_len = sizeof(peer);
-        const int fd =
-            ::accept4(fds[index].fd, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
-        if (fd >= 0) {
-          auto conn = std::make_shared<Conn>();
-          conn->fd = fd;
-          conn->family = family == AF_UNIX ? AF_UNIX : peer.ss_family;
-          conn->deadline = now + options_.request_timeout;
-          conn->thread = base::startThread("health-conn", [this, fd, conn] { serve(fd, conn); });
-          conns_.push_back(std::move(conn));
-        }
-      }
-    }
-    for (auto& c : finished) c->thread.join();
-  }
 }
 
 http::response<http::string_body> HealthServer::Impl::answer(
@@ -453,61 +400,11 @@ http::response<http::string_body> HealthServer::Impl::answer(
   return res;
 }
 
-void HealthServer::Impl::serve(int fd, const std::shared_ptr<Conn>& conn) {
-  boost::system::error_code ec;
-  const bool tcp = conn->family != AF_UNIX;
-  Socket socket(ioc_);
-  socket.assign(net::generic::stream_protocol(conn->family, tcp ? IPPROTO_TCP : 0), fd, ec);
-  if (ec) ::close(fd);
-  beast::flat_buffer buffer;
-  while (!ec && !stopping_) {
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(16 * 1024);
-    http::read(socket, buffer, parser, ec);
-    if (ec) {
-      // A malformed request gets a 400; a closed or timed-out connection nothing.
-      if (isParseError(ec)) {
-        http::response<http::string_body> bad{http::status::bad_request, 11};
-        bad.set(http::field::server, "ekco");
-        bad.set(http::field::content_type, "text/plain; charset=utf-8");
-        bad.body() = "bad request\n";
-        bad.keep_alive(false);
-        bad.prepare_payload();
-        boost::system::error_code ignored;
-        http::write(socket, bad, ignored);
-      }
-      break;
-    }
-    const http::request<http::string_body>& req = parser.get();
-    http::response<http::string_body> res = answer(req, tcp);
-    res.keep_alive(req.keep_alive());
-    res.prepare_payload();
-    http::write(socket, res, ec);
-    if (ec || !res.keep_alive()) break;
-    std::lock_guard lock(conns_mu_);
-    conn->deadline = clock_.monoNow() + options_.request_timeout;
-  }
-  if (socket.is_open()) socket.shutdown(Socket::shutdown_both, ec);
-  {
-    // Before the socket closes (at the end of this scope), so stop() and the accept loop never
-    // shut down an fd number that has been reused.
-    std::lock_guard lock(conns_mu_);
-    conn->fd = -1;
-  }
-  conn->done = true;
-  // Wakes the accept loop to join this thread and, at the connection limit, accept again.
-  const char byte = 'c';
-  [[maybe_unused]] const ssize_t written = ::write(wake_write_.get(), &byte, 1);
-}
-
 void HealthServer::Impl::stop() {
   std::lock_guard stop_lock(stop_mu_);
-  if (stopped_ || !started_) return;
+  if (stopped_ || !loop_) return;
   stopped_ = true;
-  stopping_ = true;
-  const char byte = 's';
-  [[maybe_unused]] const ssize_t written = ::write(wake_write_.get(), &byte, 1);
-  if (accept_thread_.joinable()) accept_thread_.join();
+  loop_->stop();
   // Remove the socket file only while it is still the one we bound: after a stale-socket
   // take-over by a newer agent, the path is its socket.
   struct stat st {};
@@ -515,21 +412,6 @@ void HealthServer::Impl::stop() {
       S_ISSOCK(st.st_mode) && st.st_dev == socket_dev_ && st.st_ino == socket_ino_) {
     ::unlinkat(dir_.fd.get(), name_.c_str(), 0);
   }
-  listen_fd_.reset();
-  metrics_fd_.reset();
-  std::list<std::shared_ptr<Conn>> conns;
-  {
-    std::lock_guard lock(conns_mu_);
-    for (auto& c : conns_) {
-      if (c->fd >= 0) ::shutdown(c->fd, SHUT_RDWR);
-    }
-    conns.swap(conns_);
-  }
-  for (auto& c : conns) {
-    if (c->thread.joinable()) c->thread.join();
-  }
-  wake_read_.reset();
-  wake_write_.reset();
 }
 
 HealthServer::HealthServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

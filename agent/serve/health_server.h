@@ -8,7 +8,7 @@
 // Any other path is 404; any other method (HEAD included) is 405 with "Allow: GET". A handler
 // that was not supplied makes its path 404; a handler that throws answers 500.
 //
-// The answers come from callbacks the agent supplies; they run on the connection's thread,
+// The answers come from callbacks the agent supplies; they run on the server's worker threads,
 // concurrently with each other, so they must be thread-safe.
 //
 // The optional TCP listener (metrics_address) answers GET /metrics only: the metrics hold no
@@ -18,13 +18,16 @@
 // Access control is the file system's: the socket is 0660 (root's, since the agent runs as root)
 // in a directory that start() creates 0750. Only root and the socket's group can connect.
 //
-// A thread serves each connection (requests are tiny and rare). The unix socket and the TCP
-// /metrics listener have separate pools: at most max_connections on the socket and
-// metrics_max_connections over TCP are served at once; further connections wait in their
-// listener's backlog until one of the same pool ends. Clients holding every /metrics slot
-// (anyone who can reach metrics_address) thus never delay the liveness probe on the socket. A
-// connection must send each request and take its answer within request_timeout, else it is
-// closed, so a silent client holds a thread (and a slot) for request_timeout at most.
+// Connections are served by the agent's one server loop (connection_loop.h): a connection
+// waiting for a request holds no thread; up to `workers` threads answer the socket's requests
+// and up to `metrics_workers` the TCP listener's (started as first needed). The unix socket
+// and the TCP /metrics listener have separate pools: at most max_connections are open on the
+// socket and metrics_max_connections over TCP; further connections wait in their listener's
+// backlog until one of the same pool ends. Clients holding every /metrics slot or worker (anyone
+// who can reach metrics_address) thus never delay the liveness probe on the socket. A connection
+// must send each request and take its answer within request_timeout (and send its next one within
+// request_timeout of the answer), else it is closed, so a silent client holds a slot for
+// request_timeout at most.
 #pragma once
 
 #include <chrono>
@@ -68,6 +71,8 @@ struct HealthServerOptions {
   std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};
   std::size_t max_connections = 32;         // on the unix socket
   std::size_t metrics_max_connections = 8;  // on metrics_address, a pool of its own
+  std::size_t workers = 4;                  // threads answering the socket's requests
+  std::size_t metrics_workers = 2;          // and metrics_address's
   // Also serve GET /metrics (and nothing else: every other path is 404) over plain HTTP on this
   // TCP address, for Prometheus to scrape (config `metrics_address`): "IPv4:PORT" or
   // "[IPv6]:PORT"; port 0 takes any free port (see metricsPort()). "" = the unix socket only.

@@ -20,6 +20,7 @@
 #include <boost/beast/http.hpp>
 
 #include "agent/features/webhook/webhook_server.h"
+#include "agent/serve/http_parse.h"
 #include "base/os/heap.h"
 
 namespace ekco::agent::webhook_detail {
@@ -80,13 +81,6 @@ inline constexpr std::size_t kLargeBody = std::size_t{256} << 10;
 // Freed memory is given back to the kernel after a review of a body over this.
 inline constexpr std::size_t kReleaseAfter = std::size_t{1} << 20;
 
-// Beast's parser errors (malformed request, header or body too large), as opposed to the
-// connection closing or failing.
-inline bool isParseError(const boost::system::error_code& ec) {
-  return &ec.category() == &http::make_error_code(http::error::end_of_stream).category() &&
-         ec != http::error::end_of_stream && ec != http::error::partial_message;
-}
-
 using Counter = std::uint64_t WebhookServerStats::*;
 
 // Writes a plain-text answer; false when the connection failed.
@@ -127,7 +121,7 @@ Served serveRequest(Stream& stream, beast::flat_buffer& buffer, const WebhookSer
     return Served::kClose;
   }
   if (ec) {
-    if (isParseError(ec)) refuse(stream, count, http::status::bad_request, 11, "bad request\n");
+    if (isHttpParseError(ec)) refuse(stream, count, http::status::bad_request, 11, "bad request\n");
     return Served::kClose;
   }
   const auto& header = parser.get();
@@ -178,7 +172,7 @@ Served serveRequest(Stream& stream, beast::flat_buffer& buffer, const WebhookSer
     if (ec == http::error::body_limit) {
       refuse(stream, count, http::status::payload_too_large, version,
              fmt::format("request body over the limit of {} bytes\n", options.body_limit));
-    } else if (isParseError(ec)) {
+    } else if (isHttpParseError(ec)) {
       refuse(stream, count, http::status::bad_request, version, "bad request\n");
     }
     return Served::kClose;

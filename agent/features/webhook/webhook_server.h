@@ -14,10 +14,11 @@
 //
 // Bounded against hostile clients (any pod can reach the port; issue 34):
 //   - Connections: a connection waits for its first byte, and a kept-alive one for its next
-//     request, in one poll loop, holding no thread and no TLS state. When a byte arrives it is
-//     queued for one of `workers` threads, which does the TLS handshake (within
-//     handshake_timeout) or reads the request and answers it (within request_timeout), and hands
-//     it back to the poll loop to wait for the next one. A connection with no byte within
+//     request, in the agent's one server loop (agent/serve/connection_loop.h), holding no
+//     thread and no TLS state. When a byte arrives it is queued for one of `workers` threads
+//     (started as first needed), which does the TLS handshake (within handshake_timeout) or
+//     reads the request and answers it (within request_timeout), and hands it back to the
+//     loop to wait for the next one. A connection with no byte within
 //     handshake_timeout of its accept, or no request within request_timeout of its handshake,
 //     or none within idle_timeout of its last answer, is closed. At most max_connections are
 //     open: beyond, the one waiting longest for a byte is closed for the newcomer; at most

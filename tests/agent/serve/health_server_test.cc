@@ -596,6 +596,49 @@ TEST(HealthServer, HeldMetricsConnectionsNeverDelayTheSocket) {
   EXPECT_LT(clock.monoNow() - before, 500ms);
 }
 
+// The threads of this process named `name` (their /proc comm).
+int threadsNamed(const std::string& name) {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string text;
+    std::getline(comm, text);
+    n += text == name ? 1 : 0;
+  }
+  return n;
+}
+
+// An idle agent's health socket holds its loop's thread and no worker; probes one at a time
+// need one worker, and concurrent slow requests start at most `workers`.
+TEST(HealthServer, WorkersStartAsTheyAreNeededUpToTheirNumber) {
+  TempDir dir;
+  const std::string path = dir.path() + "/ekco.sock";
+  const int before = threadsNamed("health-worker");
+  auto server = HealthServer::start(HealthServerOptions{.socket_path = path,
+                                                        .handlers = cannedHandlers(),
+                                                        .request_timeout = 2s,
+                                                        .workers = 3});
+  ASSERT_TRUE(server) << server.error().message();
+  EXPECT_EQ(threadsNamed("health-worker"), before);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(get(path, "/healthz").status, 200);
+    // As probes come: the worker has handed its connection back before the next one.
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(threadsNamed("health-worker"), before + 1);
+  // Five connections each hold a worker with half a request: three are served at once, the
+  // others wait their turn.
+  std::vector<base::UniqueFd> halves;
+  for (int i = 0; i < 5; ++i) {
+    halves.push_back(connectRaw(path));
+    sendRaw(halves.back(), "GET /healthz HTTP/1.1\r\nHo");
+  }
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(threadsNamed("health-worker"), before + 3);
+  (*server)->stop();
+  EXPECT_EQ(threadsNamed("health-worker"), before);
+}
+
 TEST(HealthServer, QueryReportsAMissingSocketAndATimeout) {
   TempDir dir;
   auto missing = queryHealthSocket(dir.path() + "/nope.sock", "/healthz", 1s);
