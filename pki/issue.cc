@@ -9,12 +9,12 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
-#include <array>
 
 #include <fmt/format.h>
 
 #include "base/strings.h"
 #include "pki/openssl_ptr.h"
+#include "pki/x509_support.h"
 
 namespace ekco::pki {
 
@@ -24,78 +24,11 @@ using base::Result;
 using detail::BignumPtr;
 using detail::BioPtr;
 using detail::ExtensionPtr;
+using detail::failure;
 using detail::PkeyPtr;
 using detail::X509Ptr;
 
 namespace {
-
-Error failure(std::string_view what, ErrorCode code = ErrorCode::kIo) {
-  std::string message(what);
-  const unsigned long err = ERR_get_error();
-  ERR_clear_error();
-  if (err != 0) {
-    std::array<char, 256> buf{};
-    ERR_error_string_n(err, buf.data(), buf.size());
-    message += fmt::format(" ({})", buf.data());
-  }
-  return Error(std::move(message), code);
-}
-
-bool setTime(ASN1_TIME* field, base::WallTime t) {
-  const auto secs = std::chrono::floor<std::chrono::seconds>(t.time_since_epoch()).count();
-  return ASN1_TIME_set(field, static_cast<time_t>(secs)) != nullptr;
-}
-
-Result<PkeyPtr> newKey() {
-  PkeyPtr key(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
-  if (!key) return failure("cannot generate an EC P-256 key");
-  return key;
-}
-
-Result<std::string> keyPem(EVP_PKEY* key) {
-  BioPtr out(BIO_new(BIO_s_mem()));
-  if (!out || PEM_write_bio_PrivateKey(out.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1)
-    return failure("cannot encode the key");
-  return detail::bioText(out.get());
-}
-
-Result<std::string> certPem(X509* cert) {
-  BioPtr out(BIO_new(BIO_s_mem()));
-  if (!out || PEM_write_bio_X509(out.get(), cert) != 1) {
-    return failure("cannot encode the certificate");
-  }
-  return detail::bioText(out.get());
-}
-
-// A certificate with a random serial, the subject CN, the times and the public key; issuer and
-// extensions are the caller's.
-Result<X509Ptr> newCertificate(const std::string& common_name, base::WallTime not_before,
-                               base::WallTime not_after, EVP_PKEY* key) {
-  X509Ptr cert(X509_new());
-  BignumPtr serial(BN_new());
-  if (!cert || !serial) return failure("cannot allocate a certificate");
-  X509* x = cert.get();
-  X509_NAME* name = X509_get_subject_name(x);
-  if (BN_rand(serial.get(), 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) != 1 ||
-      BN_to_ASN1_INTEGER(serial.get(), X509_get_serialNumber(x)) == nullptr ||
-      X509_set_version(x, X509_VERSION_3) != 1 ||
-      X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
-                                 reinterpret_cast<const unsigned char*>(common_name.c_str()), -1,
-                                 -1, 0) != 1 ||
-      !setTime(X509_getm_notBefore(x), not_before) || !setTime(X509_getm_notAfter(x), not_after) ||
-      X509_set_pubkey(x, key) != 1) {
-    return failure("cannot build the certificate");
-  }
-  return cert;
-}
-
-base::Status addExtension(X509* x, X509V3_CTX* ctx, int nid, const std::string& value) {
-  ExtensionPtr ext(X509V3_EXT_conf_nid(nullptr, ctx, nid, value.c_str()));
-  if (!ext || X509_add_ext(x, ext.get(), -1) != 1) {
-    return failure(fmt::format("cannot add the {} extension", OBJ_nid2sn(nid)));
-  }
-  return base::ok();
-}
 
 bool isDnsName(std::string_view name) {
   if (name.empty() || name.size() > 253) return false;
@@ -104,29 +37,152 @@ bool isDnsName(std::string_view name) {
   });
 }
 
+PkeyPtr newKey(KeyAlgorithm algorithm) {
+  return PkeyPtr(algorithm == KeyAlgorithm::kEcP256
+                     ? EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256")
+                     : EVP_PKEY_Q_keygen(nullptr, nullptr, "RSA", static_cast<size_t>(2048)));
+}
+
 }  // namespace
+
+Result<KeyPair> issueCertificate(const IssueRequest& r) {
+  const std::string_view source = r.source.empty() ? "certificate" : r.source;
+  if (r.common_name.empty()) {
+    return Error(fmt::format("{}: a common name is required", source), ErrorCode::kInvalidArgument);
+  }
+  if (r.validity <= std::chrono::seconds::zero()) {
+    return Error(fmt::format("{}: validity must be positive", source), ErrorCode::kInvalidArgument);
+  }
+  const bool self_signed = r.issuer_cert_pem.empty() && r.issuer_key_pem.empty();
+  X509Ptr issuer;
+  PkeyPtr issuer_key;
+  base::WallTime not_after = r.now + r.validity;
+  base::WallTime not_before = r.now - kBackdate;
+  if (!self_signed) {
+    const std::string issuer_source = fmt::format("{} (its issuer)", source);
+    auto ca = detail::readCert(r.issuer_cert_pem, issuer_source);
+    if (!ca) return std::move(ca).error();
+    auto ca_key = detail::readKey(r.issuer_key_pem, issuer_source);
+    if (!ca_key) return std::move(ca_key).error();
+    if (X509_check_private_key(ca->get(), ca_key->get()) != 1) {
+      ERR_clear_error();
+      return Error(fmt::format("{}: the CA key does not match the CA certificate", issuer_source),
+                   ErrorCode::kInvalidArgument);
+    }
+    if (!detail::isCa(ca->get())) {
+      return Error(fmt::format("{}: the issuer is not a CA (basicConstraints)", issuer_source),
+                   ErrorCode::kInvalidArgument);
+    }
+    const auto ca_not_before = detail::toWallTime(X509_get0_notBefore(ca->get()));
+    const auto ca_not_after = detail::toWallTime(X509_get0_notAfter(ca->get()));
+    if (!ca_not_before || !ca_not_after || *ca_not_after <= r.now) {
+      return Error(fmt::format("{}: the CA has expired or its dates are unreadable", issuer_source),
+                   ErrorCode::kInvalidArgument);
+    }
+    not_before = std::max(not_before, *ca_not_before);
+    not_after = std::min(not_after, *ca_not_after);
+    issuer = std::move(*ca);
+    issuer_key = std::move(*ca_key);
+  }
+  PkeyPtr key = newKey(r.key);
+  if (!key) return failure(source, "cannot generate a key");
+
+  X509Ptr cert(X509_new());
+  if (!cert) return failure(source, "cannot allocate a certificate");
+  X509* x = cert.get();
+  X509_NAME* name = X509_get_subject_name(x);
+  for (const std::string& o : r.organizations) {
+    if (X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
+                                   reinterpret_cast<const unsigned char*>(o.c_str()), -1, -1,
+                                   0) != 1) {
+      return failure(source, "cannot set the organization", ErrorCode::kInvalidArgument);
+    }
+  }
+  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                                 reinterpret_cast<const unsigned char*>(r.common_name.c_str()), -1,
+                                 -1, 0) != 1) {
+    return failure(source, "cannot set the common name", ErrorCode::kInvalidArgument);
+  }
+  BignumPtr serial(BN_new());
+  // A random positive 127-bit serial, as Go's crypto/x509 users make them.
+  if (!serial || BN_rand(serial.get(), 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) != 1 ||
+      BN_to_ASN1_INTEGER(serial.get(), X509_get_serialNumber(x)) == nullptr ||
+      X509_set_version(x, X509_VERSION_3) != 1 ||
+      X509_set_issuer_name(x, self_signed ? name : X509_get_subject_name(issuer.get())) != 1 ||
+      !detail::setTime(X509_getm_notBefore(x), not_before) ||
+      !detail::setTime(X509_getm_notAfter(x), not_after) || X509_set_pubkey(x, key.get()) != 1) {
+    return failure(source, "cannot build the certificate");
+  }
+  X509V3_CTX ctx;
+  X509V3_set_ctx(&ctx, self_signed ? x : issuer.get(), x, nullptr, nullptr, 0);
+  const auto addExt = [&](int nid, const std::string& value) -> base::Status {
+    ExtensionPtr ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str()));
+    if (!ext || X509_add_ext(x, ext.get(), -1) != 1) {
+      return failure(source, fmt::format("cannot add the {} extension {}", OBJ_nid2sn(nid), value),
+                     ErrorCode::kInvalidArgument);
+    }
+    return base::ok();
+  };
+  EKCO_TRY(addExt(NID_basic_constraints, r.is_ca ? "critical,CA:TRUE" : "critical,CA:FALSE"));
+  const std::string usage = !r.key_usage.empty() ? r.key_usage
+                            : r.is_ca            ? "digitalSignature,keyEncipherment,keyCertSign"
+                                                 : "digitalSignature,keyEncipherment";
+  EKCO_TRY(addExt(NID_key_usage, "critical," + usage));
+  std::string eku;
+  if (r.server_auth) eku += "serverAuth";
+  if (r.client_auth) eku += std::string(eku.empty() ? "" : ",") + "clientAuth";
+  if (!eku.empty()) EKCO_TRY(addExt(NID_ext_key_usage, eku));
+  std::string san;
+  for (const std::string& d : r.dns_names) {
+    if (d.empty() || d.find_first_of(",\n\r") != std::string::npos) {
+      return Error(fmt::format("{}: invalid DNS name {}", source, base::quoteForMessage(d)),
+                   ErrorCode::kInvalidArgument);
+    }
+    san += (san.empty() ? "" : ",") + std::string("DNS:") + d;
+  }
+  for (const std::string& ip : r.ip_addresses) {
+    ASN1_OCTET_STRING* parsed = a2i_IPADDRESS(ip.c_str());
+    if (parsed == nullptr) {
+      ERR_clear_error();
+      return Error(fmt::format("{}: invalid IP address {}", source, base::quoteForMessage(ip)),
+                   ErrorCode::kInvalidArgument);
+    }
+    ASN1_OCTET_STRING_free(parsed);
+    san += (san.empty() ? "" : ",") + std::string("IP:") + ip;
+  }
+  if (!san.empty()) EKCO_TRY(addExt(NID_subject_alt_name, san));
+  EKCO_TRY(addExt(NID_subject_key_identifier, "hash"));
+  if (!self_signed && X509_get0_subject_key_id(issuer.get()) != nullptr) {
+    EKCO_TRY(addExt(NID_authority_key_identifier, "keyid:always"));
+  }
+  EVP_PKEY* signer = self_signed ? key.get() : issuer_key.get();
+  if (X509_sign(x, signer, detail::signingDigest(signer)) <= 0) {
+    return failure(source, "cannot sign");
+  }
+  if (!self_signed && X509_verify(x, X509_get0_pubkey(issuer.get())) != 1) {
+    return failure(source, "the new certificate does not verify against its CA");
+  }
+  BioPtr out(BIO_new(BIO_s_mem()));
+  if (!out || PEM_write_bio_X509(out.get(), x) != 1) {
+    return failure(source, "cannot encode the certificate");
+  }
+  auto key_pem = detail::encodeKey(key.get(), r.key_encoding, source);
+  if (!key_pem) return std::move(key_pem).error();
+  return KeyPair{.cert_pem = detail::bioText(out.get()), .key_pem = std::move(*key_pem)};
+}
 
 Result<KeyPair> createCa(const CaRequest& r) {
   if (r.common_name.empty() || r.validity <= std::chrono::seconds::zero()) {
     return Error("a CA needs a common name and a positive validity", ErrorCode::kInvalidArgument);
   }
-  auto key = newKey();
-  EKCO_TRY(key);
-  auto cert = newCertificate(r.common_name, r.now - kBackdate, r.now + r.validity, key->get());
-  EKCO_TRY(cert);
-  X509* x = cert->get();
-  if (X509_set_issuer_name(x, X509_get_subject_name(x)) != 1) return failure("cannot set issuer");
-  X509V3_CTX ctx;
-  X509V3_set_ctx(&ctx, x, x, nullptr, nullptr, 0);
-  EKCO_TRY(addExtension(x, &ctx, NID_basic_constraints, "critical,CA:TRUE"));
-  EKCO_TRY(addExtension(x, &ctx, NID_key_usage, "critical,keyCertSign,cRLSign"));
-  EKCO_TRY(addExtension(x, &ctx, NID_subject_key_identifier, "hash"));
-  if (X509_sign(x, key->get(), EVP_sha256()) <= 0) return failure("cannot sign the CA");
-  auto cert_pem = certPem(x);
-  EKCO_TRY(cert_pem);
-  auto key_pem = keyPem(key->get());
-  EKCO_TRY(key_pem);
-  return KeyPair{.cert_pem = std::move(*cert_pem), .key_pem = std::move(*key_pem)};
+  return issueCertificate({.common_name = r.common_name,
+                           .is_ca = true,
+                           .now = r.now,
+                           .validity = r.validity,
+                           .source = r.common_name,
+                           .key = KeyAlgorithm::kEcP256,
+                           .key_encoding = KeyEncoding::kPkcs8,
+                           .key_usage = "keyCertSign,cRLSign"});
 }
 
 Result<KeyPair> issueServingCertificate(const ServingRequest& r) {
@@ -139,66 +195,18 @@ Result<KeyPair> issueServingCertificate(const ServingRequest& r) {
                    ErrorCode::kInvalidArgument);
     }
   }
-  if (r.validity <= std::chrono::seconds::zero()) {
-    return Error("validity must be positive", ErrorCode::kInvalidArgument);
-  }
-  BioPtr ca_bio = detail::readBio(r.ca_cert_pem);
-  X509Ptr ca(ca_bio ? PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  BioPtr key_bio = detail::readBio(r.ca_key_pem);
-  PkeyPtr ca_key(key_bio ? PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr)
-                         : nullptr);
-  if (!ca || !ca_key) {
-    ERR_clear_error();
-    return Error(!ca ? "the CA certificate is not PEM" : "the CA key is not a PEM private key",
-                 ErrorCode::kParse);
-  }
-  if (X509_check_private_key(ca.get(), ca_key.get()) != 1) {
-    ERR_clear_error();
-    return Error("the CA key does not match the CA certificate", ErrorCode::kInvalidArgument);
-  }
-  if (X509_check_ca(ca.get()) == 0) {
-    return Error("the CA certificate is not a CA (basicConstraints)", ErrorCode::kInvalidArgument);
-  }
-  const auto ca_not_before = detail::toWallTime(X509_get0_notBefore(ca.get()));
-  const auto ca_not_after = detail::toWallTime(X509_get0_notAfter(ca.get()));
-  if (!ca_not_before || !ca_not_after) {
-    return Error("the CA has unreadable validity dates", ErrorCode::kParse);
-  }
-  if (*ca_not_after <= r.now) {
-    return Error("the CA has expired", ErrorCode::kInvalidArgument);
-  }
-  const base::WallTime not_before = std::max(r.now - kBackdate, *ca_not_before);
-  const base::WallTime not_after = std::min(r.now + r.validity, *ca_not_after);
-  auto key = newKey();
-  EKCO_TRY(key);
-  auto cert = newCertificate(r.common_name.empty() ? r.dns_names.front() : r.common_name,
-                             not_before, not_after, key->get());
-  EKCO_TRY(cert);
-  X509* x = cert->get();
-  if (X509_set_issuer_name(x, X509_get_subject_name(ca.get())) != 1) {
-    return failure("cannot set the issuer");
-  }
-  X509V3_CTX ctx;
-  X509V3_set_ctx(&ctx, ca.get(), x, nullptr, nullptr, 0);
-  std::string sans;
-  for (const std::string& name : r.dns_names) sans += (sans.empty() ? "DNS:" : ",DNS:") + name;
-  EKCO_TRY(addExtension(x, &ctx, NID_basic_constraints, "critical,CA:FALSE"));
-  EKCO_TRY(addExtension(x, &ctx, NID_key_usage, "critical,digitalSignature"));
-  EKCO_TRY(addExtension(x, &ctx, NID_ext_key_usage, "serverAuth"));
-  EKCO_TRY(addExtension(x, &ctx, NID_subject_alt_name, sans));
-  EKCO_TRY(addExtension(x, &ctx, NID_subject_key_identifier, "hash"));
-  if (X509_get0_subject_key_id(ca.get()) != nullptr) {
-    EKCO_TRY(addExtension(x, &ctx, NID_authority_key_identifier, "keyid:always"));
-  }
-  if (X509_sign(x, ca_key.get(), EVP_sha256()) <= 0) return failure("cannot sign");
-  if (X509_verify(x, X509_get0_pubkey(ca.get())) != 1) {
-    return failure("the new certificate does not verify against its CA");
-  }
-  auto cert_pem = certPem(x);
-  EKCO_TRY(cert_pem);
-  auto key_pem = keyPem(key->get());
-  EKCO_TRY(key_pem);
-  return KeyPair{.cert_pem = std::move(*cert_pem), .key_pem = std::move(*key_pem)};
+  const std::string common_name = r.common_name.empty() ? r.dns_names.front() : r.common_name;
+  return issueCertificate({.common_name = common_name,
+                           .dns_names = r.dns_names,
+                           .server_auth = true,
+                           .now = r.now,
+                           .validity = r.validity,
+                           .issuer_cert_pem = r.ca_cert_pem,
+                           .issuer_key_pem = r.ca_key_pem,
+                           .source = common_name,
+                           .key = KeyAlgorithm::kEcP256,
+                           .key_encoding = KeyEncoding::kPkcs8,
+                           .key_usage = "digitalSignature"});
 }
 
 }  // namespace ekco::pki

@@ -19,6 +19,7 @@
 
 #include "base/strings.h"
 #include "pki/openssl_ptr.h"
+#include "pki/x509_support.h"
 
 namespace ekco::pki {
 
@@ -27,8 +28,14 @@ using base::ErrorCode;
 using base::Result;
 using detail::BignumPtr;
 using detail::BioPtr;
+using detail::encodeKey;
 using detail::ExtensionPtr;
+using detail::failure;
+using detail::isCa;
 using detail::PkeyPtr;
+using detail::readCert;
+using detail::readKey;
+using detail::setTime;
 using detail::X509Ptr;
 
 namespace {
@@ -36,42 +43,6 @@ namespace {
 // The extensions a renewal carries over unchanged; the key identifiers are made anew.
 constexpr std::array kKeptExtensions = {NID_basic_constraints, NID_key_usage, NID_ext_key_usage,
                                         NID_subject_alt_name};
-
-// OpenSSL's most recent error, for messages ("" when its queue is empty).
-std::string opensslError() {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return {};
-  std::array<char, 256> buf{};
-  ERR_error_string_n(code, buf.data(), buf.size());
-  return buf.data();
-}
-
-Error failure(std::string_view source, std::string_view what, ErrorCode code = ErrorCode::kIo) {
-  std::string message = fmt::format("{}: {}", source, what);
-  if (std::string detail = opensslError(); !detail.empty()) message += " (" + detail + ")";
-  return Error(std::move(message), code);
-}
-
-Result<X509Ptr> readCert(std::string_view pem, std::string_view source) {
-  BioPtr bio = detail::readBio(pem);
-  X509Ptr cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!cert) {
-    ERR_clear_error();
-    return Error(fmt::format("{}: not a PEM certificate", source), ErrorCode::kParse);
-  }
-  return cert;
-}
-
-Result<PkeyPtr> readKey(std::string_view pem, std::string_view source) {
-  BioPtr bio = detail::readBio(pem);
-  PkeyPtr key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!key) {
-    ERR_clear_error();
-    return Error(fmt::format("{}: not a PEM private key", source), ErrorCode::kParse);
-  }
-  return key;
-}
 
 // A new key of the same type and size as `like`.
 Result<PkeyPtr> generateLike(EVP_PKEY* like, std::string_view source) {
@@ -109,30 +80,6 @@ Result<PkeyPtr> generateLike(EVP_PKEY* like, std::string_view source) {
   return PkeyPtr(key);
 }
 
-Result<std::string> encodeKey(EVP_PKEY* key, KeyEncoding encoding, std::string_view source) {
-  // Ed25519 has no type-specific encoding: PKCS#8 is its only PEM form.
-  const bool type_specific =
-      encoding == KeyEncoding::kTypeSpecific && EVP_PKEY_get_base_id(key) != EVP_PKEY_ED25519;
-  OSSL_ENCODER_CTX* ctx =
-      OSSL_ENCODER_CTX_new_for_pkey(key, OSSL_KEYMGMT_SELECT_KEYPAIR, "PEM",
-                                    type_specific ? "type-specific" : "PrivateKeyInfo", nullptr);
-  if (ctx == nullptr) return failure(source, "cannot encode the new key");
-  unsigned char* data = nullptr;
-  size_t len = 0;
-  const int encoded = OSSL_ENCODER_to_data(ctx, &data, &len);
-  OSSL_ENCODER_CTX_free(ctx);
-  if (encoded != 1 || data == nullptr) return failure(source, "cannot encode the new key");
-  std::string pem(reinterpret_cast<const char*>(data), len);
-  OPENSSL_clear_free(data, len);
-  return pem;
-}
-
-// seconds since the epoch -> ASN1_TIME (UTCTime before 2050, GeneralizedTime after, as RFC 5280).
-bool setTime(ASN1_TIME* field, base::WallTime t) {
-  const auto secs = std::chrono::floor<std::chrono::seconds>(t.time_since_epoch()).count();
-  return ASN1_TIME_set(field, static_cast<time_t>(secs)) != nullptr;
-}
-
 // True when `cert` names `ca` as its issuer: the same name and, where both carry key ids, the
 // authority key id equal to the CA's subject key id.
 bool issuedBy(X509* cert, X509* ca) {
@@ -142,8 +89,6 @@ bool issuedBy(X509* cert, X509* ca) {
   if (aki != nullptr && ski != nullptr) return ASN1_OCTET_STRING_cmp(aki, ski) == 0;
   return true;
 }
-
-bool isCa(X509* cert) { return X509_check_ca(cert) != 0; }
 
 }  // namespace
 
@@ -256,11 +201,9 @@ Result<KeyPair> renewCertificate(const RenewRequest& r) {
     EKCO_TRY(addExt(NID_authority_key_identifier, "keyid:always"));
   }
 
-  // Ed25519 (and Ed448) CA keys sign without a separate digest.
-  const int ca_type = EVP_PKEY_get_base_id(ca_key->get());
-  const EVP_MD* md =
-      ca_type == EVP_PKEY_ED25519 || ca_type == EVP_PKEY_ED448 ? nullptr : EVP_sha256();
-  if (X509_sign(x, ca_key->get(), md) <= 0) return failure(source, "cannot sign");
+  if (X509_sign(x, ca_key->get(), detail::signingDigest(ca_key->get())) <= 0) {
+    return failure(source, "cannot sign");
+  }
   if (X509_verify(x, X509_get0_pubkey(ca->get())) != 1) {
     return failure(source, "the new certificate does not verify against its CA");
   }
@@ -270,127 +213,6 @@ Result<KeyPair> renewCertificate(const RenewRequest& r) {
     return failure(source, "cannot encode the new certificate");
   }
   auto key_pem = encodeKey(key->get(), r.key_encoding, source);
-  if (!key_pem) return std::move(key_pem).error();
-  return KeyPair{.cert_pem = detail::bioText(out.get()), .key_pem = std::move(*key_pem)};
-}
-
-Result<KeyPair> issueCertificate(const IssueRequest& r) {
-  const std::string_view source = r.source.empty() ? "certificate" : r.source;
-  if (r.common_name.empty()) {
-    return Error(fmt::format("{}: a common name is required", source), ErrorCode::kInvalidArgument);
-  }
-  if (r.validity <= std::chrono::seconds::zero()) {
-    return Error(fmt::format("{}: validity must be positive", source), ErrorCode::kInvalidArgument);
-  }
-  const bool self_signed = r.issuer_cert_pem.empty() && r.issuer_key_pem.empty();
-  X509Ptr issuer;
-  PkeyPtr issuer_key;
-  base::WallTime not_after = r.now + r.validity;
-  base::WallTime not_before = r.now - kBackdate;
-  if (!self_signed) {
-    const std::string issuer_source = fmt::format("{} (its issuer)", source);
-    auto ca = readCert(r.issuer_cert_pem, issuer_source);
-    if (!ca) return std::move(ca).error();
-    auto ca_key = readKey(r.issuer_key_pem, issuer_source);
-    if (!ca_key) return std::move(ca_key).error();
-    if (X509_check_private_key(ca->get(), ca_key->get()) != 1) {
-      ERR_clear_error();
-      return Error(fmt::format("{}: the CA key does not match the CA certificate", issuer_source),
-                   ErrorCode::kInvalidArgument);
-    }
-    if (!isCa(ca->get())) {
-      return Error(fmt::format("{}: the issuer is not a CA (basicConstraints)", issuer_source),
-                   ErrorCode::kInvalidArgument);
-    }
-    const auto ca_not_before = detail::toWallTime(X509_get0_notBefore(ca->get()));
-    const auto ca_not_after = detail::toWallTime(X509_get0_notAfter(ca->get()));
-    if (!ca_not_before || !ca_not_after || *ca_not_after <= r.now) {
-      return Error(fmt::format("{}: the CA has expired or its dates are unreadable", issuer_source),
-                   ErrorCode::kInvalidArgument);
-    }
-    not_before = std::max(not_before, *ca_not_before);
-    not_after = std::min(not_after, *ca_not_after);
-    issuer = std::move(*ca);
-    issuer_key = std::move(*ca_key);
-  }
-  PkeyPtr key(EVP_PKEY_Q_keygen(nullptr, nullptr, "RSA", static_cast<size_t>(2048)));
-  if (!key) return failure(source, "cannot generate a key");
-
-  X509Ptr cert(X509_new());
-  if (!cert) return failure(source, "cannot allocate a certificate");
-  X509* x = cert.get();
-  X509_NAME* name = X509_get_subject_name(x);
-  for (const std::string& o : r.organizations) {
-    if (X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
-                                   reinterpret_cast<const unsigned char*>(o.c_str()), -1, -1,
-                                   0) != 1) {
-      return failure(source, "cannot set the organization", ErrorCode::kInvalidArgument);
-    }
-  }
-  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
-                                 reinterpret_cast<const unsigned char*>(r.common_name.c_str()), -1,
-                                 -1, 0) != 1) {
-    return failure(source, "cannot set the common name", ErrorCode::kInvalidArgument);
-  }
-  BignumPtr serial(BN_new());
-  if (!serial || BN_rand(serial.get(), 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) != 1 ||
-      BN_to_ASN1_INTEGER(serial.get(), X509_get_serialNumber(x)) == nullptr ||
-      X509_set_version(x, X509_VERSION_3) != 1 ||
-      X509_set_issuer_name(x, self_signed ? name : X509_get_subject_name(issuer.get())) != 1 ||
-      !setTime(X509_getm_notBefore(x), not_before) || !setTime(X509_getm_notAfter(x), not_after) ||
-      X509_set_pubkey(x, key.get()) != 1) {
-    return failure(source, "cannot build the certificate");
-  }
-  X509V3_CTX ctx;
-  X509V3_set_ctx(&ctx, self_signed ? x : issuer.get(), x, nullptr, nullptr, 0);
-  const auto addExt = [&](int nid, const std::string& value) -> base::Status {
-    ExtensionPtr ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str()));
-    if (!ext || X509_add_ext(x, ext.get(), -1) != 1) {
-      return failure(source, fmt::format("cannot add the {} extension {}", OBJ_nid2sn(nid), value),
-                     ErrorCode::kInvalidArgument);
-    }
-    return base::ok();
-  };
-  EKCO_TRY(addExt(NID_basic_constraints, r.is_ca ? "critical,CA:TRUE" : "critical,CA:FALSE"));
-  EKCO_TRY(addExt(NID_key_usage, r.is_ca ? "critical,digitalSignature,keyEncipherment,keyCertSign"
-                                         : "critical,digitalSignature,keyEncipherment"));
-  std::string eku;
-  if (r.server_auth) eku += "serverAuth";
-  if (r.client_auth) eku += std::string(eku.empty() ? "" : ",") + "clientAuth";
-  if (!eku.empty()) EKCO_TRY(addExt(NID_ext_key_usage, eku));
-  std::string san;
-  for (const std::string& d : r.dns_names) {
-    if (d.empty() || d.find_first_of(",\n\r") != std::string::npos) {
-      return Error(fmt::format("{}: invalid DNS name {}", source, base::quoteForMessage(d)),
-                   ErrorCode::kInvalidArgument);
-    }
-    san += (san.empty() ? "" : ",") + std::string("DNS:") + d;
-  }
-  for (const std::string& ip : r.ip_addresses) {
-    ASN1_OCTET_STRING* parsed = a2i_IPADDRESS(ip.c_str());
-    if (parsed == nullptr) {
-      ERR_clear_error();
-      return Error(fmt::format("{}: invalid IP address {}", source, base::quoteForMessage(ip)),
-                   ErrorCode::kInvalidArgument);
-    }
-    ASN1_OCTET_STRING_free(parsed);
-    san += (san.empty() ? "" : ",") + std::string("IP:") + ip;
-  }
-  if (!san.empty()) EKCO_TRY(addExt(NID_subject_alt_name, san));
-  EKCO_TRY(addExt(NID_subject_key_identifier, "hash"));
-  if (!self_signed && X509_get0_subject_key_id(issuer.get()) != nullptr) {
-    EKCO_TRY(addExt(NID_authority_key_identifier, "keyid:always"));
-  }
-  EVP_PKEY* signer = self_signed ? key.get() : issuer_key.get();
-  const int signer_type = EVP_PKEY_get_base_id(signer);
-  const EVP_MD* md =
-      signer_type == EVP_PKEY_ED25519 || signer_type == EVP_PKEY_ED448 ? nullptr : EVP_sha256();
-  if (X509_sign(x, signer, md) <= 0) return failure(source, "cannot sign");
-  BioPtr out(BIO_new(BIO_s_mem()));
-  if (!out || PEM_write_bio_X509(out.get(), x) != 1) {
-    return failure(source, "cannot encode the certificate");
-  }
-  auto key_pem = encodeKey(key.get(), KeyEncoding::kTypeSpecific, source);
   if (!key_pem) return std::move(key_pem).error();
   return KeyPair{.cert_pem = detail::bioText(out.get()), .key_pem = std::move(*key_pem)};
 }

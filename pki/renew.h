@@ -54,24 +54,4 @@ struct RenewRequest {
 [[nodiscard]] base::Status checkKeyMatches(std::string_view cert_pem, std::string_view key_pem,
                                            std::string_view source);
 
-// A new certificate and key (RSA 2048, as Go's certutil and Contour make them): a CA when
-// `is_ca`, else a leaf with the given names and usages; signed by `issuer_*` or, when those are
-// empty, by its own key (self-signed). Valid from now - kBackdate for `validity`, never past the
-// issuer's expiry. For the cluster's TLS secrets (agent/features/certs/cluster_secrets.h).
-struct IssueRequest {
-  std::string common_name{};
-  std::vector<std::string> organizations{};
-  std::vector<std::string> dns_names{};
-  std::vector<std::string> ip_addresses{};  // each must parse as IPv4 or IPv6
-  bool is_ca = false;
-  bool server_auth = false;
-  bool client_auth = false;
-  base::WallTime now{};
-  std::chrono::seconds validity = kDefaultValidity;
-  std::string_view issuer_cert_pem{};
-  std::string_view issuer_key_pem{};
-  std::string_view source{};  // names it in errors
-};
-[[nodiscard]] base::Result<KeyPair> issueCertificate(const IssueRequest& request);
-
 }  // namespace ekco::pki

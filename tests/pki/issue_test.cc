@@ -107,7 +107,7 @@ TEST(Issue, RefusesWhatItCannotSignWell) {
                        .now = kNow + std::chrono::hours(24 * 365 * 11)}),
               HasSubstr("expired"));
   EXPECT_THAT(refused({.ca_cert_pem = "x", .ca_key_pem = ca->key_pem, .dns_names = {"a"}}),
-              HasSubstr("not PEM"));
+              HasSubstr("not a PEM certificate"));
   EXPECT_THAT(refused({.ca_cert_pem = ca->cert_pem,
                        .ca_key_pem = ca->key_pem,
                        .dns_names = {"bad name\n"},

@@ -1,6 +1,10 @@
 // pki/renew.h against a kubeadm-shaped PKI made by the openssl command here, and checked by it:
 // `openssl verify`, the extensions as openssl prints them, `-checkend` at +300 and +375 days.
+// At the end, pki/issue.h's issueCertificate as the cluster's TLS secrets use it, checked the
+// same way.
 #include "pki/renew.h"
+
+#include "pki/issue.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

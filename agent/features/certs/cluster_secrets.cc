@@ -10,6 +10,7 @@
 #include "kube/decode/timestamp.h"
 #include "kube/resource.h"
 #include "kube/transport/kubeconfig.h"
+#include "pki/issue.h"
 #include "pki/renew.h"
 
 // `auto name = *expr`, or return expr's error.

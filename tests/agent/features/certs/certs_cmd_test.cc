@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "pki/certificate.h"
+#include "pki/issue.h"
 #include "pki/renew.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/features/certs/kubeadm_pki.h"

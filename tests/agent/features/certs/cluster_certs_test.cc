@@ -20,6 +20,7 @@
 #include "kube/transport/curl_transport.h"
 #include "kube/transport/kubeconfig.h"
 #include "pki/certificate.h"
+#include "pki/issue.h"
 #include "pki/renew.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/features/certs/kubeadm_pki.h"
