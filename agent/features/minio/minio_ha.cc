@@ -1,12 +1,12 @@
 #include "agent/features/minio/minio_ha.h"
 
-#include <charconv>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "agent/features/minio/kotsadm_ha.h"
 #include "agent/features/minio/minio_migration.h"
+#include "agent/features/minio/minio_plan.h"
 #include "base/log/log.h"
 #include "base/strings.h"
 #include "kube/decode/json_fields.h"
@@ -27,7 +27,6 @@ namespace r = kube::resources;
 
 constexpr std::string_view kDesiredScale = "kurl.sh/desired-scale";
 constexpr std::string_view kLocalPvProvisioner = "openebs.io/local";
-const json kDisabledSelector = {{"doesnotexist", "doesnotexist"}};
 const json kHaSelector = {{"app", "ha-minio"}};
 
 const kube::Resource kStorageClasses{.group = "storage.k8s.io",
@@ -40,22 +39,6 @@ const kube::Resource kStorageClasses{.group = "storage.k8s.io",
 std::string nowText(const base::Clock& clock) { return kube::formatRfc3339Micro(clock.wallNow()); }
 
 }  // namespace
-
-Result<std::optional<std::int64_t>> desiredMinioScale(const json& sts) {
-  const std::string text = kube::jsonText(
-      kube::jsonField(kube::jsonField(sts, "metadata"), "annotations"), kDesiredScale);
-  std::int64_t want = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), want);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || want < 0) {
-    return Error(fmt::format("StatefulSet ha-minio: annotation {} is {}, not a replica count",
-                             kDesiredScale, base::quoteForMessage(text)),
-                 ErrorCode::kInvalidArgument);
-  }
-  const std::int64_t current =
-      kube::jsonInteger(kube::jsonField(sts, "spec"), "replicas").value_or(1);
-  if (current == want) return std::optional<std::int64_t>();
-  return std::optional<std::int64_t>(want);
-}
 
 std::string podS3Host(const json& pod) {
   const json& status = kube::jsonField(pod, "status");
@@ -90,26 +73,6 @@ MinioHa::MinioHa(std::function<ObservedNodes()> observe, kube::KubeClient& clien
                          return probe.healthStatus(path);
                        },
                    .effects = options_.effects}) {}
-
-namespace {
-
-// The phases in which MinIO is offline (the Service selects nothing, or is about to).
-bool inOfflineWindow(const StorageMigrationState& state) {
-  return state.running() && state.migration == "minio" &&
-         (state.phase == "stopping-writes" || state.phase == "copying" ||
-          state.phase == "verifying" || state.phase == "switching");
-}
-
-// The Service minio's selector before the migration, as recorded in its state.
-json recordedSelector(const StorageMigrationState& state) {
-  json selector = json::parse(state.value("service-selector"), nullptr, false);
-  if (selector.is_discarded() || !selector.is_object() || selector.empty()) {
-    selector = {{"app", "minio"}};
-  }
-  return selector;
-}
-
-}  // namespace
 
 std::string MinioHa::windowToClose() const {
   std::lock_guard lock(mu_);
@@ -268,25 +231,21 @@ Result<bool> MinioHa::storageClassPresent() {
   return false;
 }
 
-Result<std::string> MinioHa::scale(const json& sts) {
-  auto want = desiredMinioScale(sts);
-  if (!want) return std::move(want).error();
-  if (!*want) return std::string("ha-minio at its desired scale");
-  const std::string change = fmt::format("scale ha-minio to {} ({})", **want, kDesiredScale);
-  if (options_.effects.dry_run) return "would " + change + " (dry run)";
+base::Status MinioHa::scale(std::int64_t want) {
+  const std::string change = fmt::format("scale ha-minio to {} ({})", want, kDesiredScale);
   auto current = client_.get(r::kStatefulSets, options_.ns, "ha-minio", "scale");
   if (!current) return std::move(current).error().wrap("read ha-minio's scale");
   if (!kube::jsonField(*current, "spec").is_object()) {
     return Error("read ha-minio's scale: the Scale has no spec object", ErrorCode::kParse);
   }
   const std::int64_t from = kube::jsonInteger((*current)["spec"], "replicas").value_or(0);
-  (*current)["spec"]["replicas"] = **want;
+  (*current)["spec"]["replicas"] = want;
   if (auto ok = fresh(change); !ok) return std::move(ok).error();
   auto updated = client_.update(r::kStatefulSets, options_.ns, *current, "scale");
   if (!updated) return std::move(updated).error().wrap(change);
   event(r::kStatefulSets, "ha-minio", "Scaled",
-        fmt::format("ekco scaled ha-minio {} -> {} (annotation {})", from, **want, kDesiredScale));
-  return change;
+        fmt::format("ekco scaled ha-minio {} -> {} (annotation {})", from, want, kDesiredScale));
+  return {};
 }
 
 Result<s3::Credentials> MinioHa::credentials() {
@@ -353,128 +312,122 @@ base::Status MinioHa::setSelector(const json& selector, const std::string& why) 
   return {};
 }
 
-Result<ReconcileResult> MinioHa::reconcile() {
-  const ObservedNodes observed = observe_();
-  if (!observed.synced) return ReconcileResult{.summary = "waiting for the node cache"};
-  ReconcileResult result{.requeue_after = options_.interval};
+Result<MinioView> MinioHa::observe() {
+  ObservedNodes observed = observe_();
+  MinioView v{.nodes_synced = observed.synced,
+              .nodes = std::move(observed.nodes),
+              .dry_run = options_.effects.dry_run,
+              .ns = options_.ns,
+              .migration_namespace = options_.migration_namespace};
+  if (!v.nodes_synced) return v;
   auto state = readStorageMigration(client_, options_.migration_namespace);
   if (!state) return std::move(state).error().wrap("minio-ha");
-  noteWindow(*state);
-  if (options_.may_act && !options_.may_act()) return closeWindow(*state);
-  if (state->present && state->migration != "minio") {
-    result.summary = "waiting: another storage migration is running (" + state->describe() + ")";
-    remember(result.summary, *state);
-    return result;
-  }
-  // A migration under way goes on whatever the node count: MinIO may be offline.
-  if (state->running()) return migrate(*state);
-
-  const std::int64_t ready = countReadyNodes(observed.nodes);
-  if (ready < 3) {
-    result.summary = fmt::format("{} Ready nodes: fewer than 3, MinIO left alone", ready);
-    remember(result.summary, *state);
-    return result;
+  v.state = std::move(*state);
+  noteWindow(v.state);
+  v.paused = options_.may_act && !options_.may_act();
+  // What follows decides nothing in these cases (planMinio): not read.
+  if (v.paused || v.state.running() || (v.state.present && v.state.migration != "minio") ||
+      countReadyNodes(v.nodes) < 3) {
+    return v;
   }
   auto sc = storageClassPresent();
   if (!sc) return std::move(sc).error();
-  if (!*sc) {
-    result.summary =
-        "no OpenEBS local PV StorageClass (provisioner openebs.io/local): MinIO left "
-        "alone";
-    remember(result.summary, *state);
-    return result;
-  }
+  v.storage_class = *sc;
+  if (!v.storage_class) return v;
   auto sts = client_.get(r::kStatefulSets, options_.ns, "ha-minio");
   if (!sts) {
     if (sts.error().code() != ErrorCode::kNotFound) {
       return std::move(sts).error().wrap("read StatefulSet ha-minio");
     }
-    result.summary = "StatefulSet " + options_.ns + "/ha-minio absent: nothing to manage";
-    remember(result.summary, *state);
-    return result;
+    return v;
   }
-  auto scaled = scale(*sts);
-  if (!scaled) return std::move(scaled).error();
-  std::vector<std::string> plan = {*scaled};
-
+  v.statefulset = std::move(*sts);
+  // From here a failed read fails the pass after ha-minio is scaled.
   auto deployment = client_.get(r::kDeployments, options_.ns, "minio");
-  if (!deployment) {
-    if (deployment.error().code() != ErrorCode::kNotFound) {
-      return std::move(deployment).error().wrap("read Deployment minio");
-    }
-    result.summary = *scaled + "; no single-replica MinIO left to migrate";
-    // Rebalance only at the desired scale, healthy, and with no migration state (not even a
-    // failed one: a person looks at that first).
-    auto want = desiredMinioScale(*sts);
-    if (state->present || !want || *want) {
-      const std::string why =
-          state->present
-              ? fmt::format("waiting: ConfigMap {}/{} exists ({})", options_.migration_namespace,
-                            kStorageMigrationConfigMap, state->describe())
-              : std::string("waiting: ha-minio is not at its desired scale");
-      result.summary += "; rebalance " + why;
-      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.effects.dry_run}});
-      return result;
-    }
-    auto healthy = endpoint("app=ha-minio", /*healthy_only=*/true);
-    if (!healthy) return std::move(healthy).error();
-    if (!*healthy) {
-      const std::string why = "waiting: no ha-minio pod reports /minio/health/cluster 200";
-      result.summary += "; rebalance " + why;
-      remember(result.summary, *state, {{"decision", why}, {"dry_run", options_.effects.dry_run}});
-      return result;
-    }
-    auto rebalanced = rebalancer_.pass(*sts, observed.nodes);
-    if (!rebalanced) return std::move(rebalanced).error();
-    result.summary += "; " + rebalanced->summary;
-    if (rebalanced->status.value("rule", json()).is_string()) result.plan = rebalanced->summary;
-    remember(result.summary, *state, std::move(rebalanced->status));
-    return result;
+  if (!deployment && deployment.error().code() != ErrorCode::kNotFound) {
+    v.read_error = std::move(deployment).error().wrap("read Deployment minio");
+    return v;
   }
-  if (state->present) {  // failed
-    result.summary = fmt::format(
-        "{}; the MinIO migration failed: {}; the old MinIO serves again; delete ConfigMap "
-        "{}/{} to retry",
-        *scaled, state->value("failure"), options_.migration_namespace, kStorageMigrationConfigMap);
-    remember(result.summary, *state);
-    return result;
-  }
-  auto target = endpoint("app=ha-minio", /*healthy_only=*/true);
-  if (!target) return std::move(target).error();
-  if (!*target) {
-    // EKCO: "make sure the Service isn't left disabled".
+  v.deployment = deployment.has_value();
+  if (v.deployment) {
     auto svc = client_.get(r::kServices, options_.ns, "minio");
-    if (svc && kube::jsonField(kube::jsonField(*svc, "spec"), "selector") == kDisabledSelector) {
-      if (!options_.effects.dry_run) {
-        if (auto ok = setSelector({{"app", "minio"}}, "no migration is running"); !ok) {
-          return std::move(ok).error();
-        }
-      }
-    }
-    result.summary = *scaled + "; waiting for ha-minio to report /minio/health/cluster 200";
-    remember(result.summary, *state);
-    return result;
+    if (svc) v.service_selector = kube::jsonField(kube::jsonField(*svc, "spec"), "selector");
   }
-  plan.push_back("migrate the single-replica MinIO to ha-minio (" + (*target)->host +
-                 "): stop writes, copy, verify, switch the Service, delete the old one");
-  result.plan = fmt::format("{}\n{}", plan[0], plan[1]);
-  if (options_.effects.dry_run) {
+  auto healthy = endpoint("app=ha-minio", /*healthy_only=*/true);
+  if (!healthy) {
+    v.read_error = std::move(healthy).error();
+    return v;
+  }
+  if (*healthy) v.healthy_host = (*healthy)->host;
+  return v;
+}
+
+Result<ReconcileResult> MinioHa::reconcile() {
+  auto view = observe();
+  if (!view) return std::move(view).error();
+  auto plan = planMinio(*view);
+  if (!plan) return std::move(plan).error();
+  return apply(*plan, *view);
+}
+
+Result<ReconcileResult> MinioHa::apply(const MinioPlan& plan, const MinioView& view) {
+  using Step = MinioPlan::Step;
+  switch (plan.step) {
+    case Step::kWaitForNodes:
+      return ReconcileResult{.summary = plan.summary};
+    case Step::kCloseWindow:
+      return closeWindow(view.state);
+    case Step::kContinue:
+      return migrate(view.state);
+    default:
+      break;
+  }
+  ReconcileResult result{.summary = plan.summary, .requeue_after = options_.interval};
+  if (plan.scale_to && !view.dry_run) EKCO_TRY(scale(*plan.scale_to));
+  switch (plan.step) {
+    case Step::kFail:
+      return *view.read_error;
+    case Step::kRestoreService:
+      if (!view.dry_run) {
+        EKCO_TRY(setSelector({{"app", "minio"}}, "no migration is running"));
+      }
+      break;
+    case Step::kRebalance: {
+      auto rebalanced = rebalancer_.pass(*view.statefulset, view.nodes);
+      if (!rebalanced) return std::move(rebalanced).error();
+      result.summary += "; " + rebalanced->summary;
+      if (rebalanced->status.value("rule", json()).is_string()) result.plan = rebalanced->summary;
+      remember(result.summary, view.state, std::move(rebalanced->status));
+      return result;
+    }
+    case Step::kStartMigration:
+      return startMigration(plan, view);
+    default:
+      break;
+  }
+  remember(result.summary, view.state, plan.rebalance);
+  return result;
+}
+
+Result<ReconcileResult> MinioHa::startMigration(const MinioPlan& plan, const MinioView& view) {
+  ReconcileResult result{.summary = plan.summary, .requeue_after = options_.interval};
+  result.plan = plan.plan;
+  if (view.dry_run) {
     if (planned_ != result.plan) {
       planned_ = result.plan;
-      base::logInfo("dry run: would migrate MinIO", {{"to", (*target)->host}});
+      base::logInfo("dry run: would migrate MinIO", {{"to", view.healthy_host}});
     }
-    result.summary = "would migrate MinIO to ha-minio (dry run)";
-    remember(result.summary, *state);
+    remember(result.summary, view.state);
     return result;
   }
-  // (1) Record the Service's selector, then disable it.
+  // (1) Record the Service's selector (read again, right before), then disable it.
   auto svc = client_.get(r::kServices, options_.ns, "minio");
   if (!svc) return std::move(svc).error().wrap("read Service minio");
   json selector = kube::jsonField(kube::jsonField(*svc, "spec"), "selector");
   if (!selector.is_object()) selector = json::object();
-  auto started = save(*state, {{"phase", "stopping-writes"},
-                               {"started", nowText(clock_)},
-                               {"service-selector", kube::jsonDump(selector)}});
+  auto started = save(view.state, {{"phase", "stopping-writes"},
+                                   {"started", nowText(clock_)},
+                                   {"service-selector", kube::jsonDump(selector)}});
   if (!started) return std::move(started).error();
   event(r::kDeployments, "minio", "MinioMigrationStarted",
         "ekco is migrating the single-replica MinIO's data to ha-minio; MinIO is offline until "
@@ -493,7 +446,7 @@ Result<ReconcileResult> MinioHa::migrate(StorageMigrationState state) {
   }
   auto data = state.data;
   if (phase == "stopping-writes") {
-    if (auto ok = setSelector(kDisabledSelector,
+    if (auto ok = setSelector(disabledMinioSelector(),
                               "stop writes to the old MinIO during the "
                               "migration");
         !ok) {

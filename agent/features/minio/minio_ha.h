@@ -63,6 +63,7 @@
 #include "agent/controller/effects.h"
 #include "agent/controller/spec.h"
 #include "agent/features/minio/minio_migration.h"
+#include "agent/features/minio/minio_plan.h"
 #include "agent/features/minio/minio_rebalance.h"
 #include "agent/policy/node_watches.h"
 #include "agent/policy/storage_migration.h"
@@ -71,10 +72,6 @@
 #include "s3/client.h"
 
 namespace ekco::agent {
-
-// The ha-minio replicas to set, or nullopt: the annotation's value when it differs from
-// `current`; an absent or unreadable annotation is an error for the caller to show.
-base::Result<std::optional<std::int64_t>> desiredMinioScale(const nlohmann::json& statefulset);
 
 // "10.32.0.7:9000" of a Running pod with an IP: its first container's first port (9000 when it
 // declares none); "" when the pod does not qualify.
@@ -106,6 +103,10 @@ class MinioHa final : public Controller {
   std::string windowToClose() const override;
 
  private:
+  // One pass: what it sees (observe), the step planMinio (minio_plan.h) decides, carried out.
+  base::Result<MinioView> observe();
+  base::Result<ReconcileResult> apply(const MinioPlan& plan, const MinioView& view);
+  base::Result<ReconcileResult> startMigration(const MinioPlan& plan, const MinioView& view);
   base::Result<ReconcileResult> migrate(StorageMigrationState state);
   // Maintenance mode is on: close the offline window (roll back or finish), nothing else.
   base::Result<ReconcileResult> closeWindow(const StorageMigrationState& state);
@@ -115,7 +116,7 @@ class MinioHa final : public Controller {
                                                      bool healthy_only);
   base::Result<s3::Credentials> credentials();
   base::Result<bool> storageClassPresent();
-  base::Result<std::string> scale(const nlohmann::json& sts);
+  base::Status scale(std::int64_t want);
   base::Status setSelector(const nlohmann::json& selector, const std::string& why);
   base::Result<StorageMigrationState> save(const StorageMigrationState& current,
                                            std::map<std::string, std::string> data);
