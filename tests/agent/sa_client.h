@@ -1,6 +1,8 @@
-// ekco-kubesim with the manifests a user applies (deploy/, deploy-monitoring/, ...) and a
-// RestClient authenticated as the ekco ServiceAccount, so the manifests' RBAC is enforced: a call
-// they do not grant fails the test (expectEveryRequestAllowed).
+// ekco-kubesim as the ekco ServiceAccount sees it: the manifests a user applies (deploy/,
+// deploy-monitoring/, ...) and a token of the ServiceAccount, so the manifests' RBAC is enforced.
+// One way to start it for every test: startAsEkco() (agents as processes read its kubeconfig),
+// and ServiceAccountCluster, which adds an in-process RestClient and fails the test on a call
+// the manifests do not grant (expectEveryRequestAllowed).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -22,6 +24,39 @@
 namespace ekco::agent::testing {
 
 inline constexpr const char* kEkcoServiceAccount = "system:serviceaccount:kurl:ekco";
+inline constexpr const char* kEkcoToken = "ekco-sa-token";
+
+struct EkcoSimSpec {
+  std::string dir{};  // kubesim's files go to dir/sim, the ServiceAccount's kubeconfig to
+                      // dir/sa.kubeconfig
+  std::vector<nlohmann::json> objects{};
+  // Relative to the source tree; their objects are added to `objects`.
+  std::vector<std::string> manifest_dirs{"/deploy"};
+  std::vector<kubesim::TokenUser> more_tokens{};  // other users beside the ServiceAccount
+  std::vector<kubesim::ExecReply> exec_script{};  // kubesim's scripted pods/exec replies
+};
+
+// Starts kubesim with spec's objects and manifests, the token kEkcoToken authenticating as the
+// ekco ServiceAccount, and writes dir/sa.kubeconfig for it. Fatal failures on error (call under
+// ASSERT_NO_FATAL_FAILURE).
+inline void startAsEkco(EkcoSimSpec spec, std::unique_ptr<kubesim::Server>& server) {
+  for (const std::string& m : spec.manifest_dirs) {
+    auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + m);
+    ASSERT_TRUE(loaded) << loaded.error().message();
+    spec.objects.insert(spec.objects.end(), loaded->begin(), loaded->end());
+  }
+  std::vector<kubesim::TokenUser> tokens = {
+      {.token = kEkcoToken, .user = kEkcoServiceAccount, .groups = {}}};
+  tokens.insert(tokens.end(), spec.more_tokens.begin(), spec.more_tokens.end());
+  auto started = kubesim::Server::start({.out_dir = spec.dir + "/sim",
+                                         .objects = std::move(spec.objects),
+                                         .exec_script = std::move(spec.exec_script),
+                                         .tokens = std::move(tokens)});
+  ASSERT_TRUE(started) << started.error().message();
+  server = std::move(*started);
+  auto written = server->writeTokenKubeconfig(spec.dir + "/sa.kubeconfig", kEkcoToken);
+  ASSERT_TRUE(written) << written.error().message();
+}
 
 class ServiceAccountCluster {
  public:
@@ -33,21 +68,12 @@ class ServiceAccountCluster {
              const std::vector<std::string>& manifest_dirs, const base::Clock& clock,
              const std::string& reporting_instance = "node-a",
              std::vector<kubesim::ExecReply> exec_script = {}) {
-    for (const std::string& m : manifest_dirs) {
-      auto loaded = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + m);
-      ASSERT_TRUE(loaded) << loaded.error().message();
-      objects.insert(objects.end(), loaded->begin(), loaded->end());
-    }
-    const std::string token = "ekco-sa-token";
-    auto server = kubesim::Server::start(
-        {.out_dir = dir + "/sim",
-         .objects = std::move(objects),
-         .exec_script = std::move(exec_script),
-         .tokens = {{.token = token, .user = kEkcoServiceAccount, .groups = {}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
+    ASSERT_NO_FATAL_FAILURE(startAsEkco({.dir = dir,
+                                         .objects = std::move(objects),
+                                         .manifest_dirs = manifest_dirs,
+                                         .exec_script = std::move(exec_script)},
+                                        server_));
     const std::string kubeconfig = dir + "/sa.kubeconfig";
-    ASSERT_TRUE(server_->writeTokenKubeconfig(kubeconfig, token));
     auto process_fs = hostfs::LocalHostFs::open("/", clock);
     ASSERT_TRUE(process_fs) << process_fs.error().message();
     process_fs_ = std::move(*process_fs);

@@ -26,6 +26,7 @@
 #include "base/strings.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
+#include "tests/agent/sa_client.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
@@ -348,14 +349,10 @@ class DeployKubectlTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fs::exists(kKubectl)) GTEST_SKIP() << kKubectl << " is not installed";
-    auto server = kubesim::Server::start(
-        {.out_dir = dir_.path() + "/sim",
-         .tokens = {
-             {.token = "sa-token", .user = "system:serviceaccount:kurl:ekco", .groups = {}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
+    // Nothing of deploy/ yet: the test applies it with kubectl.
+    ASSERT_NO_FATAL_FAILURE(
+        testing::startAsEkco({.dir = dir_.path(), .manifest_dirs = {}}, server_));
     sa_kubeconfig_ = dir_.path() + "/sa.kubeconfig";
-    ASSERT_TRUE(server_->writeTokenKubeconfig(sa_kubeconfig_, "sa-token"));
   }
 
   base::ProcessResult kubectl(std::vector<std::string> args, const std::string& kubeconfig = "") {

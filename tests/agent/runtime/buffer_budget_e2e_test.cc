@@ -26,6 +26,7 @@
 #include "base/memory_budget.h"
 #include "kube/decode/timestamp.h"
 #include "tests/agent/process_support.h"
+#include "tests/agent/sa_client.h"
 #include "tests/fakes/fault_proxy.h"
 #include "tests/kubesim/server/pki.h"
 #include "tests/kubesim/server/server.h"
@@ -39,8 +40,7 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr const char* kToken = "ekco-buffer-budget-token";
-constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
+using testing::kEkcoToken;
 constexpr int kUnhealthyNodes = 8;
 constexpr std::size_t kContainerLimit = std::size_t{256} << 20;  // deploy/30-daemonset.yaml
 constexpr std::size_t kMiB = std::size_t{1} << 20;
@@ -76,15 +76,8 @@ class BufferBudgetE2eTest : public ::testing::Test {
           kubesim::readyNodeObject(fmt::format("worker-{}", i), fmt::format("10.0.1.{}", i)),
           since));
     }
-    auto rbac = kubesim::loadManifestDir(EKCO_SOURCE_DIR + std::string("/deploy"));
-    ASSERT_TRUE(rbac) << rbac.error().message();
-    objects.insert(objects.end(), rbac->begin(), rbac->end());
-    auto server = kubesim::Server::start(
-        {.out_dir = (dir_ / "sim").string(),
-         .objects = std::move(objects),
-         .tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
+    ASSERT_NO_FATAL_FAILURE(
+        testing::startAsEkco({.dir = dir_.string(), .objects = std::move(objects)}, server_));
     auto proxy = fakes::FaultProxy::start({.upstream_port = server_->port(),
                                            .upstream_ca_pem = server_->pki().ca_cert_pem,
                                            .cert_pem = server_->pki().server_cert_pem,
@@ -92,7 +85,7 @@ class BufferBudgetE2eTest : public ::testing::Test {
     ASSERT_TRUE(proxy) << proxy.error().message();
     proxy_ = std::move(*proxy);
     std::ofstream(dir_ / "kubeconfig")
-        << kubesim::renderTokenKubeconfig(server_->pki(), proxy_->url(), "ekco", kToken);
+        << kubesim::renderTokenKubeconfig(server_->pki(), proxy_->url(), "ekco", kEkcoToken);
     // Every cache on; nothing that acts (the nodes stay, no pod is cleared).
     std::ofstream(dir_ / "config.yaml") << "leader_election_lease_duration: 3s\n"
                                            "leader_election_renew_deadline: 2s\n"

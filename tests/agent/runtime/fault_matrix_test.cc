@@ -30,6 +30,7 @@
 #include "agent/serve/health_server.h"
 #include "kube/decode/timestamp.h"
 #include "tests/agent/process_support.h"
+#include "tests/agent/sa_client.h"
 #include "tests/fakes/fault_proxy.h"
 #include "tests/kubesim/server/server.h"
 
@@ -44,8 +45,8 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kToken = "ekco-fault-matrix-token";
-constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
+using testing::kEkcoServiceAccount;
+using testing::kEkcoToken;
 const std::vector<std::string> kAgents = {"cp-1", "cp-2"};
 // Pods that must outlive every fault (running; one on the dead node) and the nodes they are on.
 const std::vector<std::pair<std::string, std::string>> kKeep = {
@@ -109,15 +110,8 @@ class FaultMatrixTest : public ::testing::Test {
         node("worker-1", false), node("flap-w", false)};
     for (const auto& [name, on] : kKeep)
       objects.push_back(kubesim::runningPodObject("default", name, on));
-    auto rbac = kubesim::loadManifestDir(EKCO_SOURCE_DIR + std::string("/deploy"));
-    ASSERT_TRUE(rbac) << rbac.error().message();
-    objects.insert(objects.end(), rbac->begin(), rbac->end());
-    auto server = kubesim::Server::start(
-        {.out_dir = (dir_ / "sim").string(),
-         .objects = std::move(objects),
-         .tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
+    ASSERT_NO_FATAL_FAILURE(
+        testing::startAsEkco({.dir = dir_.string(), .objects = std::move(objects)}, server_));
     std::ofstream(dir_ / "config.yaml") << "leader_election_lease_duration: 3s\n"
                                            "leader_election_renew_deadline: 2s\n"
                                            "leader_election_retry_period: 500ms\n"
@@ -135,7 +129,7 @@ class FaultMatrixTest : public ::testing::Test {
       ASSERT_TRUE(proxy) << proxy.error().message();
       const fs::path kubeconfig = dir_ / (name + ".kubeconfig");
       std::ofstream(kubeconfig) << kubesim::renderTokenKubeconfig(server_->pki(), (*proxy)->url(),
-                                                                  "ekco", kToken);
+                                                                  "ekco", kEkcoToken);
       proxies_[name] = std::move(*proxy);
       const fs::path root = dir_ / ("root-" + name);
       fs::create_directories(root / "etc/kubernetes");
@@ -231,7 +225,7 @@ class FaultMatrixTest : public ::testing::Test {
       if (!server_->get("pods", "default", name)) out.push_back("pod " + name + " deleted");
     }
     for (const auto& r : server_->requestLog()) {
-      if (r.user != kServiceAccount || (r.verb != "delete" && r.verb != "deletecollection")) {
+      if (r.user != kEkcoServiceAccount || (r.verb != "delete" && r.verb != "deletecollection")) {
         continue;
       }
       if (r.resource == "pods" && r.name.rfind("stuck-", 0) == 0) continue;  // the right action

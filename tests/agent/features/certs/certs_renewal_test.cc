@@ -21,6 +21,7 @@
 #include "kube/transport/kubeconfig.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/features/certs/kubeadm_pki.h"
+#include "tests/agent/sa_client.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::agent {
@@ -32,8 +33,7 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
-constexpr const char* kToken = "ekco-certs-renewal-token";
+using testing::kEkcoServiceAccount;
 
 constexpr const char* kComponents[] = {"kube-apiserver", "kube-controller-manager",
                                        "kube-scheduler", "etcd"};
@@ -79,22 +79,19 @@ class CertsRenewalTest : public ::testing::Test {
          {"kind", "Node"},
          {"metadata", {{"name", "cp-1"}}},
          {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}}};
-    std::vector<kubesim::TokenUser> tokens;
+    for (const char* c : kComponents) objects.push_back(mirrorPod(c, json::object(), true));
     if (as_service_account_) {
       // deploy/ as a user applies it (its namespace kurl included), and the DaemonSet's token.
-      auto deploy = kubesim::loadManifestDir(EKCO_SOURCE_DIR + std::string("/deploy"));
-      ASSERT_TRUE(deploy) << deploy.error().message();
-      objects.insert(objects.end(), deploy->begin(), deploy->end());
-      tokens.push_back({.token = kToken, .user = kServiceAccount, .groups = {}});
+      ASSERT_NO_FATAL_FAILURE(
+          testing::startAsEkco({.dir = tmp_.path(), .objects = std::move(objects)}, server_));
     } else {
       objects.push_back(
           {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "kurl"}}}});
+      auto server =
+          kubesim::Server::start({.out_dir = tmp_.path() + "/sim", .objects = std::move(objects)});
+      ASSERT_TRUE(server) << server.error().message();
+      server_ = std::move(*server);
     }
-    for (const char* c : kComponents) objects.push_back(mirrorPod(c, json::object(), true));
-    auto server = kubesim::Server::start(
-        {.out_dir = tmp_.path() + "/sim", .objects = objects, .tokens = std::move(tokens)});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
     kube::Connection conn{.server = server_->url(),
                           .ca_pem = server_->caPem(),
                           .client_cert_pem = server_->clientCertPem(),
@@ -106,7 +103,6 @@ class CertsRenewalTest : public ::testing::Test {
     if (as_service_account_) {
       // The renewal's client, as the agent in the DaemonSet builds it from its token.
       const std::string kubeconfig = tmp_.path() + "/sa.kubeconfig";
-      ASSERT_TRUE(server_->writeTokenKubeconfig(kubeconfig, kToken));
       auto process_fs = hostfs::LocalHostFs::open("/", clock_);
       ASSERT_TRUE(process_fs) << process_fs.error().message();
       process_fs_ = std::move(*process_fs);
@@ -404,7 +400,7 @@ TEST_F(CertsRenewalAsEkcoTest, TheDaemonSetsAccountVerifiesTheRestartedMirrorPod
   // Every call the run made as kurl/ekco was allowed, the mirror pods' reads among them.
   int pod_reads = 0;
   for (const auto& r : server_->requestLog()) {
-    if (r.user != kServiceAccount) continue;
+    if (r.user != kEkcoServiceAccount) continue;
     EXPECT_TRUE(r.allowed) << r.verb << " " << r.resource << " " << r.ns << "/" << r.name << ": "
                            << r.code;
     if (r.verb == "get" && r.resource == "pods" && r.ns == "kube-system") ++pod_reads;

@@ -27,6 +27,7 @@
 #include "pki/certificate.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
+#include "tests/agent/sa_client.h"
 #include "tests/kubesim/server/server.h"
 #include "tests/pki/csr_support.h"
 
@@ -39,8 +40,8 @@ using pki::testing::makeCsrPem;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr const char* kSaToken = "ekco-csr-token";
-constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
+using testing::kEkcoServiceAccount;
+using testing::kEkcoToken;
 constexpr const char* kKubeletToken = "kubelet-node-a-token";
 constexpr const char* kKubeletBToken = "kubelet-node-b-token";
 constexpr const char* kEvilToken = "evil-token";
@@ -157,37 +158,32 @@ CsrSpec forNodeA(std::vector<std::string> dns = {"node-a"}) {
 class KubeletCsrApprovalSimTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto objects = kubesim::loadManifestDir(std::string(EKCO_SOURCE_DIR) + "/deploy");
-    ASSERT_TRUE(objects) << objects.error().message();
-    objects->push_back(nodeA());
-    objects->push_back(nodeB());
-    for (json& o : kubeadmObjects()) objects->push_back(std::move(o));
-    for (json& o : csrCreators()) objects->push_back(std::move(o));
+    std::vector<json> objects = {nodeA(), nodeB()};
+    for (json& o : kubeadmObjects()) objects.push_back(std::move(o));
+    for (json& o : csrCreators()) objects.push_back(std::move(o));
     // A kubelet's client CSR (another signer: never looked at). It also makes a kubesim that
     // knows CSRs only as stored objects serve the resource.
-    objects->push_back(csrObject(
+    objects.push_back(csrObject(
         "client-node-a", {.subject = {{"O", "system:nodes"}, {"CN", "system:node:node-a"}}},
         "system:node:node-a", {"system:nodes"}, "kubernetes.io/kube-apiserver-client-kubelet",
         {"digital signature", "client auth"}));
-    auto server = kubesim::Server::start(
-        {.out_dir = dir_.path() + "/sim",
-         .objects = std::move(*objects),
-         .tokens = {{.token = kSaToken, .user = kServiceAccount, .groups = {}},
-                    {.token = kKubeletToken,
-                     .user = "system:node:node-a",
-                     .groups = {"system:nodes", "system:authenticated"}},
-                    {.token = kKubeletBToken,
-                     .user = "system:node:node-b",
-                     .groups = {"system:nodes", "system:authenticated"}},
-                    {.token = kEvilToken,
-                     .user = kEvil,
-                     .groups = {"system:serviceaccounts", "system:authenticated"}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
+    ASSERT_NO_FATAL_FAILURE(testing::startAsEkco(
+        {.dir = dir_.path(),
+         .objects = std::move(objects),
+         .more_tokens = {{.token = kKubeletToken,
+                          .user = "system:node:node-a",
+                          .groups = {"system:nodes", "system:authenticated"}},
+                         {.token = kKubeletBToken,
+                          .user = "system:node:node-b",
+                          .groups = {"system:nodes", "system:authenticated"}},
+                         {.token = kEvilToken,
+                          .user = kEvil,
+                          .groups = {"system:serviceaccounts", "system:authenticated"}}}},
+        server_));
     auto process_fs = hostfs::LocalHostFs::open("/", clock_);
     ASSERT_TRUE(process_fs) << process_fs.error().message();
     process_fs_ = std::move(*process_fs);
-    ekco_ = client(kSaToken);
+    ekco_ = client(kEkcoToken);
     kubelet_ = client(kKubeletToken);
     kubelet_b_ = client(kKubeletBToken);
     evil_ = client(kEvilToken);
@@ -211,7 +207,7 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
     watches_.reset();
     if (server_) {
       for (const auto& r : server_->requestLog()) {
-        if (r.user != kServiceAccount) continue;
+        if (r.user != kEkcoServiceAccount) continue;
         EXPECT_TRUE(r.allowed) << "forbidden: " << r.verb << " " << r.resource << "/"
                                << r.subresource << " " << r.name;
       }
@@ -294,7 +290,7 @@ class KubeletCsrApprovalSimTest : public ::testing::Test {
   int csrLists() const {
     int n = 0;
     for (const auto& r : server_->requestLog()) {
-      n += r.user == kServiceAccount && r.resource == "certificatesigningrequests" &&
+      n += r.user == kEkcoServiceAccount && r.resource == "certificatesigningrequests" &&
                    r.verb == "list"
                ? 1
                : 0;
@@ -453,7 +449,7 @@ TEST_F(KubeletCsrApprovalSimTest, AKubeletsCsrIsApprovedThroughTheApprovalSubres
   EXPECT_EQ(conditions("impostor"), json::array());
   bool put_approval = false;
   for (const auto& rec : server_->requestLog()) {
-    put_approval = put_approval || (rec.user == kServiceAccount && rec.verb == "update" &&
+    put_approval = put_approval || (rec.user == kEkcoServiceAccount && rec.verb == "update" &&
                                     rec.subresource == "approval" && rec.allowed);
   }
   EXPECT_TRUE(put_approval);

@@ -31,6 +31,7 @@
 #include "kube/transport/curl_transport.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
+#include "tests/agent/sa_client.h"
 #include "tests/fakes/etcd_cluster.h"
 #include "tests/kubesim/server/server.h"
 
@@ -42,8 +43,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr int kDead = 2;  // cp-3, etcd member 127.0.0.13
-constexpr const char* kToken = "ekco-e2e-token";
-constexpr const char* kServiceAccount = "system:serviceaccount:kurl:ekco";
 
 // "verb resource[/subresource][.group]": what an RBAC rule grants and a request needs.
 inline std::string permission(const std::string& verb, const std::string& group,
@@ -122,21 +121,12 @@ class PurgeE2eTest : public ::testing::Test {
   void SetUp() override {
     auto started = etcd_.start();
     ASSERT_TRUE(started) << started.error().message();
-    std::vector<json> objects = clusterObjects();
-    for (const char* dir : {"/deploy", "/deploy-rook-ceph", "/deploy-monitoring"}) {
-      auto loaded = kubesim::loadManifestDir(EKCO_SOURCE_DIR + std::string(dir));
-      ASSERT_TRUE(loaded) << loaded.error().message();
-      objects.insert(objects.end(), loaded->begin(), loaded->end());
-    }
-    auto server = kubesim::Server::start(
-        {.out_dir = dir_.path() + "/sim",
-         .objects = std::move(objects),
-         .tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}}}});
-    ASSERT_TRUE(server) << server.error().message();
-    server_ = std::move(*server);
+    ASSERT_NO_FATAL_FAILURE(testing::startAsEkco(
+        {.dir = dir_.path(),
+         .objects = clusterObjects(),
+         .manifest_dirs = {"/deploy", "/deploy-rook-ceph", "/deploy-monitoring"}},
+        server_));
     sa_kubeconfig_ = dir_.path() + "/sa.kubeconfig";
-    auto written = server_->writeTokenKubeconfig(sa_kubeconfig_, kToken);
-    ASSERT_TRUE(written) << written.error().message();
     // The agent's host root is the etcd fixture's: certificates_dir/etcd/healthcheck-client.*.
     fs::create_directories(etcd_.hostRoot() + "/etc/kubernetes");
     std::ofstream(etcd_.hostRoot() + "/etc/kubernetes/kubelet.conf") << "# joined\n";

@@ -30,7 +30,7 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 using testing::kClusterStatus;
 using testing::kDead;
-using testing::kServiceAccount;
+using testing::kEkcoServiceAccount;
 using testing::kStuck;
 using testing::node;
 using ::testing::Not;
@@ -134,7 +134,7 @@ TEST_F(PurgeE2eTest, ADeadControlPlaneNodeIsClearedThenPurgedEndToEnd) {
   // RBAC rules grant was used by it in this run.
   std::set<std::string> used;
   for (const auto& r : server_->requestLog()) {
-    if (r.user != kServiceAccount || r.resource.empty()) continue;
+    if (r.user != kEkcoServiceAccount || r.resource.empty()) continue;
     const std::string resource = r.resource + (r.subresource.empty() ? "" : "/" + r.subresource);
     used.insert(permission(r.verb, r.api_group, resource));
     EXPECT_TRUE(r.allowed) << "forbidden: " << r.verb << " " << r.path;

@@ -27,7 +27,7 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
-using testing::kServiceAccount;
+using testing::kEkcoServiceAccount;
 using testing::kStuck;
 using ::testing::Not;
 using testing::PurgeE2eTest;
@@ -38,7 +38,7 @@ std::vector<kubesim::RequestRecord> changes(const kubesim::Server& server) {
   static const std::set<std::string> kWrites = {"create", "update", "patch", "delete"};
   std::vector<kubesim::RequestRecord> out;
   for (auto& r : server.requestLog()) {
-    if (r.user != kServiceAccount || !kWrites.contains(r.verb)) continue;
+    if (r.user != kEkcoServiceAccount || !kWrites.contains(r.verb)) continue;
     if (r.resource == "leases" || r.resource == "events") continue;
     out.push_back(std::move(r));
   }
