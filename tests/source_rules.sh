@@ -29,7 +29,8 @@ fi
 #    kube: transport <- decode <- kube <- watch; inside base: base <- log <- os. In
 #    agent/, lowest first: config, edge, serve, controller, policy, maintenance, the features
 #    (each its own folder: one feature never includes another's files), the table, runtime,
-#    cli, main.cc. Any include crossing that direction fails here.
+#    cli, main.cc. Any include crossing that direction fails here. (The link-level twin, over the
+#    rooms' libraries and what agent/CMakeLists.txt says each uses: scripts/layer-check.)
 if ! python3 - "$@" <<'LAYERS'
 import os, re, sys
 libs = {'base': set(), 'hostfs': {'base'}, 'kube': {'base', 'hostfs'},
