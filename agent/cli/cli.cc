@@ -469,6 +469,7 @@ std::vector<std::unique_ptr<Command>> commandTable() {
   table.push_back(upgradeCommand());
   table.push_back(purgeNodeCommand());
   table.push_back(certsCommands());
+  table.push_back(rotateKotsadmCertsCommand());
   table.push_back(maintenanceCommands());
   table.push_back(jobCommands());
   table.push_back(std::make_unique<RenderCommands>());

@@ -1,18 +1,23 @@
 #include "agent/features/certs/certs_cmd.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "agent/edge/command_config.h"
 #include "agent/edge/command_env.h"
 #include "agent/features/certs/certs.h"
 #include "agent/features/certs/certs_renewal.h"
 #include "agent/features/certs/cluster_secrets.h"
+#include "base/duration.h"
+#include "base/strings.h"
 #include "kube/decode/json_fields.h"
 #include "kube/decode/timestamp.h"
 #include "pki/probe.h"
@@ -285,6 +290,69 @@ int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const
   return report->not_renewed.empty() ? kExitOk : kExitFailure;
 }
 
+int runClusterRenewCommand(const Config& config, const ClusterRenewArgs& args, const CliEnv& env) {
+  const std::string& what = args.command;
+  if (args.host_root.empty() || args.host_root.front() != '/') {
+    *env.err << "error: --host-root: want an absolute path (got " << args.host_root << ")\n";
+    return kExitUsage;
+  }
+  for (const std::string& name : args.names) {
+    if (std::find(std::begin(kClusterSecretNames), std::end(kClusterSecretNames), name) ==
+        std::end(kClusterSecretNames)) {
+      *env.err << fmt::format("error: {}: unknown cluster certificate {}; known: {}\n", what,
+                              base::quoteForMessage(name), fmt::join(kClusterSecretNames, ", "));
+      return kExitUsage;
+    }
+  }
+  base::SystemClock clock;
+  auto node = resolveNodeName("", envValue(env.environment, "NODE_NAME"), hostName());
+  CommandClient c;
+  if (auto built = buildCommandClient(
+          c,
+          {.host_root = args.host_root,
+           .kubeconfig = args.kubeconfig,
+           .rest = kube::RestClientOptions{.request_timeout = std::chrono::seconds(30),
+                                           .reporting_instance = node ? *node : ""}},
+          env.environment, clock);
+      !built) {
+    *env.err << "error: " << what << ": " << built.error().message() << "\n";
+    return kExitFailure;
+  }
+  ClusterCertsOptions options = clusterCertsOptions(config);
+  if (args.ttl) options.ttl = *args.ttl;
+  options.now = clock.wallNow();
+  options.force = args.force;
+  options.dry_run = args.dry_run;
+  options.names = args.names;
+  // What is left alone, and why; a named one that cannot be renewed here is a failure.
+  std::vector<std::string> not_renewed;
+  const auto named = [&args](const std::string& n) {
+    return std::find(args.names.begin(), args.names.end(), n) != args.names.end();
+  };
+  for (const ClusterSecretState& s : inspectClusterSecrets(*c.client, *c.host_fs, options)) {
+    if (!clusterSecretSelected(options.names, s.name) || !s.problem.empty() || s.due) continue;
+    if (!s.present || !s.note.empty() || !s.cert) {
+      const std::string why = !s.present ? "absent (the add-on is not installed)" : s.note;
+      *env.out << fmt::format("{} (secret {}): {}; left alone\n", s.name, s.secret, why);
+      if (named(s.name)) not_renewed.push_back(s.name + ": " + why);
+    } else {
+      *env.out << fmt::format("{} (secret {}) has {} until expiration, more than {}; skipped\n",
+                              s.name, s.secret, base::formatDuration(s.left),
+                              base::formatDuration(options.ttl));
+    }
+  }
+  const ClusterCertsReport report = renewClusterSecrets(
+      *c.client, *c.host_fs, options,
+      secretEventRecorder(*c.client, [&env](const std::string& error) {
+        *env.err << "warning: an Event could not be recorded: " << error << "\n";
+      }));
+  for (const std::string& line : report.lines) *env.out << line << "\n";
+  if (args.dry_run) *env.out << "Dry run: nothing was changed.\n";
+  for (const std::string& e : report.errors) *env.err << "error: " << e << "\n";
+  for (const std::string& n : not_renewed) *env.err << "error: not renewed: " << n << "\n";
+  return report.errors.empty() && not_renewed.empty() ? kExitOk : kExitFailure;
+}
+
 namespace {
 
 // `ekco certs check|renew` on the command line: what the flags parse into (CLI11 keeps pointers
@@ -336,6 +404,10 @@ void addCertsCommands(CLI::App& app, CertsCli& c) {
   c.renew->add_flag("--force", c.renew_args.force, "Renew even those outside rotate_certs_ttl");
   c.renew->add_flag("--dry-run", c.renew_args.dry_run,
                     "Say what would be renewed and restarted; change nothing");
+  c.renew->add_flag("--cluster", c.renew_args.cluster,
+                    "Renew the cluster's TLS secrets instead (NAME: contour, envoy, registry, "
+                    "kurl-proxy, kotsadm-kubelet-client), as the cluster-certificates "
+                    "controller does: on a control-plane host");
 }
 
 class CertsCommands final : public Command {
@@ -353,6 +425,15 @@ class CertsCommands final : public Command {
     auto config = hostCommandConfig(c_.renew_config, nullptr, nullptr, log_level,
                                     c_.renew_args.kubeconfig, c_.renew_args.host_root, env);
     if (!config) return kExitUsage;
+    if (c_.renew_args.cluster) {
+      return runClusterRenewCommand(*config,
+                                    {.names = c_.renew_args.names,
+                                     .host_root = c_.renew_args.host_root,
+                                     .kubeconfig = c_.renew_args.kubeconfig,
+                                     .force = c_.renew_args.force,
+                                     .dry_run = c_.renew_args.dry_run},
+                                    env);
+    }
     return runCertsRenewCommand(*config, c_.renew_args, env);
   }
 
@@ -360,8 +441,50 @@ class CertsCommands final : public Command {
   CertsCli c_{};
 };
 
+class RotateKotsadmCertsCommand final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    app_ = root.add_subcommand(
+        "rotate-kotsadm-certs",
+        "Renew the kotsadm UI's self-signed certificate (secret kurl_proxy_cert_secret) now if "
+        "it expires within --ttl (EKCO's command; as `ekco certs renew --cluster kurl-proxy`)");
+    app_->add_option("--ttl", ttl_,
+                     "Renew if it expires within this long (Go syntax; default 4320h, 180 days)");
+    app_->add_flag("--dry-run", args_.dry_run, "Say what would be renewed; change nothing");
+    addHostCommandFlags(app_, config_, args_.kubeconfig, args_.host_root,
+                        "Config file, for the secret's name and namespace (default "
+                        "/etc/ekco/config.yaml)");
+  }
+  bool parsed() const override { return app_->parsed(); }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    auto ttl = base::parseDuration(ttl_);
+    if (!ttl || *ttl <= base::Duration::zero()) {
+      *env.err << "error: --ttl " << base::quoteForMessage(ttl_)
+               << ": want a positive Go duration (4320h)\n";
+      return kExitUsage;
+    }
+    auto config = hostCommandConfig(config_, nullptr, nullptr, log_level, args_.kubeconfig,
+                                    args_.host_root, env);
+    if (!config) return kExitUsage;
+    args_.names = {"kurl-proxy"};
+    args_.ttl = std::chrono::duration_cast<std::chrono::seconds>(*ttl);
+    args_.command = "rotate-kotsadm-certs";
+    return runClusterRenewCommand(*config, args_, env);
+  }
+
+ private:
+  CLI::App* app_ = nullptr;
+  std::string config_{};
+  std::string ttl_ = "4320h";
+  ClusterRenewArgs args_{};
+};
+
 }  // namespace
 
 std::unique_ptr<Command> certsCommands() { return std::make_unique<CertsCommands>(); }
+
+std::unique_ptr<Command> rotateKotsadmCertsCommand() {
+  return std::make_unique<RotateKotsadmCertsCommand>();
+}
 
 }  // namespace ekco::agent

@@ -3,11 +3,15 @@
 // `kubeadm certs check-expiration` shows them, with the issuer and whether ekco would renew each.
 // `ekco certs renew`: renew them now (agent/features/certs/certs_renewal.h), under the disruption
 // Lease, restarting and verifying as the certificates controller does, without asking.
+// `ekco certs renew --cluster` and `ekco rotate-kotsadm-certs` (EKCO's name): the cluster's TLS
+// secrets (agent/features/certs/cluster_secrets.h) renewed now, as the cluster-certificates
+// controller renews them.
 #pragma once
 
 #include <memory>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +48,7 @@ struct CertsRenewArgs {
   std::string node_name{};  // --node-name (default NODE_NAME, then the host name)
   bool force = false;
   bool dry_run = false;
+  bool cluster = false;  // --cluster: the cluster's TLS secrets instead (runClusterRenewCommand)
   // Tests shorten these; no flags.
   std::chrono::milliseconds verify_timeout{std::chrono::minutes(3)};
   std::chrono::milliseconds poll{std::chrono::seconds(2)};
@@ -55,7 +60,31 @@ struct CertsRenewArgs {
 // holds the disruption Lease past the wait; 2 for a bad flag or an unknown certificate name.
 int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const CliEnv& env);
 
+struct ClusterRenewArgs {
+  // kClusterSecretNames; empty: every one within the TTL (with --force: every one)
+  std::vector<std::string> names{};
+  std::string host_root = "/";
+  std::string kubeconfig{};
+  bool force = false;
+  bool dry_run = false;
+  std::optional<std::chrono::seconds> ttl{};      // instead of rotate_certs_ttl
+  std::string command = "certs renew --cluster";  // names it in messages
+};
+
+// Renews the cluster's TLS secrets within the TTL (or, with force, every one) among `names`,
+// with the controller's checks, Events on the Secrets and restarts (Envoy's DaemonSet, the
+// registry's pods). It runs on a control-plane host: the registry is signed by its cluster CA
+// key and the kotsadm kubelet client comes from its pair. Not paused by maintenance mode, which
+// pauses what ekco does on its own initiative. Exit codes: 0 when every chosen secret was
+// renewed or was not due; 1 when one failed, or a named one cannot be renewed here (absent, a
+// custom certificate, no CA key); 2 for a bad flag or an unknown name.
+int runClusterRenewCommand(const Config& config, const ClusterRenewArgs& args, const CliEnv& env);
+
 // `ekco certs check|renew`, for the command line's table (agent/cli/cli.cc).
 std::unique_ptr<Command> certsCommands();
+
+// `ekco rotate-kotsadm-certs [--ttl DURATION]`: EKCO's manual kurl-proxy renewal, as
+// `ekco certs renew --cluster kurl-proxy` with its own TTL (default 4320h, EKCO's 180 days).
+std::unique_ptr<Command> rotateKotsadmCertsCommand();
 
 }  // namespace ekco::agent

@@ -63,17 +63,9 @@ base::Result<ReconcileResult> ClusterCerts::reconcile() {
   nlohmann::json last = nullptr;
   if (!due.empty() && o_.renew) {
     ClusterCertsReport report = renewClusterSecrets(
-        kube_, fs_, options,
-        [this](const std::string& reason, const std::string& message, const std::string& ns,
-               const std::string& name, const std::string& type) {
-          auto recorded = kube_.recordEvent({.involved_resource = kube::resources::kSecrets,
-                                             .involved_namespace = ns,
-                                             .involved_name = name,
-                                             .reason = reason,
-                                             .message = message,
-                                             .type = type});
-          if (!recorded && o_.report) o_.report("certificate Event", recorded.error().message());
-        });
+        kube_, fs_, options, secretEventRecorder(kube_, [this](const std::string& error) {
+          if (o_.report) o_.report("certificate Event", error);
+        }));
     for (const std::string& line : report.lines) result.plan += line + "\n";
     last = {{"at", kube::formatRfc3339(options.now)},
             {"lines", report.lines},

@@ -177,6 +177,7 @@ class Renewer {
     const auto states = inspectClusterSecrets(kube_, fs_, o_);
     bool contour_done = false;
     for (const ClusterSecretState& s : states) {
+      if (!clusterSecretSelected(o_.names, s.name)) continue;
       if (!s.problem.empty()) {
         report_.errors.push_back(s.problem);
         continue;
@@ -427,6 +428,30 @@ ClusterCertsReport renewClusterSecrets(kube::KubeClient& kube, const hostfs::Hos
                                        const ClusterCertsOptions& options,
                                        const SecretEventFn& event) {
   return Renewer(kube, fs, options, event).run();
+}
+
+bool clusterSecretSelected(const std::vector<std::string>& names, const std::string& state_name) {
+  if (names.empty()) return true;
+  const auto named = [&names](std::string_view n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  if (state_name == "contour" || state_name == "envoy") return named("contour") || named("envoy");
+  return named(state_name);
+}
+
+SecretEventFn secretEventRecorder(kube::KubeClient& kube,
+                                  std::function<void(const std::string& error)> failed) {
+  return [&kube, failed = std::move(failed)](const std::string& reason, const std::string& message,
+                                             const std::string& ns, const std::string& name,
+                                             const std::string& type) {
+    auto recorded = kube.recordEvent({.involved_resource = kube::resources::kSecrets,
+                                      .involved_namespace = ns,
+                                      .involved_name = name,
+                                      .reason = reason,
+                                      .message = message,
+                                      .type = type});
+    if (!recorded && failed) failed(recorded.error().message());
+  };
 }
 
 }  // namespace ekco::agent

@@ -38,6 +38,11 @@ namespace ekco::agent {
 
 inline constexpr std::string_view kKurlProxyHost = "kotsadm.default.svc.cluster.local";
 
+// The secrets' names, in EKCO's order ("contour" and "envoy" are one pair: naming either renews
+// both).
+inline constexpr std::string_view kClusterSecretNames[] = {"contour", "envoy", "registry",
+                                                           "kurl-proxy", "kotsadm-kubelet-client"};
+
 struct ClusterCertsOptions {
   base::WallTime now{};
   std::chrono::seconds ttl{std::chrono::hours(720)};
@@ -53,6 +58,8 @@ struct ClusterCertsOptions {
   std::string envoy_secret = "envoycert";
   bool dry_run = false;
   bool force = false;  // renew every present, replaceable one whatever its expiry
+  // Only these (kClusterSecretNames); empty: every one.
+  std::vector<std::string> names{};
   // Asked right before each secret write (maintenance mode, agent/maintenance/maintenance.h): false
   // stops that write with a kUnavailable error. Unset: always allowed.
   std::function<bool()> may_write{};
@@ -93,5 +100,14 @@ using SecretEventFn =
 ClusterCertsReport renewClusterSecrets(kube::KubeClient& kube, const hostfs::HostFs& fs,
                                        const ClusterCertsOptions& options,
                                        const SecretEventFn& event);
+
+// Whether `state_name` is among `names` (empty: every one); "contour" and "envoy" select each
+// other.
+bool clusterSecretSelected(const std::vector<std::string>& names, const std::string& state_name);
+
+// Records each change as an Event on its Secret through `kube`; `failed` hears an Event that
+// could not be recorded (never fatal).
+SecretEventFn secretEventRecorder(kube::KubeClient& kube,
+                                  std::function<void(const std::string& error)> failed);
 
 }  // namespace ekco::agent

@@ -6,6 +6,8 @@
 // restart; custom certificates, dry run and worker hosts left alone.
 #include "agent/features/certs/cluster_certs.h"
 
+#include "agent/features/certs/certs_cmd.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -399,6 +401,108 @@ TEST_F(ClusterCertsTest, AWorkerHostWithoutTheClusterCaKeyDoesNothing) {
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(r->summary, "not a control-plane node (no cluster CA key)");
   EXPECT_TRUE(server_->requestLog().empty());
+}
+
+// `ekco certs renew --cluster` and `ekco rotate-kotsadm-certs` (issue 37): the controller's
+// renewal on demand, run as the CLI runs it, as the ekco ServiceAccount (deploy/'s RBAC).
+class ClusterRenewCommandTest : public ClusterCertsTest {
+ protected:
+  testing::CliRun run(std::vector<std::string> args) {
+    // No --config: the host root has no /etc/ekco/config.yaml, so the defaults.
+    args.insert(args.end(),
+                {"--host-root", host_.path(), "--kubeconfig", dir_.path() + "/sa.kubeconfig"});
+    return testing::cli(args, {"NODE_NAME=cp-1"});
+  }
+};
+
+TEST_F(ClusterRenewCommandTest, RenewsOnlyTheNamedSecretsWithEventsAndRestarts) {
+  ASSERT_NO_FATAL_FAILURE(start(everything()));
+  const std::string contour_before = data("projectcontour", "contourcert", "tls.crt");
+  const std::string client_before = data("default", "kubelet-client-cert", "client.crt");
+  const std::string proxy_before = data("default", "kotsadm-tls", "tls.crt");
+  auto r = run({"certs", "renew", "--cluster", "registry", "kurl-proxy"});
+  ASSERT_EQ(r.code, kExitOk) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("in secret kurl/registry-pki"));
+  EXPECT_THAT(r.out, HasSubstr("in secret default/kotsadm-tls"));
+  // Renewed: signed by the host's CA, a year from now; the pods reading it restarted.
+  auto registry = pki::parseCertificate(data("kurl", "registry-pki", "registry.crt"), "registry");
+  ASSERT_TRUE(registry);
+  EXPECT_GT(registry->not_after, now_ + 300 * 24h);
+  EXPECT_TRUE(verifies(data("kurl", "registry-pki", "registry.crt"), ca_cert_));
+  EXPECT_FALSE(server_->get("pods", "kurl", "registry-7d9f"));
+  EXPECT_NE(data("default", "kotsadm-tls", "tls.crt"), proxy_before);
+  // Not named: untouched, though inside the TTL.
+  EXPECT_EQ(data("projectcontour", "contourcert", "tls.crt"), contour_before);
+  EXPECT_EQ(data("default", "kubelet-client-cert", "client.crt"), client_before);
+  EXPECT_THAT(eventsOn("kurl"), ::testing::Contains("registry-pki CertificateRenewed"));
+  EXPECT_THAT(eventsOn("default"), ::testing::Contains("kotsadm-tls CertificateRenewed"));
+
+  // Renewed a moment ago: outside the TTL now, skipped unless forced.
+  auto again = run({"certs", "renew", "--cluster", "registry"});
+  EXPECT_EQ(again.code, kExitOk) << again.out << again.err;
+  EXPECT_THAT(again.out, HasSubstr("registry (secret kurl/registry-pki) has "));
+  EXPECT_THAT(again.out, HasSubstr("until expiration, more than 720h; skipped"));
+  const std::string renewed = data("kurl", "registry-pki", "registry.crt");
+  auto forced = run({"certs", "renew", "--cluster", "--force", "registry"});
+  EXPECT_EQ(forced.code, kExitOk) << forced.out << forced.err;
+  EXPECT_NE(data("kurl", "registry-pki", "registry.crt"), renewed);
+}
+
+TEST_F(ClusterRenewCommandTest, EveryOneDueWithoutNamesAndNothingInADryRun) {
+  ASSERT_NO_FATAL_FAILURE(start(everything()));
+  const std::string registry_before = data("kurl", "registry-pki", "registry.crt");
+  auto dry = run({"certs", "renew", "--cluster", "--dry-run"});
+  EXPECT_EQ(dry.code, kExitOk) << dry.out << dry.err;
+  EXPECT_THAT(dry.out, HasSubstr("would renew the registry certificate"));
+  EXPECT_THAT(dry.out, HasSubstr("Dry run: nothing was changed."));
+  EXPECT_EQ(data("kurl", "registry-pki", "registry.crt"), registry_before);
+  for (const auto& req : server_->requestLog()) {
+    EXPECT_TRUE(req.verb == "get" || req.verb == "list") << req.verb << " " << req.path;
+  }
+  auto all = run({"certs", "renew", "--cluster"});
+  EXPECT_EQ(all.code, kExitOk) << all.out << all.err;
+  EXPECT_NE(data("kurl", "registry-pki", "registry.crt"), registry_before);
+  EXPECT_THAT(all.out, HasSubstr("restarted DaemonSet projectcontour/envoy"));
+  EXPECT_THAT(all.out, HasSubstr("in secret default/kubelet-client-cert"));
+}
+
+TEST_F(ClusterRenewCommandTest, RotateKotsadmCertsRenewsTheKurlProxyPairWithinItsTtl) {
+  ASSERT_NO_FATAL_FAILURE(start(everything()));  // kotsadm-tls: 10 days left
+  const std::string before = data("default", "kotsadm-tls", "tls.crt");
+  auto later = run({"rotate-kotsadm-certs", "--ttl", "24h"});
+  EXPECT_EQ(later.code, kExitOk) << later.out << later.err;
+  EXPECT_THAT(later.out, HasSubstr("more than 24h; skipped"));
+  EXPECT_EQ(data("default", "kotsadm-tls", "tls.crt"), before);
+
+  auto now = run({"rotate-kotsadm-certs"});  // 4320h, EKCO's 180 days
+  EXPECT_EQ(now.code, kExitOk) << now.out << now.err;
+  auto cert = pki::parseCertificate(data("default", "kotsadm-tls", "tls.crt"), "kotsadm-tls");
+  ASSERT_TRUE(cert);
+  EXPECT_THAT(cert->common_name, ::testing::StartsWith("kotsadm.default.svc.cluster.local@"));
+  EXPECT_EQ(cert->ip_addresses, std::vector<std::string>{"10.0.0.7"});
+  EXPECT_GT(cert->not_after, now_ + 300 * 24h);
+  EXPECT_THAT(eventsOn("default"), ::testing::Contains("kotsadm-tls CertificateRenewed"));
+
+  EXPECT_EQ(run({"rotate-kotsadm-certs", "--ttl", "180d"}).code, kExitUsage);
+  auto unknown = run({"certs", "renew", "--cluster", "kotsadm"});
+  EXPECT_EQ(unknown.code, kExitUsage);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown cluster certificate \"kotsadm\"; known: contour, "
+                                     "envoy, registry, kurl-proxy, kotsadm-kubelet-client"));
+}
+
+TEST_F(ClusterRenewCommandTest, ANamedCertificateThatCannotBeRenewedHereFails) {
+  const auto custom = selfSigned("ekco.example.com", 10);
+  ASSERT_NO_FATAL_FAILURE(start({secret(
+      "default", "kotsadm-tls", {{"tls.crt", custom.cert_pem}, {"tls.key", custom.key_pem}})}));
+  auto r = run({"rotate-kotsadm-certs"});
+  EXPECT_EQ(r.code, kExitFailure) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("kurl-proxy (secret default/kotsadm-tls): a custom certificate: "
+                               "reported, never replaced; left alone"));
+  EXPECT_THAT(r.err, HasSubstr("error: not renewed: kurl-proxy: a custom certificate"));
+  EXPECT_EQ(data("default", "kotsadm-tls", "tls.crt"), custom.cert_pem);
+  auto absent = run({"certs", "renew", "--cluster", "registry"});
+  EXPECT_EQ(absent.code, kExitFailure) << absent.out << absent.err;
+  EXPECT_THAT(absent.err, HasSubstr("not renewed: registry: absent (the add-on is not installed)"));
 }
 
 }  // namespace
