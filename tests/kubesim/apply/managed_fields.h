@@ -70,6 +70,9 @@ struct Writer {
   std::string subresource{};  // "" or "status"
   std::string now{};          // RFC 3339, the entry's time
   bool force = false;         // apply: take the conflicting fields (?force=true)
+  // The request's ?fieldValidation: "Ignore", "Warn" ("" too: the server's default) or "Strict"
+  // (Store::decodeFieldsLocked).
+  std::string field_validation{};
 };
 
 // A non-apply write (create: `old` null): `next`'s metadata.managedFields become old's (or, when

@@ -28,6 +28,16 @@ struct FieldInfo {
 
 using Schema = std::map<std::string, std::map<int, FieldInfo>, std::less<>>;
 
+// Go structs embedded with `json:",inline"`: a message field in protobuf, their fields at the
+// embedding object's level in JSON (Volume's VolumeSource, Probe's ProbeHandler, a
+// PersistentVolumeSpec's PersistentVolumeSource, EphemeralContainer's EphemeralContainerCommon,
+// the LocalObjectReference of SecretKeySelector and its kin).
+bool isInline(const FieldInfo& f) {
+  return f.name == "volumeSource" || f.name == "persistentVolumeSource" ||
+         f.name == "ephemeralContainerCommon" || f.name == "localObjectReference" ||
+         (f.name == "handler" && f.type.ends_with(".ProbeHandler"));
+}
+
 std::vector<std::string> split(std::string_view s, char sep) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -300,6 +310,8 @@ base::Result<json> decodeMessage(const std::string& type, std::string_view bytes
       if (info.label == 'r') {
         if (!out.contains(info.name)) out[info.name] = json::array();
         out[info.name].push_back(std::move(*v));
+      } else if (isInline(info) && v->is_object()) {
+        for (auto& [k, inner] : v->items()) out[k] = std::move(inner);
       } else if (v->is_null() || (v->is_string() && v->get_ref<const std::string&>().empty())) {
         // Go's generated marshaller writes every non-pointer field; an empty string or a zero
         // time is what `omitempty` leaves out of the JSON form.
@@ -313,6 +325,95 @@ base::Result<json> decodeMessage(const std::string& type, std::string_view bytes
 }
 
 }  // namespace
+
+namespace {
+
+// The protobuf message of a JSON body's apiVersion ("rbac.authorization.k8s.io/v1" →
+// k8s.io.api.rbac.v1) and kind.
+std::string messageOf(const std::string& api_version, const std::string& kind) {
+  const auto slash = api_version.find('/');
+  std::string group = slash == std::string::npos ? "core" : api_version.substr(0, slash);
+  const std::string version =
+      slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+  group = group.substr(0, group.find('.'));
+  if (kind == "DeleteOptions") return std::string(kMeta) + kind;
+  return "k8s.io.api." + group + "." + version + "." + kind;
+}
+
+// Types whose JSON form is not their message's fields (decodeMessage's special cases): their
+// contents are not fields to check.
+bool opaque(const std::string& type) {
+  return type == std::string(kMeta) + "Time" || type == std::string(kMeta) + "MicroTime" ||
+         type == std::string(kMeta) + "FieldsV1" ||
+         type == "k8s.io.apimachinery.pkg.runtime.RawExtension" ||
+         type == "k8s.io.apimachinery.pkg.api.resource.Quantity" ||
+         type == "k8s.io.apimachinery.pkg.util.intstr.IntOrString" ||
+         (type.size() > 11 && type.compare(type.size() - 11, 11, ".ExtraValue") == 0);
+}
+
+// The JSON fields of a message: its own, and those of the structs it embeds inline.
+void addFields(const std::string& type, std::map<std::string_view, const FieldInfo*>& by_name,
+               int depth) {
+  auto message = schema().find(type);
+  if (message == schema().end() || depth > 8) return;
+  for (const auto& [number, info] : message->second) {
+    if (isInline(info)) {
+      addFields(info.type, by_name, depth + 1);
+    } else {
+      by_name.emplace(info.name, &info);
+    }
+  }
+}
+
+void dropUnknown(const std::string& type, json& value, const std::string& path, bool root,
+                 std::vector<std::string>& unknown, int depth) {
+  if (depth > 64 || opaque(type) || !value.is_object()) return;
+  if (schema().find(type) == schema().end()) return;
+  std::map<std::string_view, const FieldInfo*> by_name;
+  addFields(type, by_name, 0);
+  for (auto it = value.begin(); it != value.end();) {
+    const std::string& key = it.key();
+    // TypeMeta, inline in every object (an embedded PersistentVolumeClaim of a StatefulSet's
+    // volumeClaimTemplates may carry it too).
+    if ((root || by_name.contains("metadata")) && (key == "apiVersion" || key == "kind")) {
+      ++it;
+      continue;
+    }
+    const std::string at = path.empty() ? key : path + "." + key;
+    auto field = by_name.find(key);
+    if (field == by_name.end()) {
+      unknown.push_back(at);
+      it = value.erase(it);
+      continue;
+    }
+    const FieldInfo& info = *field->second;
+    if (info.label == 'r' && it->is_array()) {
+      for (std::size_t i = 0; i < it->size(); ++i) {
+        dropUnknown(info.type, (*it)[i], at + "[" + std::to_string(i) + "]", false, unknown,
+                    depth + 1);
+      }
+    } else if (info.label == 'm' && it->is_object()) {
+      for (auto& [k, v] : it->items()) {
+        dropUnknown(info.value_type, v, at + "." + k, false, unknown, depth + 1);
+      }
+    } else if (info.label == 'o') {
+      dropUnknown(info.type, *it, at, false, unknown, depth + 1);
+    }
+    ++it;
+  }
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> dropUnknownFields(json& object) {
+  if (!object.is_object()) return std::nullopt;
+  const std::string type =
+      messageOf(object.value("apiVersion", std::string()), object.value("kind", std::string()));
+  if (schema().find(type) == schema().end()) return std::nullopt;
+  std::vector<std::string> unknown;
+  dropUnknown(type, object, "", true, unknown, 0);
+  return unknown;
+}
 
 bool isProtobuf(std::string_view content_type) {
   return content_type.substr(0, content_type.find(';')) == "application/vnd.kubernetes.protobuf";
@@ -343,14 +444,7 @@ base::Result<json> decode(std::string_view body) {
     }
   }
   if (kind.empty() || !has_raw) return malformed("the envelope has no kind or no raw object");
-  // "rbac.authorization.k8s.io/v1" → k8s.io.api.rbac.v1; "v1" → k8s.io.api.core.v1.
-  const auto slash = api_version.find('/');
-  std::string group = slash == std::string::npos ? "core" : api_version.substr(0, slash);
-  const std::string version =
-      slash == std::string::npos ? api_version : api_version.substr(slash + 1);
-  group = group.substr(0, group.find('.'));
-  std::string type = "k8s.io.api." + group + "." + version + "." + kind;
-  if (kind == "DeleteOptions") type = std::string(kMeta) + kind;
+  const std::string type = messageOf(api_version, kind);
   if (schema().find(type) == schema().end()) {
     return base::Error(
         "protobuf body: kubesim decodes no " + kind + " in version \"" + api_version + "\"",

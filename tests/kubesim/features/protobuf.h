@@ -14,7 +14,10 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 
@@ -28,5 +31,12 @@ bool isProtobuf(std::string_view content_type);
 // the schema (ErrorCode::kNotFound: kubesim answers 415, as for a type without protobuf;
 // the others are kParse, 400).
 base::Result<nlohmann::json> decode(std::string_view body);
+
+// The fields of `object` (a JSON body of a built-in kind of protobuf_schema.inc, by its
+// apiVersion and kind) that its Go type does not have, named as kube-apiserver's strict decoder
+// names them ("bogus", "spec.colour", "spec.containers[0].colour"), and removed from `object`, as
+// decoding into the Go type drops them. nullopt when kubesim has no schema for the kind (nothing
+// is checked or removed).
+std::optional<std::vector<std::string>> dropUnknownFields(nlohmann::json& object);
 
 }  // namespace ekco::kubesim::protobuf

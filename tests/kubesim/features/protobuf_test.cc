@@ -117,6 +117,45 @@ TEST(Protobuf, BadBodiesAreOneLineErrors) {
               HasSubstr("field 99 of k8s.io.api.core.v1.ConfigMap is unknown"));
 }
 
+// What server-side field validation (Store::decodeFieldsLocked) drops from a built-in kind's
+// JSON, named as the strict decoder names it; the structs Go embeds inline (a Volume's source, a
+// Probe's handler, a key selector's name) and TypeMeta are known fields.
+TEST(Protobuf, UnknownFieldsAreNamedAndDroppedAndInlineStructsAreKnown) {
+  json pod = json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod", "bogus": 1,
+    "metadata": {"name": "p", "labels": {"a": "b"}, "colour": "red"},
+    "spec": {
+      "containers": [{
+        "name": "app", "image": "nginx", "shade": 2,
+        "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5},
+        "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+        "resources": {"limits": {"cpu": "1"}}
+      }],
+      "volumes": [{"name": "v", "hostPath": {"path": "/x", "depth": 3}}]
+    }})");
+  auto dropped = protobuf::dropUnknownFields(pod);
+  ASSERT_TRUE(dropped);
+  EXPECT_EQ(*dropped,
+            (std::vector<std::string>{"bogus", "metadata.colour", "spec.containers[0].shade",
+                                      "spec.volumes[0].hostPath.depth"}));
+  EXPECT_FALSE(pod.contains("bogus"));
+  EXPECT_EQ(pod["spec"]["volumes"][0]["hostPath"], json({{"path", "/x"}}));
+  EXPECT_EQ(pod["spec"]["containers"][0]["livenessProbe"]["exec"]["command"][0], "true");
+  EXPECT_EQ(pod["spec"]["containers"][0]["env"][0]["valueFrom"]["secretKeyRef"]["name"], "s");
+
+  json sts = json::parse(R"({"apiVersion": "apps/v1", "kind": "StatefulSet",
+    "metadata": {"name": "s"},
+    "spec": {"volumeClaimTemplates": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                       "metadata": {"name": "data"}}]}})");
+  dropped = protobuf::dropUnknownFields(sts);
+  ASSERT_TRUE(dropped);
+  EXPECT_TRUE(dropped->empty()) << ::testing::PrintToString(*dropped);
+
+  json custom = {{"apiVersion", "example.com/v1"}, {"kind", "Widget"}, {"x", 1}};
+  EXPECT_FALSE(protobuf::dropUnknownFields(custom));
+  EXPECT_TRUE(custom.contains("x"));
+}
+
 using ProtobufServerTest = testing::ApiTest;
 
 TEST_F(ProtobufServerTest, AProtobufCreateIsStoredAndACustomResourceOneIs415) {

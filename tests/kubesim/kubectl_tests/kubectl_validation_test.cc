@@ -353,6 +353,81 @@ spec:
   EXPECT_EQ(getJson({"node", "n2"})["spec"]["taints"].size(), 1U);
 }
 
+// Server-side field validation (?fieldValidation, kubectl's --validate): a field the kind's Go
+// type does not have is refused under Strict (kubectl's default) with the strict decoder's 400,
+// dropped with a Warning header under Warn, dropped silently under Ignore (--validate=false);
+// never stored, as decoding into the Go type drops it. An unknown directive is 422.
+TEST_F(KubectlValidationTest, UnknownFieldsAreRefusedWarnedOrDroppedAsFieldValidationSays) {
+  const std::string cm = file("cm.yaml", R"(apiVersion: v1
+kind: ConfigMap
+metadata: {name: c1, namespace: default}
+data: {a: "1"}
+bogus: 1
+)");
+  auto r = kubectl({"create", "-f", cm});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data,
+              HasSubstr("ConfigMap in version \"v1\" cannot be handled as a "
+                        "ConfigMap: strict decoding error: unknown field \"bogus\""));
+  EXPECT_FALSE(server_->get("configmaps", "default", "c1"));
+
+  r = kubectl({"create", "--validate=warn", "-f", cm});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_THAT(r.stderr_data, HasSubstr("Warning: unknown field \"bogus\""));
+  auto stored = server_->get("configmaps", "default", "c1");
+  ASSERT_TRUE(stored);
+  EXPECT_FALSE(stored->contains("bogus"));
+  EXPECT_EQ((*stored)["data"]["a"], "1");
+
+  // Deep in a pod's containers, and through a patch.
+  r = kubectl({"create", "-f", file("pod.yaml", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p1, namespace: default}
+spec:
+  containers: [{name: app, image: nginx, colour: blue}]
+)")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data, HasSubstr("unknown field \"spec.containers[0].colour\""));
+  // kubectl patch sends no directive: the server's default, Warn.
+  r = kubectl(
+      {"patch", "configmap", "c1", "--type=merge", "-p", R"({"extra":{"x":1},"data":{"b":"2"}})"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_THAT(r.stderr_data, HasSubstr("Warning: unknown field \"extra\""));
+  stored = server_->get("configmaps", "default", "c1");
+  ASSERT_TRUE(stored);
+  EXPECT_FALSE(stored->contains("extra"));
+  EXPECT_EQ((*stored)["data"]["b"], "2");
+  // kubectl apply on the existing object patches it with ?fieldValidation=Strict.
+  r = kubectl({"apply", "-f", file("cm-extra.yaml", R"(apiVersion: v1
+kind: ConfigMap
+metadata: {name: c1, namespace: default}
+data: {a: "1"}
+extra: {x: 1}
+)")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data, HasSubstr("strict decoding error: unknown field \"extra\""));
+  // --validate=false: dropped, no warning.
+  r = kubectl({"apply", "--validate=false", "-f", file("cm-extra.yaml", R"(apiVersion: v1
+kind: ConfigMap
+metadata: {name: c1, namespace: default}
+data: {a: "3"}
+extra: {x: 1}
+)")});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_THAT(r.stderr_data, Not(HasSubstr("unknown field")));
+  stored = server_->get("configmaps", "default", "c1");
+  ASSERT_TRUE(stored);
+  EXPECT_FALSE(stored->contains("extra"));
+  EXPECT_EQ((*stored)["data"]["a"], "3");
+
+  r = kubectl({"create", "--raw", "/api/v1/namespaces/default/configmaps?fieldValidation=Loud",
+               "-f", file("cm2.json", R"({"apiVersion":"v1","kind":"ConfigMap",
+                                          "metadata":{"name":"c2"}})")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_data, HasSubstr("fieldValidation: Unsupported value: \"Loud\": supported "
+                                       "values: \"\", \"Ignore\", \"Strict\", \"Warn\""));
+}
+
 TEST_F(KubectlValidationTest, SecretsFoldStringDataAndCheckTheirType) {
   auto r = kubectl({"create", "-f", file("secret.yaml", R"(apiVersion: v1
 kind: Secret

@@ -5,6 +5,7 @@
 #include "tests/kubesim/controllers/csr.h"
 #include "tests/kubesim/rbac/request_user.h"
 #include "tests/kubesim/server/server_impl.h"
+#include "tests/kubesim/validation/validation.h"
 
 // ekco-kubesim: start and stop, connections, authentication, authorization and dispatch;
 // the Server facade.
@@ -200,6 +201,9 @@ void Server::Impl::writeReply(SslStream& stream, const Request& req, const Reply
     res.body() = reply.body.dump();
   }
   if (retry_after > 0) res.set(http::field::retry_after, std::to_string(retry_after));
+  // As kube-apiserver's warning recorder writes them: code 299, agent "-", the text Go-quoted.
+  for (const std::string& w : reply.warnings)
+    res.insert(http::field::warning, "299 - " + goQuote(w));
   res.keep_alive(keep_alive);
   res.prepare_payload();
   http::write(stream, res);

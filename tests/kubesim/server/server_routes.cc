@@ -61,7 +61,8 @@ managed::Writer writerFor(const Request& req, const Query& query, const Resource
                          .api_version = r.apiVersion(),
                          .subresource = sub,
                          .now = "",
-                         .force = parseGoBool(queryValue(query, "force")).value_or(false)};
+                         .force = parseGoBool(queryValue(query, "force")).value_or(false),
+                         .field_validation = queryValue(query, "fieldValidation")};
 }
 
 // ValidatePatchOptions: apply needs a fieldManager, only apply takes force (422 on
@@ -81,6 +82,12 @@ std::optional<Reply> invalidManagerOptions(const char* options_kind, const Query
     }
   }
   if (manager.size() > 128) errs.push_back(tooLong("fieldManager", 128));
+  // ValidateFieldValidation: "" (the server's default, Warn), Ignore, Warn, Strict.
+  const std::string field_validation = queryValue(query, "fieldValidation");
+  const std::vector<std::string> directives = {"", "Ignore", "Strict", "Warn"};
+  if (std::find(directives.begin(), directives.end(), field_validation) == directives.end()) {
+    errs.push_back(notSupported("fieldValidation", field_validation, directives));
+  }
   if (errs.empty()) return std::nullopt;
   return invalidReply("meta.k8s.io", options_kind, "", errs);
 }

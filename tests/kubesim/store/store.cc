@@ -7,10 +7,12 @@
 #include "tests/kubesim/apply/managed_fields.h"
 #include "tests/kubesim/apply/patch.h"
 #include "tests/kubesim/controllers/csr.h"
+#include "tests/kubesim/features/protobuf.h"
 #include "tests/kubesim/store/selector.h"
 #include "tests/kubesim/store/store_support.h"
 #include "tests/kubesim/validation/crd.h"
 #include "tests/kubesim/validation/defaults.h"
+#include "tests/kubesim/validation/schema.h"
 #include "tests/kubesim/validation/types.h"
 
 namespace ekco::kubesim {
@@ -221,7 +223,51 @@ Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, b
   std::lock_guard lock(mu_);
   FlagScope<bool> dry(dry_run_, dry_run);
   FlagScope<const managed::Writer*> who(writer_, writer);
-  return createLocked(r, ns, std::move(object));
+  warnings_.clear();
+  Reply reply = createLocked(r, ns, std::move(object));
+  reply.warnings = std::move(warnings_);
+  return reply;
+}
+
+std::optional<Reply> Store::decodeFieldsLocked(const ResourceInfo& r, json& object,
+                                               const json& old) {
+  if (writer_ == nullptr) return std::nullopt;
+  // A custom resource's structural schema (its version's openAPIV3Schema), copied: the lambda
+  // below prunes against it.
+  json crd_schema = nullptr;
+  if (r.crd_version) {
+    crd_schema =
+        r.crd_version->value("schema", json::object()).value("openAPIV3Schema", json::object());
+  }
+  auto unknownOf = [&](json& o) -> std::vector<std::string> {
+    if (r.crd_version) {
+      std::vector<std::string> out;
+      schema::prune(crd_schema, o, &out);
+      return out;
+    }
+    return protobuf::dropUnknownFields(o).value_or(std::vector<std::string>());
+  };
+  std::vector<std::string> unknown = unknownOf(object);
+  if (!old.is_null() && !unknown.empty()) {
+    json before = old;
+    const std::vector<std::string> had = unknownOf(before);
+    std::erase_if(unknown, [&had](const std::string& u) {
+      return std::find(had.begin(), had.end(), u) != had.end();
+    });
+  }
+  const std::string& directive = writer_->field_validation;
+  if (unknown.empty() || directive == "Ignore") return std::nullopt;
+  std::vector<std::string> texts;
+  for (const std::string& u : unknown) texts.push_back("unknown field \"" + u + "\"");
+  if (directive == "Strict") {
+    std::string joined;
+    for (const std::string& t : texts) joined += (joined.empty() ? "" : ", ") + t;
+    return statusReply(400, "BadRequest",
+                       r.kind + " in version \"" + r.version + "\" cannot be handled as a " +
+                           r.kind + ": strict decoding error: " + joined);
+  }
+  warnings_.insert(warnings_.end(), texts.begin(), texts.end());
+  return std::nullopt;
 }
 
 Reply Store::createLocked(const ResourceInfo& r, const std::string& ns, json object) {
@@ -230,6 +276,7 @@ Reply Store::createLocked(const ResourceInfo& r, const std::string& ns, json obj
   if (crd::isDefinitionResource(r)) {
     if (auto bad = crd::validateDefinition(object)) return std::move(*bad);
   }
+  if (auto bad = decodeFieldsLocked(r, object, json())) return std::move(*bad);
   if (r.crd_version) {
     // A custom resource with a status subresource starts without status (the create strategy
     // of apiextensions' registry drops it).
@@ -297,7 +344,10 @@ Reply Store::update(const ResourceInfo& r, const std::string& ns, const std::str
   std::lock_guard lock(mu_);
   FlagScope<bool> dry(dry_run_, dry_run);
   FlagScope<const managed::Writer*> who(writer_, writer);
-  return updateLocked(r, ns, name, std::move(object), subresource, true);
+  warnings_.clear();
+  Reply reply = updateLocked(r, ns, name, std::move(object), subresource, true);
+  reply.warnings = std::move(warnings_);
+  return reply;
 }
 
 Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const std::string& name,
@@ -365,6 +415,7 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
   if (crd::isDefinitionResource(r)) {
     if (auto bad = crd::validateDefinition(next)) return std::move(*bad);
   }
+  if (auto bad = decodeFieldsLocked(r, next, old)) return std::move(*bad);
   if (auto bad = crd::admit(r, next)) return std::move(*bad);
   if (writer_ != nullptr) {
     managed::Writer w = *writer_;
@@ -395,7 +446,10 @@ Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::stri
     std::lock_guard lock(mu_);
     FlagScope<bool> dry(dry_run_, dry_run);
     FlagScope<const managed::Writer*> who(writer_, writer);
-    return applyLocked(r, ns, name, body, subresource);
+    warnings_.clear();
+    Reply reply = applyLocked(r, ns, name, body, subresource);
+    reply.warnings = std::move(warnings_);
+    return reply;
   }
   json patch_doc = json::parse(body, nullptr, false);
   if (patch_doc.is_discarded()) {
@@ -404,6 +458,7 @@ Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::stri
   std::lock_guard lock(mu_);
   FlagScope<bool> dry(dry_run_, dry_run);
   FlagScope<const managed::Writer*> who(writer_, writer);
+  warnings_.clear();
   const json* current = findLocked(r, ns, name);
   if (current == nullptr) return notFound(r, name);
   json patched;
@@ -451,7 +506,9 @@ Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::stri
     // A resourceVersion in the patch is a precondition.
     return conflictModified(r, name);
   }
-  return updateLocked(r, ns, name, std::move(patched), subresource, false);
+  Reply reply = updateLocked(r, ns, name, std::move(patched), subresource, false);
+  reply.warnings = std::move(warnings_);
+  return reply;
 }
 
 Reply Store::remove(const ResourceInfo& r, const std::string& ns, const std::string& name,

@@ -61,6 +61,8 @@ struct ResourceInfo {
 struct Reply {
   int code = 200;
   nlohmann::json body{};
+  // Warning headers ("299 - <text>"): unknown fields under fieldValidation Warn.
+  std::vector<std::string> warnings{};
 };
 
 // A Status body: {"kind":"Status","apiVersion":"v1","status":"Failure",...}.
@@ -201,6 +203,12 @@ class Store {
   nlohmann::json commitLocked(const ResourceInfo& r, const std::string& type, nlohmann::json object,
                               nlohmann::json old);
   static std::optional<Reply> undecodable(const ResourceInfo& r, const nlohmann::json& object);
+  // A request's fields that the kind does not have (a built-in's Go type, a custom resource's
+  // structural schema) are dropped, as decoding drops them; by the writer's fieldValidation,
+  // also a warning each (Warn, the default) or 400 BadRequest (Strict). Those already in `old`
+  // are dropped silently. Not for the server's own writes (no writer).
+  std::optional<Reply> decodeFieldsLocked(const ResourceInfo& r, nlohmann::json& object,
+                                          const nlohmann::json& old);
   Reply createLocked(const ResourceInfo& r, const std::string& ns, nlohmann::json object);
   // Server-side apply (store_apply.cc).
   Reply applyLocked(const ResourceInfo& r, const std::string& ns, const std::string& name,
@@ -270,6 +278,8 @@ class Store {
   bool dry_run_ = false;
   // Set while an API write holds the lock: whose managedFields entry it records (apply.cc).
   const managed::Writer* writer_ = nullptr;
+  // The warnings of the write under way (decodeFieldsLocked), moved into its Reply.
+  std::vector<std::string> warnings_{};
   std::mt19937_64 rng_;
   // Garbage collector (gc.cc): owner uid → its dependents as (resource key, "ns/name"), and the
   // objects to look at on the next pass. put() sets putting_ (fixtures skip the owner check).

@@ -66,7 +66,8 @@ std::string child(const std::string& path, const std::string& name) {
   return path.empty() ? name : path + "." + name;
 }
 
-void pruneNode(const json& s, json& v) {
+void pruneNode(const json& s, json& v, const std::string& path, bool root,
+               std::vector<std::string>* unknown) {
   if (!s.is_object()) return;
   if (v.is_object()) {
     const json* props = s.contains("properties") ? &s["properties"] : nullptr;
@@ -80,7 +81,11 @@ void pruneNode(const json& s, json& v) {
       } else if (additional.is_object()) {
         field_schema = &additional;
       }
+      const std::string at = path.empty() ? it.key() : path + "." + it.key();
       if (field_schema == nullptr && !keep_unknown) {
+        const bool type_meta =
+            root && (it.key() == "apiVersion" || it.key() == "kind" || it.key() == "metadata");
+        if (unknown != nullptr && !type_meta) unknown->push_back(at);
         it = v.erase(it);
         continue;
       }
@@ -88,11 +93,13 @@ void pruneNode(const json& s, json& v) {
         it = v.erase(it);
         continue;
       }
-      if (field_schema != nullptr) pruneNode(*field_schema, *it);
+      if (field_schema != nullptr) pruneNode(*field_schema, *it, at, false, unknown);
       ++it;
     }
   } else if (v.is_array() && s.contains("items")) {
-    for (json& item : v) pruneNode(s["items"], item);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      pruneNode(s["items"], v[i], path + "[" + std::to_string(i) + "]", false, unknown);
+    }
   }
 }
 
@@ -223,12 +230,12 @@ void validateNode(const json& s, const json& v, const std::string& path,
 
 }  // namespace
 
-void prune(const json& schema, json& object) {
+void prune(const json& schema, json& object, std::vector<std::string>* unknown) {
   json kept = json::object();
   for (const char* key : {"apiVersion", "kind", "metadata"}) {
     if (object.contains(key)) kept[key] = object[key];
   }
-  pruneNode(schema, object);
+  pruneNode(schema, object, "", true, unknown);
   for (auto& [key, value] : kept.items()) object[key] = value;
 }
 

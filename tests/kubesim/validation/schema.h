@@ -25,8 +25,10 @@ struct FieldError {
 
 // Removes the fields the schema does not know (unless x-kubernetes-preserve-unknown-fields or
 // additionalProperties), and nulls where the schema is not nullable. At the root, apiVersion,
-// kind and metadata are always kept.
-void prune(const nlohmann::json& schema, nlohmann::json& object);
+// kind and metadata are always kept. `unknown`, when given, receives the paths of the unknown
+// fields removed ("spec.colour", "spec.items[0].x"), as the strict decoder names them.
+void prune(const nlohmann::json& schema, nlohmann::json& object,
+           std::vector<std::string>* unknown = nullptr);
 
 // Sets `default` values of absent properties (after pruning, as the API server).
 void applyDefaults(const nlohmann::json& schema, nlohmann::json& object);
