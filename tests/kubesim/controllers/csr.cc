@@ -550,12 +550,16 @@ std::vector<FieldError> prepareUpdate(std::string_view subresource, json& next, 
   return out;
 }
 
-std::optional<Reply> admitApproval(const RbacPolicy& policy, const UserInfo& user,
-                                   const json& csr) {
+namespace {
+
+// `verb` on the CSR's signer (or its domain's "<domain>/*"), as the CertificateApproval and
+// CertificateSigning admission plugins ask it; 403 naming what was refused.
+std::optional<Reply> admitSignerVerb(const RbacPolicy& policy, const UserInfo& user,
+                                     const json& csr, const std::string& verb) {
   if (user.isMaster()) return std::nullopt;
   const std::string signer = text(csr, {"spec", "signerName"});
   RequestAttributes attrs{.resource_request = true,
-                          .verb = "approve",
+                          .verb = verb,
                           .api_group = "certificates.k8s.io",
                           .api_version = "v1",
                           .resource = "signers",
@@ -569,10 +573,20 @@ std::optional<Reply> admitApproval(const RbacPolicy& policy, const UserInfo& use
   const std::string name = text(csr, {"metadata", "name"});
   return statusReply(403, "Forbidden",
                      "certificatesigningrequests.certificates.k8s.io \"" + name +
-                         "\" is forbidden: user not permitted to approve requests with "
-                         "signerName \"" +
-                         signer + "\"",
+                         "\" is forbidden: user not permitted to " + verb +
+                         " requests with signerName \"" + signer + "\"",
                      name, nullptr);
+}
+
+}  // namespace
+
+std::optional<Reply> admitApproval(const RbacPolicy& policy, const UserInfo& user,
+                                   const json& csr) {
+  return admitSignerVerb(policy, user, csr, "approve");
+}
+
+std::optional<Reply> admitSigning(const RbacPolicy& policy, const UserInfo& user, const json& csr) {
+  return admitSignerVerb(policy, user, csr, "sign");
 }
 
 Result<std::string> sign(const json& csr, const Pki& pki, Clock::time_point now) {

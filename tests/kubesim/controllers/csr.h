@@ -54,6 +54,12 @@ std::vector<FieldError> prepareUpdate(std::string_view subresource, nlohmann::js
 std::optional<Reply> admitApproval(const RbacPolicy& policy, const UserInfo& user,
                                    const nlohmann::json& csr);
 
+// The CertificateSigning admission plugin: a /status write that sets or changes
+// status.certificate needs verb `sign` on the signer (or `<domain>/*`); 403 "user not permitted
+// to sign requests with signerName ...".
+std::optional<Reply> admitSigning(const RbacPolicy& policy, const UserInfo& user,
+                                  const nlohmann::json& csr);
+
 // The certificate the signer issues for an approved request, PEM; an error (its text becomes
 // the Failed condition's message) when the request does not suit the signer.
 [[nodiscard]] base::Result<std::string> sign(const nlohmann::json& csr, const Pki& pki,

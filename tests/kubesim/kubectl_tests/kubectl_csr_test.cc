@@ -287,6 +287,63 @@ subjects:
   EXPECT_EQ(approved.exit_code, 0) << approved.stderr_data;
 }
 
+// The CertificateSigning admission plugin: issuing (a /status write setting
+// status.certificate) needs `sign` on the signer, by its name or `<domain>/*`; updating
+// certificatesigningrequests/status alone is not enough.
+TEST_F(KubectlCsrTest, SigningNeedsSignOnTheSigner) {
+  startWithUsers();
+  const std::string pem = request("/CN=alice");
+  ASSERT_EQ(kubectl({"create", "-f", "-"},
+                    csrYaml("alice", pem, "example.com/signer", "[digital signature]"))
+                .exit_code,
+            0);
+  ASSERT_EQ(kubectl({"certificate", "approve", "alice"}).exit_code, 0);
+  auto role = [&](const std::string& signers_rule) {
+    return kubectl({"apply", "-f", "-"}, R"(
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: signer}
+rules:
+- apiGroups: [certificates.k8s.io]
+  resources: [certificatesigningrequests]
+  verbs: [get]
+- apiGroups: [certificates.k8s.io]
+  resources: [certificatesigningrequests/status]
+  verbs: [update]
+)" + signers_rule + R"(
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: signer}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: signer}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: approver}
+)");
+  };
+  json signed_csr = getCsr("alice");
+  signed_csr["status"]["certificate"] = base64Encode(server_->pki().ca_cert_pem);
+  const std::string path = "/apis/certificates.k8s.io/v1/certificatesigningrequests/alice/status";
+
+  ASSERT_EQ(role("").exit_code, 0);
+  auto refused = as("approver", {"replace", "--raw", path, "-f", "-"}, signed_csr.dump());
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.stderr_data,
+              HasSubstr("certificatesigningrequests.certificates.k8s.io \"alice\" is forbidden: "
+                        "user not permitted to sign requests with signerName "
+                        "\"example.com/signer\""));
+  EXPECT_FALSE(getCsr("alice")["status"].contains("certificate"));
+
+  ASSERT_EQ(role(R"(- apiGroups: [certificates.k8s.io]
+  resources: [signers]
+  resourceNames: [example.com/*]
+  verbs: [sign])")
+                .exit_code,
+            0);
+  auto issued = as("approver", {"replace", "--raw", path, "-f", "-"}, signed_csr.dump());
+  EXPECT_EQ(issued.exit_code, 0) << issued.stderr_data;
+  EXPECT_EQ(getCsr("alice")["status"]["certificate"], signed_csr["status"]["certificate"]);
+}
+
 TEST_F(KubectlCsrTest, CreateValidatesTheRequestSignerAndUsages) {
   startWithUsers();
   auto bad_pem =

@@ -189,6 +189,33 @@ void Server::Impl::serve(tcp::socket socket, const std::shared_ptr<Conn>& conn) 
   conn->done = true;
 }
 
+namespace {
+
+// Whether a CSR /status write (`req`: a PUT of the object, or a patch) sets status.certificate to
+// something other than `stored`'s. A patch counts when it names status.certificate at all.
+bool csrCertificateChanges(const Request& req, const json& stored) {
+  json body = json::parse(req.body(), nullptr, false);
+  if (body.is_discarded()) return false;
+  const json none = json();
+  const json& old = stored.contains("status") && stored["status"].is_object()
+                        ? stored["status"].value("certificate", none)
+                        : none;
+  if (body.is_array()) {  // a JSON patch
+    for (const json& op : body) {
+      if (op.is_object() && op.value("path", std::string()).starts_with("/status/certificate")) {
+        return true;
+      }
+    }
+    return false;
+  }
+  if (!body.is_object() || !body.contains("status") || !body["status"].is_object()) return false;
+  const json& status = body["status"];
+  if (!status.contains("certificate")) return false;
+  return req.method() == http::verb::patch || status["certificate"] != old;
+}
+
+}  // namespace
+
 void Server::Impl::writeReply(SslStream& stream, const Request& req, const Reply& reply,
                               bool keep_alive, int retry_after) {
   http::response<http::string_body> res{static_cast<http::status>(reply.code), req.version()};
@@ -413,6 +440,19 @@ bool Server::Impl::handle(SslStream& stream, Request& req,
     auto stored = store_.get("certificatesigningrequests.certificates.k8s.io", "", attrs.name);
     if (stored) {
       if (auto refused = csr::admitApproval(rbacPolicy(""), *user, *stored)) {
+        record(std::move(attrs), user->name, 403, false);
+        writeReply(stream, req, *refused, keep_alive);
+        return keep_alive;
+      }
+    }
+  }
+  // The CertificateSigning admission plugin: a /status write that sets or changes
+  // status.certificate also needs `sign` on the signer.
+  if (attrs.resource == "certificatesigningrequests" && attrs.subresource == "status" &&
+      (attrs.verb == "update" || attrs.verb == "patch") && !user->isMaster()) {
+    auto stored = store_.get("certificatesigningrequests.certificates.k8s.io", "", attrs.name);
+    if (stored && csrCertificateChanges(req, *stored)) {
+      if (auto refused = csr::admitSigning(rbacPolicy(""), *user, *stored)) {
         record(std::move(attrs), user->name, 403, false);
         writeReply(stream, req, *refused, keep_alive);
         return keep_alive;
