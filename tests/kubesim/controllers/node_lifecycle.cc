@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/kubesim/store/store.h"
+#include "tests/kubesim/validation/api_time.h"
 
 namespace ekco::kubesim {
 
@@ -19,49 +20,6 @@ namespace {
 constexpr const char* kUnreachable = "node.kubernetes.io/unreachable";
 constexpr const char* kOutOfService = "node.kubernetes.io/out-of-service";
 constexpr const char* kNodeLeaseNs = "kube-node-lease";
-
-// RFC 3339 with optional fraction ("2026-11-26T07:10:00.123456Z"); nullopt when unreadable.
-std::optional<base::WallTime> parseTime(const std::string& text) {
-  std::tm tm{};
-  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (rest == nullptr) return std::nullopt;
-  std::chrono::microseconds frac{0};
-  if (*rest == '.') {
-    ++rest;
-    long long digits = 0;
-    int n = 0;
-    while (*rest >= '0' && *rest <= '9') {
-      if (n < 6) {
-        digits = digits * 10 + (*rest - '0');
-        ++n;
-      }
-      ++rest;
-    }
-    while (n++ < 6) digits *= 10;
-    frac = std::chrono::microseconds(digits);
-  }
-  if (*rest != 'Z') return std::nullopt;
-  const std::time_t t = timegm(&tm);
-  return base::WallTime(
-      std::chrono::duration_cast<base::WallTime::duration>(std::chrono::seconds(t) + frac));
-}
-
-std::string formatTime(base::WallTime t, bool micro) {
-  const auto us =
-      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::string out = buf;
-  if (micro) {
-    char frac[16];
-    std::snprintf(frac, sizeof frac, ".%06lld", static_cast<long long>(us % 1000000));
-    out += frac;
-  }
-  return out + "Z";
-}
 
 std::vector<json> items(const Store& store, std::string_view qualified) {
   auto r = store.findQualified(qualified);
@@ -223,7 +181,7 @@ void NodeLifecycle::kubelets() {
                                       {"metadata", {{"name", node}, {"namespace", kNodeLeaseNs}}}});
       lease["spec"]["holderIdentity"] = node;
       lease["spec"]["leaseDurationSeconds"] = 40;
-      lease["spec"]["renewTime"] = formatTime(now, true);
+      lease["spec"]["renewTime"] = formatApiTime(now, true);
       (void)store_.put(std::move(lease));
     }
     auto current = store_.get("nodes", "", node);
@@ -245,8 +203,8 @@ void NodeLifecycle::kubelets() {
         c["status"] = want;
         c["reason"] = type == "Ready" ? "KubeletReady" : "KubeletHasSufficient" + type;
         c["message"] = type == "Ready" ? "kubelet is posting ready status" : "";
-        c["lastTransitionTime"] = formatTime(now, false);
-        c["lastHeartbeatTime"] = formatTime(now, false);
+        c["lastTransitionTime"] = formatApiTime(now, false);
+        c["lastHeartbeatTime"] = formatApiTime(now, false);
         changed = true;
       }
     }
@@ -255,8 +213,8 @@ void NodeLifecycle::kubelets() {
                             {"status", "True"},
                             {"reason", "KubeletReady"},
                             {"message", "kubelet is posting ready status"},
-                            {"lastHeartbeatTime", formatTime(now, false)},
-                            {"lastTransitionTime", formatTime(now, false)}});
+                            {"lastHeartbeatTime", formatApiTime(now, false)},
+                            {"lastTransitionTime", formatApiTime(now, false)}});
       changed = true;
     }
     if (!changed) continue;
@@ -276,7 +234,7 @@ void NodeLifecycle::nodeLifecycleController() {
   for (const json& node : items(store_, "nodes")) {
     auto lease = store_.get("leases.coordination.k8s.io", kNodeLeaseNs, name(node));
     if (!lease) continue;  // not a node this simulation follows
-    auto renewed = parseTime(lease->value("spec", json::object()).value("renewTime", ""));
+    auto renewed = parseApiTime(lease->value("spec", json::object()).value("renewTime", ""));
     const bool silent = !renewed || now - *renewed > options_.node_monitor_grace_period;
     const std::string ready = conditionStatus(node, "Ready");
     json next = node;
@@ -287,14 +245,15 @@ void NodeLifecycle::nodeLifecycleController() {
         c["status"] = "Unknown";
         c["reason"] = "NodeStatusUnknown";
         c["message"] = "Kubelet stopped posting node status.";
-        c["lastTransitionTime"] = formatTime(now, false);
+        c["lastTransitionTime"] = formatApiTime(now, false);
       }
       status_changed = true;
     }
     json taints = next.value("spec", json::object()).value("taints", json::array());
     if (silent && !hasTaint(node, kUnreachable)) {
-      taints.push_back(
-          {{"key", kUnreachable}, {"effect", "NoExecute"}, {"timeAdded", formatTime(now, false)}});
+      taints.push_back({{"key", kUnreachable},
+                        {"effect", "NoExecute"},
+                        {"timeAdded", formatApiTime(now, false)}});
       taints.push_back({{"key", kUnreachable}, {"effect", "NoSchedule"}});
       spec_changed = true;
     } else if (!silent && ready == "True" && hasTaint(node, kUnreachable)) {
@@ -344,7 +303,7 @@ void NodeLifecycle::taintManager() {
           at.reset();  // tolerated for ever
           break;
         }
-        auto added = parseTime(taint.value("timeAdded", "")).value_or(now);
+        auto added = parseApiTime(taint.value("timeAdded", "")).value_or(now);
         const double secs = tol["tolerationSeconds"].get<double>() * options_.toleration_scale;
         at = added + std::chrono::duration_cast<base::WallTime::duration>(
                          std::chrono::duration<double>(secs));
@@ -502,9 +461,11 @@ void NodeLifecycle::startPods() {
     if (!attached) continue;
     json next = pod;
     next["status"]["phase"] = "Running";
-    next["status"]["startTime"] = formatTime(now, false);
-    next["status"]["conditions"] = json::array(
-        {{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", formatTime(now, false)}}});
+    next["status"]["startTime"] = formatApiTime(now, false);
+    next["status"]["conditions"] =
+        json::array({{{"type", "Ready"},
+                      {"status", "True"},
+                      {"lastTransitionTime", formatApiTime(now, false)}}});
     (void)store_.update(*pods_r, ns(pod), name(pod), next, "status");
   }
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/kubesim/validation/api_time.h"
+
 namespace ekco::kubesim::protobuf {
 namespace {
 
@@ -367,6 +369,12 @@ void addFields(const std::string& type, std::map<std::string_view, const FieldIn
 
 void dropUnknown(const std::string& type, json& value, const std::string& path, bool root,
                  std::vector<std::string>& unknown, int depth) {
+  const bool time = type == std::string(kMeta) + "Time";
+  if ((time || type == std::string(kMeta) + "MicroTime") && value.is_string()) {
+    // metav1.Time and MicroTime decode any RFC 3339 time and are written back in UTC.
+    if (auto t = parseApiTime(value.get<std::string>())) value = formatApiTime(*t, !time);
+    return;
+  }
   if (depth > 64 || opaque(type) || !value.is_object()) return;
   if (schema().find(type) == schema().end()) return;
   std::map<std::string_view, const FieldInfo*> by_name;

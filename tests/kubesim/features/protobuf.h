@@ -35,8 +35,9 @@ base::Result<nlohmann::json> decode(std::string_view body);
 // The fields of `object` (a JSON body of a built-in kind of protobuf_schema.inc, by its
 // apiVersion and kind) that its Go type does not have, named as kube-apiserver's strict decoder
 // names them ("bogus", "spec.colour", "spec.containers[0].colour"), and removed from `object`, as
-// decoding into the Go type drops them. nullopt when kubesim has no schema for the kind (nothing
-// is checked or removed).
+// decoding into the Go type drops them. Its metav1.Time and MicroTime fields are written back as
+// that decoding does: UTC, "...Z" (api_time.h). nullopt when kubesim has no schema for the kind
+// (nothing is checked, removed or rewritten).
 std::optional<std::vector<std::string>> dropUnknownFields(nlohmann::json& object);
 
 }  // namespace ekco::kubesim::protobuf

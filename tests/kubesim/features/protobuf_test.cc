@@ -151,6 +151,15 @@ TEST(Protobuf, UnknownFieldsAreNamedAndDroppedAndInlineStructsAreKnown) {
   ASSERT_TRUE(dropped);
   EXPECT_TRUE(dropped->empty()) << ::testing::PrintToString(*dropped);
 
+  // Times as metav1.Time (whole seconds) and MicroTime (microseconds) decode them: UTC.
+  json lease = json::parse(R"({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+    "metadata": {"name": "l", "creationTimestamp": "2026-11-29T05:44:53.9+02:00"},
+    "spec": {"renewTime": "2026-11-29T03:44:53.354993+00:00", "acquireTime": "not a time"}})");
+  ASSERT_TRUE(protobuf::dropUnknownFields(lease));
+  EXPECT_EQ(lease["metadata"]["creationTimestamp"], "2026-11-29T03:44:53Z");
+  EXPECT_EQ(lease["spec"]["renewTime"], "2026-11-29T03:44:53.354993Z");
+  EXPECT_EQ(lease["spec"]["acquireTime"], "not a time");  // left to the type check
+
   json custom = {{"apiVersion", "example.com/v1"}, {"kind", "Widget"}, {"x", 1}};
   EXPECT_FALSE(protobuf::dropUnknownFields(custom));
   EXPECT_TRUE(custom.contains("x"));

@@ -376,6 +376,8 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
     } else {
       next.erase("status");
     }
+    // Decoded first (unknown fields, times), as the handler decodes the body.
+    if (auto bad = decodeFieldsLocked(r, next, old)) return std::move(*bad);
   } else {
     next = std::move(object);
     if (r.hasSubresource("status")) {
@@ -401,8 +403,11 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
         m.erase(kept);
       }
     }
-    // Mutating webhooks (store_webhooks.cc), then admission, validation and the generation
-    // bump (store_admission.cc).
+    // Decoded first (unknown fields, times), then the mutating webhooks (store_webhooks.cc),
+    // admission, validation and the generation bump (store_admission.cc).
+    next["apiVersion"] = r.apiVersion();
+    next["kind"] = r.kind;
+    if (auto bad = decodeFieldsLocked(r, next, old)) return std::move(*bad);
     if (auto refused = mutateForUpdateLocked(r, ns, name, next, old)) return std::move(*refused);
     if (auto refused = admitUpdateLocked(r, next, old)) return std::move(*refused);
   }
@@ -415,7 +420,6 @@ Reply Store::updateLocked(const ResourceInfo& r, const std::string& ns, const st
   if (crd::isDefinitionResource(r)) {
     if (auto bad = crd::validateDefinition(next)) return std::move(*bad);
   }
-  if (auto bad = decodeFieldsLocked(r, next, old)) return std::move(*bad);
   if (auto bad = crd::admit(r, next)) return std::move(*bad);
   if (writer_ != nullptr) {
     managed::Writer w = *writer_;

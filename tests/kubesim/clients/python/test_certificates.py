@@ -2,6 +2,7 @@
 as the requester, approval goes through the /approval subresource, and kubesim's signer (as
 kube-controller-manager's) issues a certificate that verifies against the cluster CA."""
 import base64
+import json
 import subprocess
 import tempfile
 import time
@@ -77,6 +78,26 @@ class Certificates(unittest.TestCase):
         self.assertEqual(ctx.exception.status, 422)
         self.assertIn('updates may not add a condition of type "Approved"',
                       status_of(ctx.exception)["message"])
+
+    def test_a_signer_replaces_the_read_object_with_its_certificate(self):
+        # The client sends condition times back as "+00:00"; the server parses metav1.Time, so
+        # the approval is unchanged and the certificate is accepted (as kube-apiserver does).
+        name = unique("signed")
+        self.create(name, make_request("/CN=signed"), "example.com/custom", ["client auth"])
+        csr = self.certs.read_certificate_signing_request(name)
+        csr.status.conditions = [client.V1CertificateSigningRequestCondition(
+            type="Approved", status="True", reason="PythonApprove")]
+        self.certs.replace_certificate_signing_request_approval(name, csr)
+        csr = self.certs.read_certificate_signing_request(name)
+        with open(self.api.configuration.ssl_ca_cert, "rb") as ca:
+            csr.status.certificate = base64.b64encode(ca.read()).decode()
+        issued = self.certs.replace_certificate_signing_request_status(name, csr)
+        self.assertTrue(issued.status.certificate)
+        raw = self.api.call_api(
+            f"/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}", "GET",
+            auth_settings=["BearerToken"], _preload_content=False)[0]
+        condition = json.loads(raw.data)["status"]["conditions"][0]
+        self.assertTrue(condition["lastUpdateTime"].endswith("Z"), condition)
 
     def test_invalid_request_is_422(self):
         with self.assertRaises(ApiException) as ctx:
