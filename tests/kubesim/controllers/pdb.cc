@@ -7,6 +7,7 @@
 #include "tests/kubesim/store/selector.h"
 #include "tests/kubesim/store/store.h"
 #include "tests/kubesim/store/store_support.h"
+#include "tests/kubesim/validation/api_time.h"
 
 namespace ekco::kubesim {
 
@@ -17,10 +18,11 @@ namespace {
 
 const char* const kPdbKey = "policy/v1/poddisruptionbudgets";
 
+// Seconds since the epoch of an API time (api_time.h).
 std::optional<std::int64_t> parseTime(const std::string& text) {
-  std::tm tm{};
-  if (strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
-  return static_cast<std::int64_t>(timegm(&tm));
+  auto t = parseApiTime(text);
+  if (!t) return std::nullopt;
+  return std::chrono::floor<std::chrono::seconds>(t->time_since_epoch()).count();
 }
 
 std::string join(const json& values) {

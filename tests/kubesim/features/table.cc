@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "tests/kubesim/validation/api_time.h"
 #include "tests/kubesim/validation/crd.h"
 
 namespace ekco::kubesim::table {
@@ -75,11 +76,7 @@ std::size_t count(const json& obj, const char* key) {
   return v.is_object() || v.is_array() ? v.size() : 0;
 }
 
-std::optional<Clock::time_point> parseTime(const std::string& t) {
-  std::tm tm{};
-  if (t.empty() || strptime(t.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
-  return Clock::from_time_t(timegm(&tm));
-}
+std::optional<Clock::time_point> parseTime(const std::string& t) { return parseApiTime(t); }
 
 // translateTimestampSince: "<unknown>" for no time.
 std::string since(const std::string& timestamp, Clock::time_point now) {
