@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <list>
 #include <map>
 #include <mutex>
@@ -107,7 +108,8 @@ class ConnectionLoop::Impl {
   std::deque<ConnPtr> work_;                                    // dispatched, not yet taken
   std::vector<std::pair<ConnPtr, Session::Outcome>> returned_;  // handed back by workers
   std::vector<std::size_t> open_;                               // per listener: open connections
-  std::vector<std::size_t> busy_;  // per listener: dispatched or being served
+  std::vector<std::size_t> busy_;              // per listener: dispatched or being served
+  std::vector<base::MonoTime> resting_until_;  // per listener: accept failed for lack of fds
   std::map<std::string, std::size_t> busy_by_source_;
   std::size_t free_workers_ = 0;  // workers started and serving no connection
   std::uint64_t order_ = 0;
@@ -127,6 +129,7 @@ base::Status ConnectionLoop::Impl::start() {
   wake_write_ = base::UniqueFd(pipe_fds[1]);
   open_.assign(options_.listeners.size(), 0);
   busy_.assign(options_.listeners.size(), 0);
+  resting_until_.assign(options_.listeners.size(), base::MonoTime{});
   started_ = true;
   for (const Listener& l : options_.listeners) max_workers_ += std::max<std::size_t>(l.workers, 1);
   loop_thread_ = base::startThread(options_.name + "-accept", [this] { loop(); });
@@ -166,7 +169,14 @@ void ConnectionLoop::Impl::acceptNew(std::size_t index, base::MonoTime now) {
     socklen_t peer_len = sizeof(peer);
     const int fd =
         ::accept4(listener.fd.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) {
+      // Out of descriptors or memory: the backlog stays readable, so the listener rests a
+      // moment instead of waking the loop at once, again and again.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        resting_until_[index] = now + std::chrono::milliseconds(100);
+      }
+      return;
+    }
     if (victim) {
       closeByLoop(victim);
       ++evicted_;
@@ -239,8 +249,13 @@ void ConnectionLoop::Impl::dispatch(base::MonoTime now) {
     // Workers start as they are first needed (an idle agent's probes, one at a time, need one)
     // and stay.
     if (work_.size() >= free_workers_ && workers_.size() < max_workers_) {
-      ++free_workers_;
-      workers_.push_back(base::startThread(options_.name + "-worker", [this] { workerLoop(); }));
+      try {
+        workers_.push_back(base::startThread(options_.name + "-worker", [this] { workerLoop(); }));
+        ++free_workers_;
+      } catch (const std::exception&) {
+        // No thread to be had (EAGAIN): the connection waits for a worker that exists, or for
+        // its deadline.
+      }
     }
     work_.push_back(std::move(c));
     work_cv_.notify_one();
@@ -261,8 +276,16 @@ void ConnectionLoop::Impl::loop() {
       std::lock_guard lock(mu_);
       const base::MonoTime now = clock_.monoNow();
       std::vector<bool> room(listeners, false);
+      std::vector<bool> resting(listeners, false);
       for (std::size_t i = 0; i < listeners; ++i) {
         room[i] = open_[i] < options_.listeners[i].max_connections;
+        if (resting_until_[i] > now) {
+          resting[i] = true;
+          const auto left =
+              std::chrono::ceil<std::chrono::milliseconds>(resting_until_[i] - now).count();
+          const int ms = static_cast<int>(std::clamp<long long>(left, 0, 60'000));
+          timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+        }
       }
       for (const ConnPtr& c : conns_) {
         if (c->state == State::kNew || c->state == State::kIdle) {
@@ -276,7 +299,7 @@ void ConnectionLoop::Impl::loop() {
       }
       fds.push_back({wake_read_.get(), POLLIN, 0});
       for (std::size_t i = 0; i < listeners; ++i) {
-        fds.push_back({room[i] ? options_.listeners[i].fd.get() : -1, POLLIN, 0});
+        fds.push_back({room[i] && !resting[i] ? options_.listeners[i].fd.get() : -1, POLLIN, 0});
       }
       for (const ConnPtr& c : polled) fds.push_back({c->fd, POLLIN, 0});
     }

@@ -223,6 +223,7 @@ Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, b
   std::lock_guard lock(mu_);
   FlagScope<bool> dry(dry_run_, dry_run);
   FlagScope<const managed::Writer*> who(writer_, writer);
+  FlagScope<const managed::Writer*> asking(request_, writer);
   warnings_.clear();
   Reply reply = createLocked(r, ns, std::move(object));
   reply.warnings = std::move(warnings_);
@@ -231,7 +232,7 @@ Reply Store::create(const ResourceInfo& r, const std::string& ns, json object, b
 
 std::optional<Reply> Store::decodeFieldsLocked(const ResourceInfo& r, json& object,
                                                const json& old) {
-  if (writer_ == nullptr) return std::nullopt;
+  if (request_ == nullptr) return std::nullopt;
   // A custom resource's structural schema (its version's openAPIV3Schema), copied: the lambda
   // below prunes against it.
   json crd_schema = nullptr;
@@ -255,7 +256,7 @@ std::optional<Reply> Store::decodeFieldsLocked(const ResourceInfo& r, json& obje
       return std::find(had.begin(), had.end(), u) != had.end();
     });
   }
-  const std::string& directive = writer_->field_validation;
+  const std::string& directive = request_->field_validation;
   if (unknown.empty() || directive == "Ignore") return std::nullopt;
   std::vector<std::string> texts;
   for (const std::string& u : unknown) texts.push_back("unknown field \"" + u + "\"");
@@ -276,6 +277,9 @@ Reply Store::createLocked(const ResourceInfo& r, const std::string& ns, json obj
   if (crd::isDefinitionResource(r)) {
     if (auto bad = crd::validateDefinition(object)) return std::move(*bad);
   }
+  // The kind is the URL's (a body may leave apiVersion and kind out).
+  object["apiVersion"] = r.apiVersion();
+  object["kind"] = r.kind;
   if (auto bad = decodeFieldsLocked(r, object, json())) return std::move(*bad);
   if (r.crd_version) {
     // A custom resource with a status subresource starts without status (the create strategy
@@ -344,6 +348,7 @@ Reply Store::update(const ResourceInfo& r, const std::string& ns, const std::str
   std::lock_guard lock(mu_);
   FlagScope<bool> dry(dry_run_, dry_run);
   FlagScope<const managed::Writer*> who(writer_, writer);
+  FlagScope<const managed::Writer*> asking(request_, writer);
   warnings_.clear();
   Reply reply = updateLocked(r, ns, name, std::move(object), subresource, true);
   reply.warnings = std::move(warnings_);
@@ -450,6 +455,7 @@ Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::stri
     std::lock_guard lock(mu_);
     FlagScope<bool> dry(dry_run_, dry_run);
     FlagScope<const managed::Writer*> who(writer_, writer);
+    FlagScope<const managed::Writer*> asking(request_, writer);
     warnings_.clear();
     Reply reply = applyLocked(r, ns, name, body, subresource);
     reply.warnings = std::move(warnings_);
@@ -462,6 +468,7 @@ Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::stri
   std::lock_guard lock(mu_);
   FlagScope<bool> dry(dry_run_, dry_run);
   FlagScope<const managed::Writer*> who(writer_, writer);
+  FlagScope<const managed::Writer*> asking(request_, writer);
   warnings_.clear();
   const json* current = findLocked(r, ns, name);
   if (current == nullptr) return notFound(r, name);

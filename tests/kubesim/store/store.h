@@ -278,6 +278,9 @@ class Store {
   bool dry_run_ = false;
   // Set while an API write holds the lock: whose managedFields entry it records (apply.cc).
   const managed::Writer* writer_ = nullptr;
+  // The client's request under way (its fieldValidation): kept when writer_ is cleared (a
+  // server-side apply records managedFields itself). nullptr: the server's own write.
+  const managed::Writer* request_ = nullptr;
   // The warnings of the write under way (decodeFieldsLocked), moved into its Reply.
   std::vector<std::string> warnings_{};
   std::mt19937_64 rng_;

@@ -98,8 +98,18 @@ std::optional<Reply> Store::mutateForUpdateLocked(const ResourceInfo& r, const s
                              .dry_run = dry_run_};
   auto targets = webhookTargetsLocked(attrs, candidate, old);
   if (targets.empty()) return std::nullopt;
-  // (1) Release the lock for the calls; dry_run_ belongs to whoever holds it meanwhile.
+  // (1) Release the lock for the calls; the request's state (dry_run_, the writers, the
+  // warnings so far) belongs to whoever holds it meanwhile, and is this request's again after.
   const bool dry_run = dry_run_;
+  const managed::Writer* writer = writer_;
+  const managed::Writer* request = request_;
+  std::vector<std::string> warnings = std::move(warnings_);
+  const auto restore = [&] {
+    dry_run_ = dry_run;
+    writer_ = writer;
+    request_ = request;
+    warnings_ = std::move(warnings);
+  };
   dry_run_ = false;
   mu_.unlock();
   std::optional<Reply> refused;
@@ -107,11 +117,11 @@ std::optional<Reply> Store::mutateForUpdateLocked(const ResourceInfo& r, const s
     refused = webhooks::call(targets, attrs, candidate, old, currentUser());
   } catch (...) {
     mu_.lock();
-    dry_run_ = dry_run;
+    restore();
     throw;
   }
   mu_.lock();
-  dry_run_ = dry_run;
+  restore();
   if (refused) return refused;
   // (2) kube-apiserver's GuaranteedUpdate would run admission again on a newer object; kubesim
   // answers the write that lost the race 409 Conflict.
