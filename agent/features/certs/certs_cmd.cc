@@ -329,7 +329,9 @@ int runClusterRenewCommand(const Config& config, const ClusterRenewArgs& args, c
   const auto named = [&args](const std::string& n) {
     return std::find(args.names.begin(), args.names.end(), n) != args.names.end();
   };
-  for (const ClusterSecretState& s : inspectClusterSecrets(*c.client, *c.host_fs, options)) {
+  const std::vector<ClusterSecretState> states =
+      inspectClusterSecrets(*c.client, *c.host_fs, options);
+  for (const ClusterSecretState& s : states) {
     if (!clusterSecretSelected(options.names, s.name) || !s.problem.empty() || s.due) continue;
     if (!s.present || !s.note.empty() || !s.cert) {
       const std::string why = !s.present ? "absent (the add-on is not installed)" : s.note;
@@ -342,7 +344,7 @@ int runClusterRenewCommand(const Config& config, const ClusterRenewArgs& args, c
     }
   }
   const ClusterCertsReport report = renewClusterSecrets(
-      *c.client, *c.host_fs, options,
+      *c.client, *c.host_fs, options, states,
       secretEventRecorder(*c.client, [&env](const std::string& error) {
         *env.err << "warning: an Event could not be recorded: " << error << "\n";
       }));

@@ -63,7 +63,7 @@ base::Result<ReconcileResult> ClusterCerts::reconcile() {
   nlohmann::json last = nullptr;
   if (!due.empty() && o_.renew) {
     ClusterCertsReport report = renewClusterSecrets(
-        kube_, fs_, options, secretEventRecorder(kube_, [this](const std::string& error) {
+        kube_, fs_, options, states, secretEventRecorder(kube_, [this](const std::string& error) {
           if (o_.report) o_.report("certificate Event", error);
         }));
     for (const std::string& line : report.lines) result.plan += line + "\n";

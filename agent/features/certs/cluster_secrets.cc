@@ -173,8 +173,7 @@ class Renewer {
           const SecretEventFn& event)
       : kube_(kube), fs_(fs), o_(o), event_(event) {}
 
-  ClusterCertsReport run() {
-    const auto states = inspectClusterSecrets(kube_, fs_, o_);
+  ClusterCertsReport run(const std::vector<ClusterSecretState>& states) {
     bool contour_done = false;
     for (const ClusterSecretState& s : states) {
       if (!clusterSecretSelected(o_.names, s.name)) continue;
@@ -426,8 +425,9 @@ std::vector<ClusterSecretState> inspectClusterSecrets(kube::KubeClient& kube,
 
 ClusterCertsReport renewClusterSecrets(kube::KubeClient& kube, const hostfs::HostFs& fs,
                                        const ClusterCertsOptions& options,
+                                       const std::vector<ClusterSecretState>& states,
                                        const SecretEventFn& event) {
-  return Renewer(kube, fs, options, event).run();
+  return Renewer(kube, fs, options, event).run(states);
 }
 
 bool clusterSecretSelected(const std::vector<std::string>& names, const std::string& state_name) {

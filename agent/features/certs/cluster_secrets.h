@@ -91,14 +91,16 @@ struct ClusterCertsReport {
   std::vector<std::string> errors{};   // one line each; the others went ahead
 };
 
-// Renews what inspectClusterSecrets says is due, each re-read right before its write. One
-// failing secret does not stop the others; the report lists its error. `event` is called for
-// every change (reason, message, the secret's namespace and name).
+// Renews what `states` (inspectClusterSecrets with the same options, just before) says is due,
+// each re-read right before its write. One failing secret does not stop the others; the report
+// lists its error. `event` is called for every change (reason, message, the secret's namespace
+// and name).
 using SecretEventFn =
     std::function<void(const std::string& reason, const std::string& message, const std::string& ns,
                        const std::string& name, const std::string& type)>;
 ClusterCertsReport renewClusterSecrets(kube::KubeClient& kube, const hostfs::HostFs& fs,
                                        const ClusterCertsOptions& options,
+                                       const std::vector<ClusterSecretState>& states,
                                        const SecretEventFn& event);
 
 // Whether `state_name` is among `names` (empty: every one); "contour" and "envoy" select each
