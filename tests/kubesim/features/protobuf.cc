@@ -367,6 +367,17 @@ void addFields(const std::string& type, std::map<std::string_view, const FieldIn
   }
 }
 
+// Every message's JSON fields by name, built once.
+const std::map<std::string, std::map<std::string_view, const FieldInfo*>, std::less<>>&
+jsonFields() {
+  static const auto built = [] {
+    std::map<std::string, std::map<std::string_view, const FieldInfo*>, std::less<>> out;
+    for (const auto& [type, fields] : schema()) addFields(type, out[type], 0);
+    return out;
+  }();
+  return built;
+}
+
 void dropUnknown(const std::string& type, json& value, const std::string& path, bool root,
                  std::vector<std::string>& unknown, int depth) {
   const bool time = type == std::string(kMeta) + "Time";
@@ -376,9 +387,9 @@ void dropUnknown(const std::string& type, json& value, const std::string& path, 
     return;
   }
   if (depth > 64 || opaque(type) || !value.is_object()) return;
-  if (schema().find(type) == schema().end()) return;
-  std::map<std::string_view, const FieldInfo*> by_name;
-  addFields(type, by_name, 0);
+  auto fields = jsonFields().find(type);
+  if (fields == jsonFields().end()) return;
+  const auto& by_name = fields->second;
   for (auto it = value.begin(); it != value.end();) {
     const std::string& key = it.key();
     // TypeMeta, inline in every object (an embedded PersistentVolumeClaim of a StatefulSet's
