@@ -110,6 +110,32 @@ subjects:
            "\n  usages: " + usages + "\n" + extra;
   }
 
+  // A ClusterRole `name` with these rules (YAML list items), bound to the user `name`.
+  base::ProcessResult grant(const std::string& name, const std::string& rules) {
+    return kubectl({"apply", "-f", "-"},
+                   "apiVersion: rbac.authorization.k8s.io/v1\n"
+                   "kind: ClusterRole\n"
+                   "metadata: {name: " +
+                       name +
+                       "}\n"
+                       "rules:\n" +
+                       rules +
+                       "---\n"
+                       "apiVersion: rbac.authorization.k8s.io/v1\n"
+                       "kind: ClusterRoleBinding\n"
+                       "metadata: {name: " +
+                       name +
+                       "}\n"
+                       "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: "
+                       "ClusterRole, name: " +
+                       name +
+                       "}\n"
+                       "subjects:\n"
+                       "- {apiGroup: rbac.authorization.k8s.io, kind: User, "
+                       "name: " +
+                       name + "}\n");
+  }
+
   json getCsr(const std::string& name) {
     auto r = kubectl({"get", "csr", name, "-o", "json"});
     EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
@@ -249,26 +275,13 @@ TEST_F(KubectlCsrTest, ApprovingNeedsApproveOnTheSigner) {
                 .exit_code,
             0);
   auto role = [&](const std::string& signers_rule) {
-    return kubectl({"apply", "-f", "-"}, R"(
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: approver}
-rules:
-- apiGroups: [certificates.k8s.io]
+    return grant("approver", R"(- apiGroups: [certificates.k8s.io]
   resources: [certificatesigningrequests]
   verbs: [get, list]
 - apiGroups: [certificates.k8s.io]
   resources: [certificatesigningrequests/approval]
   verbs: [update]
-)" + signers_rule + R"(
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: approver}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: approver}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: approver}
-)");
+)" + signers_rule + "\n");
   };
   ASSERT_EQ(role("").exit_code, 0);
   auto refused = as("approver", {"certificate", "approve", "rbac"});
@@ -298,27 +311,15 @@ TEST_F(KubectlCsrTest, SigningNeedsSignOnTheSigner) {
                 .exit_code,
             0);
   ASSERT_EQ(kubectl({"certificate", "approve", "alice"}).exit_code, 0);
+  // The token user "approver" here plays a signer.
   auto role = [&](const std::string& signers_rule) {
-    return kubectl({"apply", "-f", "-"}, R"(
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: signer}
-rules:
-- apiGroups: [certificates.k8s.io]
+    return grant("approver", R"(- apiGroups: [certificates.k8s.io]
   resources: [certificatesigningrequests]
   verbs: [get]
 - apiGroups: [certificates.k8s.io]
   resources: [certificatesigningrequests/status]
   verbs: [update]
-)" + signers_rule + R"(
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: signer}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: signer}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: approver}
-)");
+)" + signers_rule + "\n");
   };
   json signed_csr = getCsr("alice");
   signed_csr["status"]["certificate"] = base64Encode(server_->pki().ca_cert_pem);
