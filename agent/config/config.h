@@ -91,6 +91,15 @@ struct Config {
   // Where each agent serves the webhook (HTTPS, every address); the Service kurl/ekco maps port
   // 443 to it (agent/features/webhook/webhook_server.h).
   int64_t pod_image_overrides_port = 6445;
+  // Pods in these namespaces are never sent to the webhook. Empty (the default): every pod of
+  // every namespace, as EKCO did, so kube-proxy's and coredns' images can be overridden too.
+  std::vector<std::string> pod_image_overrides_excluded_namespaces;
+  // Who backs the Service kurl/ekco (agent/features/webhook/webhook_config.h): "pods" (the
+  // DaemonSet's pods, by selector), "nodes" (the control-plane agents that answer the leader's
+  // probe, listed in an EndpointSlice and Endpoints of a selector-less Service: agents from the
+  // packages), or "auto": pods when the agent runs in a pod (KUBERNETES_SERVICE_HOST is set),
+  // nodes otherwise.
+  std::string pod_image_overrides_endpoints = "auto";
   bool auto_approve_kubelet_csrs = true;
   // When set, a kubelet serving CSR is approved only if every IP SAN is inside one of these
   // prefixes ("10.0.0.0/16"; agent/features/csr_approval/kubelet_csr_rules.h, rule ip-prefixes).

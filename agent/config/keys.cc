@@ -89,6 +89,11 @@ const std::vector<KeyDef>& keyDefs() {
                "Pod image overrides, each \"original=overridden\""),
       EKCO_KEY(pod_image_overrides_port, kInt,
                "Port the agents serve the pod image overrides webhook on (HTTPS)"),
+      EKCO_KEY(pod_image_overrides_excluded_namespaces, kStringList,
+               "Namespaces whose pods the image overrides webhook is not called for (empty: none)"),
+      EKCO_KEY(pod_image_overrides_endpoints, kString,
+               "Who backs the webhook's Service: pods (the DaemonSet's, by selector), nodes (the "
+               "agents on the control-plane nodes, listed by the leader) or auto"),
       EKCO_KEY(auto_approve_kubelet_csrs, kBool, "Approve kubelet serving certificate CSRs"),
       EKCO_KEY(kubelet_csr_allowed_ip_prefixes, kStringList,
                "Approve kubelet serving CSRs only for IPs inside these prefixes (empty: any)"),

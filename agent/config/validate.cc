@@ -108,6 +108,18 @@ void checkConfigRules(Config& c, const ConfigProblemFn& problem,
     problem("pod_image_overrides_port",
             fmt::format("must be a port from 1 to 65535 (got {})", c.pod_image_overrides_port));
   }
+  for (const std::string& ns : c.pod_image_overrides_excluded_namespaces) {
+    if (!isDnsLabel(ns)) {
+      problem("pod_image_overrides_excluded_namespaces",
+              "want namespace names (RFC 1123 labels), got " + base::quoteForMessage(ns));
+    }
+  }
+  if (c.pod_image_overrides_endpoints != "auto" && c.pod_image_overrides_endpoints != "pods" &&
+      c.pod_image_overrides_endpoints != "nodes") {
+    problem(
+        "pod_image_overrides_endpoints",
+        "want auto, pods or nodes, got " + base::quoteForMessage(c.pod_image_overrides_endpoints));
+  }
   if (!c.auto_upgrade_schedule.empty()) {
     if (auto r = units::parseCalendar(c.auto_upgrade_schedule); !r) {
       // The message reads "invalid calendar event "X": <reason>" (units/calendar.h).

@@ -36,6 +36,9 @@ struct ControllerDeps {
   const std::string& host_root;  // for the host's system bus
   const std::string& units_bin;  // the ekco binary the host's systemd units run
   bool dry_run = false;
+  // The agent runs in a pod (KUBERNETES_SERVICE_HOST is in its environment: the DaemonSet), not
+  // from the packages on the host.
+  bool in_pod = false;
   const base::Clock& clock;
   hostfs::LocalHostFs& host_fs;           // the host, under --host-root
   const hostfs::LocalHostFs& process_fs;  // this process's own view ("/")

@@ -239,6 +239,7 @@ base::Status Agent::Impl::initControllers() {
       .host_root = options_.host_root,
       .units_bin = options_.units_bin,
       .dry_run = options_.dry_run,
+      .in_pod = options_.env.contains("KUBERNETES_SERVICE_HOST"),
       .clock = clock_,
       .host_fs = *platform_.host_fs,
       .process_fs = *platform_.process_fs,

@@ -1,5 +1,7 @@
 #include "agent/features/webhook/webhook_objects.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "agent/features/webhook/webhook_server.h"
@@ -23,12 +25,6 @@ Json managedLabels() {
 std::vector<std::string> serviceDnsNames(std::string_view ns) {
   return {fmt::format("{}.{}.svc", kServiceName, ns),
           fmt::format("{}.{}.svc.cluster.local", kServiceName, ns)};
-}
-
-std::vector<std::string> excludedNamespaces(std::string_view ns) {
-  std::vector<std::string> out = {"kube-system"};
-  if (ns != "kube-system") out.emplace_back(ns);
-  return out;
 }
 
 Json caSecret(std::string_view ns, const CaPair& ca) {
@@ -75,25 +71,84 @@ base::Result<CaPair> caFromSecret(const Json& secret) {
   return CaPair{.cert_pem = std::move(*cert), .key_pem = std::move(*key)};
 }
 
-Json desiredService(std::string_view ns, int target_port) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Service"},
-          {"metadata",
-           {{"name", std::string(kServiceName)},
-            {"namespace", std::string(ns)},
-            {"labels", managedLabels()}}},
-          {"spec",
-           {{"type", "ClusterIP"},
-            {"selector", {{std::string(kAgentPodLabel), "ekco"}}},
-            {"ports", Json::array({{{"name", "https"},
-                                    {"protocol", "TCP"},
-                                    {"port", 443},
-                                    {"targetPort", target_port}}})}}}};
+Json desiredService(std::string_view ns, int target_port, bool selector) {
+  Json service = {{"apiVersion", "v1"},
+                  {"kind", "Service"},
+                  {"metadata",
+                   {{"name", std::string(kServiceName)},
+                    {"namespace", std::string(ns)},
+                    {"labels", managedLabels()}}},
+                  {"spec",
+                   {{"type", "ClusterIP"},
+                    {"ports", Json::array({{{"name", std::string(kPortName)},
+                                            {"protocol", "TCP"},
+                                            {"port", 443},
+                                            {"targetPort", target_port}}})}}}};
+  if (selector) service["spec"]["selector"] = {{std::string(kAgentPodLabel), "ekco"}};
+  return service;
 }
 
-Json desiredConfiguration(std::string_view ns, std::string_view ca_pem) {
-  Json excluded = Json::array();
-  for (const std::string& n : excludedNamespaces(ns)) excluded.push_back(n);
+bool isIpv6Address(std::string_view address) { return address.find(':') != std::string_view::npos; }
+
+std::string endpointSliceName(bool ipv6) {
+  return fmt::format("{}-webhook-{}", kServiceName, ipv6 ? "ipv6" : "ipv4");
+}
+
+Json desiredEndpointSlice(std::string_view ns, bool ipv6, const std::vector<ServingAgent>& agents,
+                          int port) {
+  std::vector<ServingAgent> family;
+  for (const ServingAgent& a : agents) {
+    if (isIpv6Address(a.address) == ipv6) family.push_back(a);
+  }
+  std::sort(family.begin(), family.end(),
+            [](const ServingAgent& a, const ServingAgent& b) { return a.node < b.node; });
+  Json endpoints = Json::array();
+  for (const ServingAgent& a : family) {
+    endpoints.push_back(
+        {{"addresses", {a.address}},
+         {"conditions", {{"ready", true}, {"serving", true}, {"terminating", false}}},
+         {"nodeName", a.node}});
+  }
+  Json labels = managedLabels();
+  labels[std::string(kServiceNameLabel)] = std::string(kServiceName);
+  labels[std::string(kSliceManagedByLabel)] = std::string(kEndpointSliceManager);
+  return {{"apiVersion", "discovery.k8s.io/v1"},
+          {"kind", "EndpointSlice"},
+          {"metadata",
+           {{"name", endpointSliceName(ipv6)}, {"namespace", std::string(ns)}, {"labels", labels}}},
+          {"addressType", ipv6 ? "IPv6" : "IPv4"},
+          {"endpoints", endpoints},
+          {"ports",
+           Json::array({{{"name", std::string(kPortName)}, {"protocol", "TCP"}, {"port", port}}})}};
+}
+
+Json desiredEndpoints(std::string_view ns, const std::vector<ServingAgent>& agents, int port) {
+  std::vector<ServingAgent> sorted = agents;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const ServingAgent& a, const ServingAgent& b) { return a.address < b.address; });
+  Json addresses = Json::array();
+  for (const ServingAgent& a : sorted) {
+    addresses.push_back({{"ip", a.address}, {"nodeName", a.node}});
+  }
+  Json subsets = Json::array();
+  if (!addresses.empty()) {
+    subsets.push_back(
+        {{"addresses", addresses},
+         {"ports",
+          Json::array({{{"name", std::string(kPortName)}, {"port", port}, {"protocol", "TCP"}}})}});
+  }
+  Json labels = managedLabels();
+  labels["endpointslice.kubernetes.io/skip-mirror"] = "true";
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Endpoints"},
+      {"metadata",
+       {{"name", std::string(kServiceName)}, {"namespace", std::string(ns)}, {"labels", labels}}},
+      {"subsets", subsets}};
+}
+
+Json desiredConfiguration(std::string_view ns, std::string_view ca_pem,
+                          const std::vector<std::string>& excluded) {
   Json hook = {{"name", std::string(kConfigurationName)},
                {"clientConfig",
                 {{"service",
@@ -112,11 +167,13 @@ Json desiredConfiguration(std::string_view ns, std::string_view ca_pem) {
                {"timeoutSeconds", 10},
                {"matchPolicy", "Equivalent"},
                {"admissionReviewVersions", {"v1"}},
-               {"reinvocationPolicy", "Never"},
-               {"namespaceSelector",
-                {{"matchExpressions", Json::array({{{"key", "kubernetes.io/metadata.name"},
-                                                    {"operator", "NotIn"},
-                                                    {"values", excluded}}})}}}};
+               {"reinvocationPolicy", "Never"}};
+  if (!excluded.empty()) {
+    hook["namespaceSelector"] = {
+        {"matchExpressions", Json::array({{{"key", "kubernetes.io/metadata.name"},
+                                           {"operator", "NotIn"},
+                                           {"values", excluded}}})}};
+  }
   return {{"apiVersion", "admissionregistration.k8s.io/v1"},
           {"kind", "MutatingWebhookConfiguration"},
           {"metadata", {{"name", std::string(kConfigurationName)}, {"labels", managedLabels()}}},

@@ -220,6 +220,17 @@ TEST(Config, WrongTypesAreErrors) {
   EXPECT_THAT(problemsOf("pod_image_overrides_port: 70000\n"),
               ElementsAre(HasSubstr("(got 70000)")));
   EXPECT_TRUE(problemsOf("pod_image_overrides_port: 8443\n").empty());
+  EXPECT_THAT(problemsOf("pod_image_overrides_endpoints: daemonset\n"),
+              ElementsAre(HasSubstr("pod_image_overrides_endpoints: want auto, pods or nodes, got "
+                                    "\"daemonset\"")));
+  for (const char* ok : {"auto", "pods", "nodes"}) {
+    EXPECT_TRUE(problemsOf(std::string("pod_image_overrides_endpoints: ") + ok + "\n").empty());
+  }
+  EXPECT_THAT(problemsOf("pod_image_overrides_excluded_namespaces: [rook-ceph, Bad_NS]\n"),
+              ElementsAre(HasSubstr("pod_image_overrides_excluded_namespaces: want namespace names "
+                                    "(RFC 1123 labels), got \"Bad_NS\"")));
+  EXPECT_TRUE(
+      problemsOf("pod_image_overrides_excluded_namespaces: \"rook-ceph,openebs\"\n").empty());
   EXPECT_THAT(
       problemsOf("enable_host_jobs: yes please\n"),
       ElementsAre("config.yaml:1: enable_host_jobs: want true or false, got \"yes please\""));

@@ -172,7 +172,7 @@ Reply internalError(const std::string& message) {
 }
 
 // Resolves url or service into where to connect.
-void resolve(Target& t, const json& cc, const Lookup& lookup) {
+void resolve(Target& t, const json& cc, const Lookup& lookup, const SliceLister& slices) {
   const std::string timeout = "timeout=" + std::to_string(t.timeout.count()) + "s";
   if (cc.contains("url")) {
     std::string url = cc["url"].get<std::string>();
@@ -225,6 +225,22 @@ void resolve(Target& t, const json& cc, const Lookup& lookup) {
     return;
   }
   const std::string port_name = port_spec->value("name", "");
+  if (slices) {
+    for (const json* slice : slices(ns, name)) {
+      for (const json& p : slice->value("ports", json::array())) {
+        if (!p.is_object() || p.value("name", "") != port_name || !p.contains("port")) continue;
+        for (const json& e : slice->value("endpoints", json::array())) {
+          const json conditions = e.value("conditions", json::object());
+          if (conditions.value("ready", true) == false) continue;  // null counts as ready
+          const json addresses = e.value("addresses", json::array());
+          if (addresses.empty() || !addresses[0].is_string()) continue;
+          t.host = addresses[0].get<std::string>();
+          t.port = std::to_string(p["port"].get<std::int64_t>());
+          return;
+        }
+      }
+    }
+  }
   const json* endpoints = lookup("/v1/endpoints", ns, name);
   if (endpoints != nullptr) {
     for (const json& subset : endpoints->value("subsets", json::array())) {
@@ -240,8 +256,8 @@ void resolve(Target& t, const json& cc, const Lookup& lookup) {
     }
   }
   t.resolve_error = "service \"" + ns + "/" + name + "\" has no endpoints for port " +
-                    std::to_string(port) + " (kubesim: create Endpoints " + ns + "/" + name +
-                    " with the webhook server's address)";
+                    std::to_string(port) + " (kubesim: create an EndpointSlice or Endpoints " + ns +
+                    "/" + name + " with the webhook server's address)";
 }
 
 }  // namespace
@@ -340,7 +356,7 @@ std::vector<FieldError> validateConfiguration(const json& config) {
 
 std::vector<Target> select(const std::vector<const json*>& configurations, const Attributes& a,
                            const json* namespace_object, const json& object, const json& old,
-                           const Lookup& lookup) {
+                           const Lookup& lookup, const SliceLister& slices) {
   std::vector<Target> out;
   const bool is_namespace = a.resource->group.empty() && a.resource->plural == "namespaces";
   for (const json* config : configurations) {
@@ -371,7 +387,7 @@ std::vector<Target> select(const std::vector<const json*>& configurations, const
       std::string error;
       auto ca = decodeBase64(cc.value("caBundle", ""), &error);
       t.ca_pem = ca.value_or("");
-      resolve(t, cc, lookup);
+      resolve(t, cc, lookup, slices);
       out.push_back(std::move(t));
     }
   }

@@ -6,9 +6,13 @@
 //   `res/sub`, `*`, `*/*`, `res/*`, `*/sub`; scope), whose `namespaceSelector` matches the
 //   namespace's labels (namespaced requests; a Namespace request its own labels) and whose
 //   `objectSelector` matches the object's or the old object's labels. A `clientConfig.service`
-//   resolves as kube-apiserver's endpoint resolver (--enable-aggregator-routing) does: the
-//   Service's port whose `port` is the webhook's (default 443), then the first address of the
-//   Service's Endpoints carrying that port's name; TLS verifies `<name>.<namespace>.svc`.
+//   resolves to the Service's port whose `port` is the webhook's (default 443), then to an
+//   address behind it: the first ready endpoint (conditions.ready not false) of the Service's
+//   EndpointSlices (labelled kubernetes.io/service-name, in name order) whose ports carry that
+//   port's name — where kube-proxy sends kube-apiserver's call to the Service's ClusterIP, its
+//   default — else the first address of the Service's Endpoints carrying that port's name, as
+//   kube-apiserver's own endpoint resolver (--enable-aggregator-routing) does. TLS verifies
+//   `<name>.<namespace>.svc`.
 // - the call (without the lock): an AdmissionReview admission.k8s.io/v1 POSTed over HTTPS
 //   (server certificate verified against `caBundle`, else the system roots) to the URL with
 //   `?timeout=Ns`, `timeoutSeconds` (default 10) bounding connect, TLS and the answer. The
@@ -78,11 +82,17 @@ struct Target {
 using Lookup = std::function<const nlohmann::json*(const std::string& key, const std::string& ns,
                                                    const std::string& name)>;
 
+// The EndpointSlices of a Service: (namespace, service name) → those labelled
+// kubernetes.io/service-name=<name> in that namespace, in name order.
+using SliceLister = std::function<std::vector<const nlohmann::json*>(const std::string& ns,
+                                                                     const std::string& service)>;
+
 // The webhooks to call, in order. `namespace_object` may be null (cluster-scoped request).
+// Without `slices`, Services resolve through their Endpoints alone.
 std::vector<Target> select(const std::vector<const nlohmann::json*>& configurations,
                            const Attributes& attrs, const nlohmann::json* namespace_object,
                            const nlohmann::json& object, const nlohmann::json& old_object,
-                           const Lookup& lookup);
+                           const Lookup& lookup, const SliceLister& slices = {});
 
 // Calls the targets in order, patching `object`. nullopt: admitted (maybe mutated); else the
 // refusal (the webhook's denial, 500 for a failed call under Fail, 400 for dry-run).

@@ -123,7 +123,8 @@ TEST_F(Select, AServiceResolvesThroughItsEndpointsByPortName) {
   EXPECT_THAT(
       names(kPods, "CREATE", "", json::object()),
       ElementsAre("svc.a.test ! service \"web/hook\" has no endpoints for port 443 "
-                  "(kubesim: create Endpoints web/hook with the webhook server's address)"));
+                  "(kubesim: create an EndpointSlice or Endpoints web/hook with the webhook "
+                  "server's address)"));
   stored_["/v1/endpoints/web/hook"] = {{"subsets",
                                         {{{"addresses", {{{"ip", "127.0.0.1"}}}},
                                           {"ports", {{{"name", "https"}, {"port", 8443}}}}}}}};
@@ -148,6 +149,55 @@ TEST_F(Select, AServiceResolvesThroughItsEndpointsByPortName) {
   EXPECT_EQ(targets[0].url, "https://hook.web.svc:443?timeout=10s");
   EXPECT_EQ(targets[0].target, "/?timeout=10s");
   EXPECT_TRUE(targets[0].fail_closed);
+}
+
+// Where kube-proxy sends the call to the ClusterIP: a ready endpoint of the Service's
+// EndpointSlices, before the Endpoints (the aggregator-routing resolver's source).
+TEST_F(Select, AServiceResolvesThroughAReadyEndpointOfItsSlicesFirst) {
+  hooks_ = {hook(
+      "svc.a.test", {rule({"pods"})},
+      {{"clientConfig", {{"service", {{"namespace", "web"}, {"name", "hook"}, {"port", 443}}}}}})};
+  stored_["/v1/services/web/hook"] = {{"spec", {{"ports", {{{"name", "https"}, {"port", 443}}}}}}};
+  stored_["/v1/endpoints/web/hook"] = {{"subsets",
+                                        {{{"addresses", {{{"ip", "127.0.0.1"}}}},
+                                          {"ports", {{{"name", "https"}, {"port", 8443}}}}}}}};
+  const json slice = {
+      {"metadata", {{"name", "hook-a"}, {"labels", {{"kubernetes.io/service-name", "hook"}}}}},
+      {"ports", {{{"name", "https"}, {"port", 9443}}}},
+      {"endpoints",
+       {{{"addresses", {"127.0.0.2"}}, {"conditions", {{"ready", false}}}},
+        {{"addresses", {"127.0.0.3"}}, {"conditions", {{"ready", true}}}}}}};
+  json other_port = slice;
+  other_port["ports"][0]["name"] = "metrics";
+  json config = {{"webhooks", hooks_}};
+  Attributes attrs{.resource = &kPods,
+                   .operation = "CREATE",
+                   .subresource = "",
+                   .ns = "team",
+                   .name = "x",
+                   .dry_run = false};
+  json ns = {{"metadata", {{"name", "team"}}}};
+  auto lookup = [this](const std::string& key, const std::string& n,
+                       const std::string& name) -> const json* {
+    auto it = stored_.find(key + "/" + n + "/" + name);
+    return it == stored_.end() ? nullptr : &it->second;
+  };
+  std::vector<const json*> slices;
+  auto lister = [&](const std::string& n, const std::string& service) {
+    EXPECT_EQ(n, "web");
+    EXPECT_EQ(service, "hook");
+    return slices;
+  };
+  auto where = [&] {
+    auto targets = select({&config}, attrs, &ns, json::object(), json(), lookup, lister);
+    EXPECT_EQ(targets.size(), 1u);
+    return targets.empty() ? std::string() : targets[0].host + ":" + targets[0].port;
+  };
+  EXPECT_EQ(where(), "127.0.0.1:8443");  // no slice: the Endpoints
+  slices = {&other_port};
+  EXPECT_EQ(where(), "127.0.0.1:8443");  // a slice without the port's name: still the Endpoints
+  slices = {&other_port, &slice};
+  EXPECT_EQ(where(), "127.0.0.3:9443");  // the first ready endpoint of a slice with it
 }
 
 TEST(ValidateConfiguration, AValidOneHasNoErrorsAndDefaultsAreFilled) {

@@ -44,7 +44,20 @@ std::vector<webhooks::Target> Store::webhookTargetsLocked(const webhooks::Attrib
   }
   std::vector<const json*> ordered;  // by name, as the map is
   for (const auto& [key, config] : configs->second.objects) ordered.push_back(&config);
-  return webhooks::select(ordered, attrs, namespace_object, object, old, lookup);
+  auto slices = [this](const std::string& ns,
+                       const std::string& service) -> std::vector<const json*> {
+    std::vector<const json*> out;
+    auto d = data_.find("discovery.k8s.io/v1/endpointslices");
+    if (d == data_.end()) return out;
+    for (const auto& [key, slice] : d->second.objects) {  // by namespace and name
+      if (str(slice, {"metadata", "namespace"}) == ns &&
+          str(slice, {"metadata", "labels", "kubernetes.io/service-name"}) == service) {
+        out.push_back(&slice);
+      }
+    }
+    return out;
+  };
+  return webhooks::select(ordered, attrs, namespace_object, object, old, lookup, slices);
 }
 
 std::optional<Reply> Store::mutateForCreate(const ResourceInfo& r, const std::string& ns,

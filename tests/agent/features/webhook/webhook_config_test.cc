@@ -35,8 +35,13 @@ TEST(WebhookConfigurationStep, FollowsWhetherOverridesAreConfiguredAndWhatIsTher
   other_ca["webhooks"][0]["clientConfig"]["caBundle"] = "b3RoZXI=";
   json fail_closed = want;
   fail_closed["webhooks"][0]["failurePolicy"] = "Fail";
-  json kube_system_in = want;
-  kube_system_in["webhooks"][0]["namespaceSelector"] = json::object();
+  json old_exclusion = want;  // an older ekco's: kube-system and kurl left out
+  old_exclusion["webhooks"][0]["namespaceSelector"] = {{"matchExpressions",
+                                                        {{{"key", "kubernetes.io/metadata.name"},
+                                                          {"operator", "NotIn"},
+                                                          {"values", {"kube-system", "kurl"}}}}}};
+  json object_selector = defaulted;
+  object_selector["webhooks"][0]["objectSelector"] = {{"matchLabels", {{"a", "b"}}}};
   json ekco_era = want;  // EKCO's: no namespace selector, path the same, no labels
   ekco_era["webhooks"][0].erase("namespaceSelector");
   ekco_era["metadata"].erase("labels");
@@ -55,7 +60,8 @@ TEST(WebhookConfigurationStep, FollowsWhetherOverridesAreConfiguredAndWhatIsTher
       {"wanted, as the API defaulted it", true, defaulted, WebhookStep::kNone},
       {"wanted, another CA", true, other_ca, WebhookStep::kUpdate},
       {"wanted, failurePolicy edited", true, fail_closed, WebhookStep::kUpdate},
-      {"wanted, selector removed", true, kube_system_in, WebhookStep::kUpdate},
+      {"wanted, an older ekco's namespace exclusion", true, old_exclusion, WebhookStep::kUpdate},
+      {"wanted, an object selector added", true, object_selector, WebhookStep::kUpdate},
       {"wanted, EKCO's configuration", true, ekco_era, WebhookStep::kUpdate},
       {"wanted, a second webhook added", true, two_hooks, WebhookStep::kUpdate},
       {"unwanted, present", false, defaulted, WebhookStep::kDelete},
@@ -78,6 +84,60 @@ TEST(WebhookServiceStep, CreatesFixesSelectorAndPortsAndNeverDeletes) {
   EXPECT_EQ(serviceStep(true, defaulted, want), WebhookStep::kNone);
   EXPECT_EQ(serviceStep(true, ekco_era, want), WebhookStep::kUpdate);
   EXPECT_EQ(serviceStep(false, ekco_era, want), WebhookStep::kNone);
+  json extra_label = defaulted;  // a selector that also wants another label selects nothing
+  extra_label["spec"]["selector"]["tier"] = "x";
+  EXPECT_EQ(serviceStep(true, extra_label, want), WebhookStep::kUpdate);
+  // Backed by nodes: no selector, and one left over is drift.
+  const json bare = webhook::desiredService("kurl", 6445, /*selector=*/false);
+  EXPECT_FALSE(bare["spec"].contains("selector"));
+  EXPECT_EQ(serviceStep(true, defaulted, bare), WebhookStep::kUpdate);
+  json bare_defaulted = bare;
+  bare_defaulted["spec"]["clusterIP"] = "10.96.0.12";
+  EXPECT_EQ(serviceStep(true, bare_defaulted, bare), WebhookStep::kNone);
+  bare_defaulted["spec"]["selector"] = json::object();
+  EXPECT_EQ(serviceStep(true, bare_defaulted, bare), WebhookStep::kNone);
+}
+
+TEST(WebhookEndpointsStep, ComparesEndpointsPortsAndLabelsAndReadsADroppedListAsEmpty) {
+  const std::vector<webhook::ServingAgent> two = {{.node = "cp-2", .address = "10.0.0.2"},
+                                                  {.node = "cp-1", .address = "10.0.0.1"}};
+  const json slice = webhook::desiredEndpointSlice("kurl", false, two, 6445);
+  ASSERT_EQ(slice["endpoints"].size(), 2U);
+  EXPECT_EQ(slice["endpoints"][0]["nodeName"], "cp-1");  // sorted by node
+  EXPECT_EQ(slice["addressType"], "IPv4");
+  EXPECT_EQ(slice["metadata"]["labels"]["kubernetes.io/service-name"], "ekco");
+  EXPECT_EQ(slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "ekco.kurl.sh");
+  json stored = slice;
+  stored["metadata"]["resourceVersion"] = "4";
+  stored["endpoints"][0]["zone"] = "a";  // what the API or others add is no difference
+  EXPECT_EQ(endpointsStep(true, std::nullopt, slice), WebhookStep::kCreate);
+  EXPECT_EQ(endpointsStep(true, stored, slice), WebhookStep::kNone);
+  EXPECT_EQ(endpointsStep(false, stored, slice), WebhookStep::kDelete);
+  EXPECT_EQ(endpointsStep(false, std::nullopt, slice), WebhookStep::kNone);
+  const json one = webhook::desiredEndpointSlice("kurl", false, {two[0]}, 6445);
+  EXPECT_EQ(endpointsStep(true, stored, one), WebhookStep::kUpdate);
+  // An IPv6 agent goes to the other slice.
+  EXPECT_TRUE(webhook::desiredEndpointSlice("kurl", true, two, 6445)["endpoints"].empty());
+  // Nobody serves: the API stores `endpoints: null` (or drops it): the same as [].
+  const json none = webhook::desiredEndpointSlice("kurl", false, {}, 6445);
+  json dropped = none;
+  dropped["endpoints"] = nullptr;
+  EXPECT_EQ(endpointsStep(true, dropped, none), WebhookStep::kNone);
+  dropped.erase("endpoints");
+  EXPECT_EQ(endpointsStep(true, dropped, none), WebhookStep::kNone);
+
+  // The Endpoints: sorted by address, skip-mirror, and no subset when nobody serves.
+  const json endpoints = webhook::desiredEndpoints("kurl", two, 6445);
+  EXPECT_EQ(endpoints["subsets"][0]["addresses"][0],
+            json({{"ip", "10.0.0.1"}, {"nodeName", "cp-1"}}));
+  EXPECT_EQ(endpoints["subsets"][0]["ports"][0]["port"], 6445);
+  EXPECT_EQ(endpoints["metadata"]["labels"]["endpointslice.kubernetes.io/skip-mirror"], "true");
+  const json empty = webhook::desiredEndpoints("kurl", {}, 6445);
+  EXPECT_TRUE(empty["subsets"].empty());
+  json stored_empty = empty;
+  stored_empty.erase("subsets");
+  EXPECT_EQ(endpointsStep(true, stored_empty, empty), WebhookStep::kNone);
+  EXPECT_EQ(endpointsStep(true, stored_empty, endpoints), WebhookStep::kUpdate);
 }
 
 // The decision alone (planWebhook): what a pass changes, from what it saw.
@@ -95,7 +155,8 @@ TEST(PlanWebhook, DecidesFromTheViewAlone) {
   ASSERT_EQ(fresh.changes.size(), 2U);
   EXPECT_EQ(fresh.changes[0].object, WebhookObject::kService);
   EXPECT_EQ(fresh.changes[0].step, WebhookStep::kCreate);
-  EXPECT_EQ(fresh.changes[0].what, "create the Service kurl/ekco (port 443 -> 6445)");
+  EXPECT_EQ(fresh.changes[0].what,
+            "create the Service kurl/ekco (port 443 -> 6445, selecting the DaemonSet's pods)");
   EXPECT_EQ(fresh.changes[1].object, WebhookObject::kConfiguration);
   EXPECT_EQ(fresh.changes[1].step, WebhookStep::kCreate);
   EXPECT_EQ(fresh.changes[1].want, webhook::desiredConfiguration("kurl", kCa));
@@ -142,6 +203,76 @@ TEST(PlanWebhook, DecidesFromTheViewAlone) {
   EXPECT_FALSE(early.status.contains("configuration"));
 }
 
+// Backed by nodes (agents from the packages): the serving agents listed, one slice per family,
+// the Endpoints beside them, the Service's selector removed and the controller's slices gone.
+TEST(PlanWebhook, BackedByNodesListsOnlyTheServingAgents) {
+  const WebhookConfigOptions on{
+      .ns = "kurl", .enabled = true, .target_port = 6445, .backing = WebhookBacking::kNodes};
+  const webhook::CaPair ca{.cert_pem = kCa, .key_pem = "key"};
+  json service = webhook::desiredService("kurl", 6445);  // as the DaemonSet had it
+  service["metadata"]["resourceVersion"] = "3";
+  json configuration = webhook::desiredConfiguration("kurl", kCa);
+  const json theirs = {
+      {"metadata",
+       {{"name", "ekco-x7k2p"},
+        {"resourceVersion", "5"},
+        {"labels",
+         {{"kubernetes.io/service-name", "ekco"},
+          {"endpointslice.kubernetes.io/managed-by", "endpointslice-controller.k8s.io"}}}}}};
+  WebhookView view{.ca = ca,
+                   .service = service,
+                   .configuration = configuration,
+                   .slices = {theirs},
+                   .nodes = {{.name = "cp-1", .address = "10.0.0.1", .serving = true},
+                             {.name = "cp-2", .address = "10.0.0.2", .why = "connect: refused"},
+                             {.name = "cp-3", .address = "fd00::3", .serving = true}}};
+  const WebhookPlan plan = planWebhook(view, on);
+  std::vector<std::string> whats;
+  for (const WebhookChange& c : plan.changes) whats.push_back(c.what);
+  const std::string who =
+      "serving: cp-1 10.0.0.1, cp-3 fd00::3; not serving: cp-2 (connect: refused)";
+  EXPECT_THAT(
+      whats,
+      ::testing::ElementsAre(
+          "fix the Service kurl/ekco (port 443 -> 6445, no selector: ekco lists the serving "
+          "agents)",
+          "delete the EndpointSlice kurl/ekco-x7k2p (made for the Service's former selector)",
+          "create the EndpointSlice kurl/ekco-webhook-ipv4 (" + who + ")",
+          "create the EndpointSlice kurl/ekco-webhook-ipv6 (" + who + ")",
+          "create the Endpoints kurl/ekco (" + who + ")"));
+  EXPECT_THAT(plan.changes[0].want.dump(), HasSubstr(R"({"op":"remove","path":"/spec/selector"})"));
+  EXPECT_EQ(plan.changes[1].resource_version, "5");
+  EXPECT_EQ(plan.changes[2].want["endpoints"].size(), 1U);
+  EXPECT_EQ(plan.changes[2].want["endpoints"][0]["addresses"][0], "10.0.0.1");
+  EXPECT_EQ(plan.changes[3].want["endpoints"][0]["addresses"][0], "fd00::3");
+  EXPECT_EQ(plan.changes[4].want["subsets"][0]["addresses"].size(), 2U);
+  EXPECT_EQ(plan.status["endpoints"]["backing"], "nodes");
+  EXPECT_EQ(plan.status["endpoints"]["nodes"][1]["why"], "connect: refused");
+
+  // Written: nothing more to do. cp-3 stops serving: out of both lists, its slice deleted.
+  view.service = webhook::desiredService("kurl", 6445, false);
+  view.slices = {plan.changes[2].want, plan.changes[3].want};
+  view.endpoints = plan.changes[4].want;
+  EXPECT_TRUE(planWebhook(view, on).changes.empty());
+  view.nodes[2] = {.name = "cp-3", .address = "fd00::3", .why = "TLS: handshake timed out"};
+  whats.clear();
+  for (const WebhookChange& c : planWebhook(view, on).changes) whats.push_back(c.what);
+  EXPECT_THAT(whats, ::testing::ElementsAre(
+                         "delete the EndpointSlice kurl/ekco-webhook-ipv6 (no IPv6 agent serves)",
+                         ::testing::StartsWith("update the Endpoints kurl/ekco (serving: cp-1 "
+                                               "10.0.0.1; not serving: cp-2 (connect: refused), "
+                                               "cp-3 (TLS: handshake timed out))")));
+
+  // Backed by the DaemonSet's pods again: ekco's slices go, the controller's stay.
+  const WebhookConfigOptions pods{.ns = "kurl", .enabled = true, .target_port = 6445};
+  view.service = webhook::desiredService("kurl", 6445);
+  view.slices = {theirs, plan.changes[2].want};
+  whats.clear();
+  for (const WebhookChange& c : planWebhook(view, pods).changes) whats.push_back(c.what);
+  EXPECT_THAT(whats, ::testing::ElementsAre("delete the EndpointSlice kurl/ekco-webhook-ipv4 (the "
+                                            "DaemonSet's pods back the Service)"));
+}
+
 TEST(WebhookObjects, TheConfigurationIsWhatTheIssueAsksFor) {
   const json c = webhook::desiredConfiguration("kurl", kCa);
   ASSERT_EQ(c["webhooks"].size(), 1u);
@@ -159,11 +290,13 @@ TEST(WebhookObjects, TheConfigurationIsWhatTheIssueAsksFor) {
   EXPECT_EQ(h["timeoutSeconds"], 10);
   EXPECT_EQ(h["matchPolicy"], "Equivalent");
   EXPECT_EQ(h["admissionReviewVersions"], json({"v1"}));
-  EXPECT_EQ(h["namespaceSelector"]["matchExpressions"][0],
+  // Every namespace, as EKCO: kube-proxy's and coredns' images can be overridden too.
+  EXPECT_FALSE(h.contains("namespaceSelector"));
+  const json some = webhook::desiredConfiguration("kurl", kCa, {"rook-ceph", "openebs"});
+  EXPECT_EQ(some["webhooks"][0]["namespaceSelector"]["matchExpressions"][0],
             json({{"key", "kubernetes.io/metadata.name"},
                   {"operator", "NotIn"},
-                  {"values", {"kube-system", "kurl"}}}));
-  EXPECT_EQ(webhook::excludedNamespaces("kube-system"), std::vector<std::string>{"kube-system"});
+                  {"values", {"rook-ceph", "openebs"}}}));
 }
 
 class WebhookConfigTest : public ::testing::Test {
@@ -292,7 +425,7 @@ TEST_F(WebhookConfigTest, ADryRunPlansAndWritesNothing) {
   auto r = c.reconcile();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_THAT(r->plan, HasSubstr("would create the CA Secret kurl/ekco-webhook-ca"));
-  EXPECT_THAT(r->plan, HasSubstr("would create the Service kurl/ekco (port 443 -> 6445)"));
+  EXPECT_THAT(r->plan, HasSubstr("would create the Service kurl/ekco (port 443 -> 6445, "));
   EXPECT_EQ(r->summary, "would change (dry run)");
   EXPECT_EQ(kube_.count(Verb::kCreate), 0);
 
