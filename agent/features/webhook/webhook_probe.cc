@@ -6,6 +6,7 @@
 
 #include "agent/features/webhook/webhook_objects.h"
 #include "agent/features/webhook/webhook_server.h"
+#include "kube/decode/json_fields.h"
 #include "kube/transport/curl_transport.h"
 
 namespace ekco::agent::webhook {
@@ -32,7 +33,7 @@ std::string probeReview(std::string_view ns) {
                            {"kind", "Pod"},
                            {"metadata", {{"name", "ekco-endpoint-probe"}, {"namespace", ns}}},
                            {"spec", {{"containers", json::array()}}}}}}}};
-  return review.dump();
+  return kube::jsonDump(review);
 }
 
 }  // namespace
