@@ -12,11 +12,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <ctime>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "base/ip_address.h"
 #include "base/strings.h"
 #include "pki/openssl_ptr.h"
 #include "pki/x509_support.h"
@@ -100,6 +102,34 @@ KeyEncoding keyEncodingOf(std::string_view key_pem) {
   return KeyEncoding::kPkcs8;
 }
 
+Result<std::string> canonicalAltName(std::string_view name, std::string_view what) {
+  if (auto ip = base::parseIpAddress(name)) return ip->text();
+  std::string dns(name);
+  for (char& c : dns) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto bad = [&](std::string_view why) {
+    return Error(fmt::format("{}: {} is neither an IP address nor a DNS name ({})", what,
+                             base::quoteForMessage(name), why),
+                 ErrorCode::kInvalidArgument);
+  };
+  if (dns.empty() || dns.size() > 253) return bad("want 1 to 253 characters");
+  std::string_view rest = dns;
+  if (rest.starts_with("*.")) rest.remove_prefix(2);
+  std::size_t start = 0;
+  while (start <= rest.size()) {
+    const std::size_t dot = std::min(rest.find('.', start), rest.size());
+    const std::string_view label = rest.substr(start, dot - start);
+    if (label.empty() || label.size() > 63) return bad("each label 1 to 63 characters");
+    if (label.front() == '-' || label.back() == '-') return bad("a label starts or ends with '-'");
+    for (char c : label) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-')) {
+        return bad("letters, digits, '-' and '.' only");
+      }
+    }
+    start = dot + 1;
+  }
+  return dns;
+}
+
 base::Status checkKeyMatches(std::string_view cert_pem, std::string_view key_pem,
                              std::string_view source) {
   auto cert = readCert(cert_pem, source);
@@ -155,7 +185,21 @@ Result<KeyPair> renewCertificate(const RenewRequest& r) {
     return Error(fmt::format("{}: validity must be positive", source), ErrorCode::kInvalidArgument);
   }
   const base::WallTime not_before = std::max(r.now - kBackdate, *ca_not_before);
-  const base::WallTime not_after = std::min(r.now + r.validity, *ca_not_after);
+  const base::WallTime not_after =
+      std::min(r.not_after ? *r.not_after : r.now + r.validity, *ca_not_after);
+  if (not_after <= not_before) {
+    return Error(fmt::format("{}: would expire before it is valid", source),
+                 ErrorCode::kInvalidArgument);
+  }
+  std::string san;  // "DNS:a,IP:10.0.0.1" for X509V3_EXT_conf_nid
+  if (r.alt_names) {
+    for (const std::string& name : *r.alt_names) {
+      auto canonical = canonicalAltName(name, source);
+      if (!canonical) return std::move(canonical).error();
+      if (!san.empty()) san += ",";
+      san += (base::parseIpAddress(*canonical) ? "IP:" : "DNS:") + *canonical;
+    }
+  }
 
   EVP_PKEY* old_public = X509_get0_pubkey(old);
   if (old_public == nullptr) return failure(source, "unreadable public key", ErrorCode::kParse);
@@ -177,6 +221,7 @@ Result<KeyPair> renewCertificate(const RenewRequest& r) {
     return failure(source, "cannot build the new certificate");
   }
   for (int nid : kKeptExtensions) {
+    if (nid == NID_subject_alt_name && r.alt_names) continue;  // made below
     const int at = X509_get_ext_by_NID(old, nid, -1);
     if (at < 0) continue;
     if (X509_add_ext(x, X509_get_ext(old, at), -1) != 1) {
@@ -194,6 +239,7 @@ Result<KeyPair> renewCertificate(const RenewRequest& r) {
     }
     return base::ok();
   };
+  if (!san.empty()) EKCO_TRY(addExt(NID_subject_alt_name, san.c_str()));
   if (X509_get_ext_by_NID(old, NID_subject_key_identifier, -1) >= 0) {
     EKCO_TRY(addExt(NID_subject_key_identifier, "hash"));
   }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,7 +44,20 @@ struct RenewRequest {
   std::chrono::seconds validity = kDefaultValidity;
   KeyEncoding key_encoding = KeyEncoding::kTypeSpecific;
   std::string_view source{};  // names the certificate in errors: "pki/apiserver.crt"
+  // A re-issue with other names (`ekco regen-cert`): when set, the subjectAltName holds these
+  // DNS names and IP addresses (canonical text, as altNameList checks them) instead of the old
+  // certificate's; empty means no subjectAltName.
+  std::optional<std::vector<std::string>> alt_names{};
+  // When set, the new certificate expires then (never past the CA), not at now + validity: a
+  // re-issue keeps the old expiry.
+  std::optional<base::WallTime> not_after{};
 };
+
+// A subjectAltName entry as a re-issue takes it: an IPv4 or IPv6 address (returned in its
+// canonical text) or a DNS name (RFC 1123 labels, lower-cased, at most 253 characters; a leading
+// "*." wildcard label allowed); anything else is kInvalidArgument naming `what`.
+[[nodiscard]] base::Result<std::string> canonicalAltName(std::string_view name,
+                                                         std::string_view what);
 
 // The renewed pair, or an Error naming `source`: kParse for unreadable PEM, kInvalidArgument for
 // a refusal (CA mismatch, expired CA, a CA certificate, unsupported key type).

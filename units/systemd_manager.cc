@@ -220,6 +220,10 @@ class SdBusSystemdManager final : public SystemdManager {
     return runJob("StopUnit", "stop " + name, name, timeout);
   }
 
+  Status restartUnit(const std::string& name, std::chrono::milliseconds timeout) override {
+    return runJob("RestartUnit", "restart " + name, name, timeout);
+  }
+
   Result<UnitState> unitState(const std::string& name) override {
     std::lock_guard lock(mu_);
     const std::string context = "unit state of " + name;

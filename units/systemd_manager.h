@@ -60,6 +60,9 @@ class SystemdManager {
                                                std::chrono::milliseconds timeout) = 0;
   [[nodiscard]] virtual base::Status stopUnit(const std::string& name,
                                               std::chrono::milliseconds timeout) = 0;
+  // Manager.RestartUnit(name, "replace") (systemctl restart), waited for the same way.
+  [[nodiscard]] virtual base::Status restartUnit(const std::string& name,
+                                                 std::chrono::milliseconds timeout) = 0;
   // Unit properties (LoadUnit, then org.freedesktop.systemd1.Unit properties). Like systemctl, an
   // unknown unit is not an error: systemd reports load_state "not-found".
   [[nodiscard]] virtual base::Result<UnitState> unitState(const std::string& name) = 0;

@@ -19,6 +19,7 @@
 #include "agent/edge/cluster_config.h"
 #include "agent/edge/command.h"
 #include "agent/edge/command_config.h"
+#include "agent/features/api_address/api_address_cmd.h"
 #include "agent/features/certs/certs_cmd.h"
 #include "agent/features/host_jobs/job_cmd.h"
 #include "agent/features/host_units/host_units.h"
@@ -470,6 +471,8 @@ std::vector<std::unique_ptr<Command>> commandTable() {
   table.push_back(purgeNodeCommand());
   table.push_back(certsCommands());
   table.push_back(rotateKotsadmCertsCommand());
+  table.push_back(regenCertCommand());
+  table.push_back(setKubeconfigServerCommand());
   table.push_back(maintenanceCommands());
   table.push_back(jobCommands());
   table.push_back(std::make_unique<RenderCommands>());

@@ -148,6 +148,45 @@ TEST_F(RenewTest, KeepsSubjectSansAndUsagesWithANewKeySignedByTheCa) {
   EXPECT_THAT(aki.stdout_data, HasSubstr(ca_key_id.substr(ca_key_id.find_first_not_of(' '))));
 }
 
+// `ekco regen-cert`: other names, the same subject, usages and expiry; openssl agrees.
+TEST_F(RenewTest, AReissueWithOtherNamesKeepsSubjectUsagesAndExpiry) {
+  RenewRequest r = request("apiserver");
+  const auto old = parseCertificate(cert_, "apiserver.crt");
+  ASSERT_TRUE(old);
+  r.alt_names = std::vector<std::string>{"cp-1",      "kubernetes", "localhost",
+                                         "10.96.0.1", "127.0.0.1",  "fd00::6444"};
+  r.not_after = old->not_after;
+  auto reissued = renewCertificate(r);
+  ASSERT_TRUE(reissued) << reissued.error().message();
+  writeFile(dir_ / "new.crt", reissued->cert_pem);
+  auto verified = openssl({"verify", "-CAfile", "ca.crt", "new.crt"});
+  EXPECT_EQ(verified.exit_code, 0) << verified.stdout_data << verified.stderr_data;
+  const std::string names = identity("new.crt");
+  EXPECT_THAT(names, HasSubstr("DNS:cp-1, DNS:kubernetes, DNS:localhost, IP Address:10.96.0.1, "
+                               "IP Address:127.0.0.1, IP Address:FD00:0:0:0:0:0:0:6444"));
+  EXPECT_THAT(names, ::testing::Not(HasSubstr("kubernetes.default")));
+  // Everything but the names as before.
+  auto without_names = [](std::string text) {
+    const auto at = text.find("X509v3 Subject Alternative Name");
+    const auto end = text.find('\n', text.find('\n', at) + 1);
+    return text.erase(at, end - at);
+  };
+  EXPECT_EQ(without_names(names), without_names(identity("apiserver.crt")));
+  auto end_new = openssl({"x509", "-in", "new.crt", "-noout", "-enddate"});
+  auto end_old = openssl({"x509", "-in", "apiserver.crt", "-noout", "-enddate"});
+  EXPECT_EQ(end_new.stdout_data, end_old.stdout_data);
+  // Names checked before anything is made: a comma (extension syntax) or a bad label.
+  for (const char* bad : {"a,DNS:evil", "-x.example", "under_score", "", "a..b"}) {
+    r.alt_names = std::vector<std::string>{bad};
+    auto refused = renewCertificate(r);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_THAT(refused.error().message(), HasSubstr("is neither an IP address nor a DNS name"));
+  }
+  EXPECT_EQ(*canonicalAltName("LB.Example.COM", "x"), "lb.example.com");
+  EXPECT_EQ(*canonicalAltName("FD00::0:6444", "x"), "fd00::6444");
+  EXPECT_EQ(*canonicalAltName("*.example.com", "x"), "*.example.com");
+}
+
 TEST_F(RenewTest, ClientCertificateKeepsItsGroupsAndAnEcKeyStaysSec1) {
   makeLeaf("admin", "ca", "/O=system:masters/CN=kubernetes-admin", "ec",
            "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n", 10);

@@ -6,7 +6,7 @@ Loaded by path: /usr/bin/python3 -m dbusmock --system -t tests/units/systemd_moc
 Self-contained (does not build on the stock `systemd` template, which has no NoSuchUnit errors,
 no LoadUnit and only "done" jobs). Units exist once added with the Mock method AddMockUnit(s):
 
-- StartUnit/StopUnit(ss) -> o: a job path; JobNew, then JobRemoved(uoss) from an idle callback
+- StartUnit/RestartUnit/StopUnit(ss) -> o (RestartUnit as StartUnit): a job path; JobNew, then JobRemoved(uoss) from an idle callback
   (after the method reply), and ActiveState/SubState flip. Unit names steer the job:
     "fail" in the name:  the start job ends with result "failed" (ActiveState "failed");
     "hang" in the name:  no JobRemoved is ever sent;
@@ -113,6 +113,11 @@ def StartUnit(self, name, _mode):
     if 'fail' in str(name):
         return _run_job(self, name, 'failed', 'failed', 'failed')
     return _run_job(self, name, 'active', 'running', 'done')
+
+
+@dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')
+def RestartUnit(self, name, mode):
+    return StartUnit(self, name, mode)
 
 
 @dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "base/ip_address.h"
 #include "base/log/log.h"
 #include "kube/decode/timestamp.h"
 #include "kube/transport/kubeconfig.h"
@@ -267,7 +268,35 @@ Inspection inspectCertificates(const hostfs::HostFs& fs, const InspectOptions& o
   return out;
 }
 
-Result<RenewedCert> renewOne(hostfs::HostFs& fs, const CertSpec& spec, const InspectOptions& o) {
+std::vector<std::string> altNames(const pki::Certificate& cert) {
+  std::vector<std::string> out = cert.dns_names;
+  out.insert(out.end(), cert.ip_addresses.begin(), cert.ip_addresses.end());
+  return out;
+}
+
+std::vector<std::string> changedAltNames(const pki::Certificate& cert,
+                                         const AltNameChange& change) {
+  const auto dropped = [&](const std::string& n) {
+    return std::find(change.drop.begin(), change.drop.end(), n) != change.drop.end();
+  };
+  std::vector<std::string> dns;
+  std::vector<std::string> ips;
+  for (const std::string& n : cert.dns_names) {
+    if (!dropped(n)) dns.push_back(n);
+  }
+  for (const std::string& n : cert.ip_addresses) {
+    if (!dropped(n)) ips.push_back(n);
+  }
+  for (const std::string& n : change.add) {
+    std::vector<std::string>& list = base::parseIpAddress(n) ? ips : dns;
+    if (std::find(list.begin(), list.end(), n) == list.end()) list.push_back(n);
+  }
+  dns.insert(dns.end(), ips.begin(), ips.end());
+  return dns;
+}
+
+Result<RenewedCert> renewOne(hostfs::HostFs& fs, const CertSpec& spec, const InspectOptions& o,
+                             const AltNameChange* change) {
   // 1. Everything read and the new pair made before anything is written.
   auto old = readPair(fs, spec);
   if (!old) return std::move(old).error();
@@ -287,12 +316,15 @@ Result<RenewedCert> renewOne(hostfs::HostFs& fs, const CertSpec& spec, const Ins
   if (!ca_cert) return std::move(ca_cert).error();
   auto ca_key = fs.read(spec.ca_key_path);
   if (!ca_key) return std::move(ca_key).error();
-  auto made = pki::renewCertificate({.cert_pem = old->cert_pem,
-                                     .ca_cert_pem = *ca_cert,
-                                     .ca_key_pem = *ca_key,
-                                     .now = o.now,
-                                     .key_encoding = pki::keyEncodingOf(old->key_pem),
-                                     .source = spec.cert_path});
+  auto made = pki::renewCertificate(
+      {.cert_pem = old->cert_pem,
+       .ca_cert_pem = *ca_cert,
+       .ca_key_pem = *ca_key,
+       .now = o.now,
+       .key_encoding = pki::keyEncodingOf(old->key_pem),
+       .source = spec.cert_path,
+       .alt_names = change ? std::optional(changedAltNames(*before, *change)) : std::nullopt,
+       .not_after = change ? std::optional(before->not_after) : std::nullopt});
   if (!made) return std::move(made).error();
   auto after = pki::parseCertificate(made->cert_pem, spec.cert_path);
   if (!after) return std::move(after).error();

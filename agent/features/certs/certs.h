@@ -116,11 +116,26 @@ struct RenewedCert {
   std::string serial_after{};
 };
 
-// Renews one certificate (steps 1-4 above). `now` stamps the backup directory and the new
-// validity. Errors name the file; nothing is written before step 2, and a failure after it
-// leaves the old pair (or, past step 3, the new pair) in place.
+// A re-issue with other subjectAltNames (`ekco regen-cert`): names added and dropped (each
+// canonical: pki::canonicalAltName); the subject, the other names, the usages, the key type and
+// the expiry are kept.
+struct AltNameChange {
+  std::vector<std::string> add{};
+  std::vector<std::string> drop{};
+};
+// The certificate's names after `change`: its DNS names less the dropped, then the added DNS
+// names it lacks, then its IP addresses less the dropped, then the added ones it lacks.
+std::vector<std::string> changedAltNames(const pki::Certificate& cert, const AltNameChange& change);
+// Its names as they are, in that order.
+std::vector<std::string> altNames(const pki::Certificate& cert);
+
+// Renews one certificate (steps 1-4 above); with `change`, re-issues it with those names and its
+// expiry. `now` stamps the backup directory and the new validity. Errors name the file; nothing
+// is written before step 2, and a failure after it leaves the old pair (or, past step 3, the new
+// pair) in place.
 [[nodiscard]] base::Result<RenewedCert> renewOne(hostfs::HostFs& fs, const CertSpec& spec,
-                                                 const InspectOptions& options);
+                                                 const InspectOptions& options,
+                                                 const AltNameChange* change = nullptr);
 
 // A journal left under <certificates_dir>/.ekco-backup by an interrupted renewal or restore.
 struct InterruptedRenewal {

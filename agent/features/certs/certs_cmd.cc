@@ -6,6 +6,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,6 +22,7 @@
 #include "kube/decode/json_fields.h"
 #include "kube/decode/timestamp.h"
 #include "pki/probe.h"
+#include "pki/renew.h"
 
 namespace ekco::agent {
 
@@ -233,7 +235,46 @@ int runCertsCheckCommand(const Config& config, const CertsCheckArgs& args, const
   return failing ? kExitFailure : kExitOk;
 }
 
+namespace {
+
+// regen-cert's checks before anything: the names apiserver.crt would have; "" and nothing to do
+// when they are its names already (said on `out`); an error for a name that must stay.
+base::Result<bool> reissueNeeded(const hostfs::HostFs& fs, const Config& config,
+                                 const AltNameChange& change, std::ostream& out) {
+  const std::string cert_path = config.certificates_dir + "/apiserver.crt";
+  auto text = fs.read(cert_path);
+  if (!text) return std::move(text).error();
+  auto cert = pki::parseCertificate(*text, cert_path);
+  if (!cert) return std::move(cert).error();
+  // The names the cluster itself reaches the apiserver by stay.
+  auto manifest = fs.read(std::string(kDefaultManifestsDir) + "/kube-apiserver.yaml");
+  const std::string advertise = manifest ? apiserverEndpoint(*manifest).host : "";
+  for (const std::string& name : change.drop) {
+    if (name == "kubernetes" || name.starts_with("kubernetes.default") ||
+        (!advertise.empty() && name == advertise)) {
+      return base::Error(
+          fmt::format("{} is not dropped: the cluster reaches the apiserver by it ({})", name,
+                      name == advertise ? "its --advertise-address" : "the kubernetes Service"),
+          base::ErrorCode::kInvalidArgument);
+    }
+  }
+  const std::vector<std::string> now = altNames(*cert);
+  const std::vector<std::string> then = changedAltNames(*cert, change);
+  if (now == then) {
+    out << fmt::format("apiserver already has the names {}; nothing to change\n",
+                       fmt::join(now, ", "));
+    return false;
+  }
+  if (then.empty()) {
+    return base::Error("apiserver would have no name left", base::ErrorCode::kInvalidArgument);
+  }
+  return true;
+}
+
+}  // namespace
+
 int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const CliEnv& env) {
+  const std::string& what = args.command;
   if (args.host_root.empty() || args.host_root.front() != '/') {
     *env.err << "error: --host-root: want an absolute path (got " << args.host_root << ")\n";
     return kExitUsage;
@@ -242,7 +283,7 @@ int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const
   if (node.empty()) {
     auto resolved = resolveNodeName("", envValue(env.environment, "NODE_NAME"), hostName());
     if (!resolved) {
-      *env.err << "error: certs renew: " << resolved.error().message() << "\n";
+      *env.err << "error: " << what << ": " << resolved.error().message() << "\n";
       return kExitUsage;
     }
     node = *resolved;
@@ -257,14 +298,23 @@ int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const
                                            .reporting_instance = node}},
           env.environment, clock);
       !built) {
-    *env.err << "error: certs renew: " << built.error().message() << "\n";
+    *env.err << "error: " << what << ": " << built.error().message() << "\n";
     return kExitFailure;
+  }
+  if (args.alt_names) {
+    auto needed = reissueNeeded(*c.host_fs, config, *args.alt_names, *env.out);
+    if (!needed) {
+      *env.err << "error: " << what << ": " << needed.error().message() << "\n";
+      return needed.error().code() == base::ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+    }
+    if (!*needed) return kExitOk;
   }
   CertRenewalOptions options;
   options.inspect.certificates_dir = config.certificates_dir;
   options.inspect.ttl = std::chrono::duration_cast<std::chrono::seconds>(config.rotate_certs_ttl);
   options.inspect.now = clock.wallNow();
   options.names = args.names;
+  options.alt_names = args.alt_names;
   options.force = args.force;
   options.dry_run = args.dry_run;
   options.node_name = node;
@@ -280,7 +330,7 @@ int runCertsRenewCommand(const Config& config, const CertsRenewArgs& args, const
                                                host, port, std::chrono::seconds(5), clock);
                                          }});
   if (!report) {
-    *env.err << "error: certs renew: " << report.error().message() << "\n";
+    *env.err << "error: " << what << ": " << report.error().message() << "\n";
     return report.error().code() == base::ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
   for (const std::string& line : report->lines) *env.out << line << "\n";
@@ -481,9 +531,70 @@ class RotateKotsadmCertsCommand final : public Command {
   ClusterRenewArgs args_{};
 };
 
+class RegenCertCommand final : public Command {
+ public:
+  void add(CLI::App& root) override {
+    app_ = root.add_subcommand(
+        "regen-cert",
+        "Re-issue this node's apiserver certificate with names added or dropped (IP addresses "
+        "or DNS names), keeping its subject, other names, usages and expiry; restart the "
+        "apiserver and verify, as `certs renew` does (EKCO's command)");
+    app_->add_option("--add-alt-names", add_, "Names to add (comma-separated)")->delimiter(',');
+    app_->add_option("--drop-alt-names", drop_, "Names to drop (comma-separated)")->delimiter(',');
+    app_->add_option("--node-name", args_.node_name,
+                     "This node's name (default: NODE_NAME, then the host name)");
+    app_->add_flag("--dry-run", args_.dry_run, "Say what the names would be; change nothing");
+    addHostCommandFlags(app_, config_, args_.kubeconfig, args_.host_root,
+                        "Config file, for certificates_dir (default /etc/ekco/config.yaml)");
+  }
+  bool parsed() const override { return app_->parsed(); }
+  int run(const std::string& log_level, const CliEnv& env) override {
+    AltNameChange change;
+    for (auto [list, out, flag] : {std::tuple{&add_, &change.add, "--add-alt-names"},
+                                   std::tuple{&drop_, &change.drop, "--drop-alt-names"}}) {
+      for (const std::string& name : *list) {
+        if (name.empty()) continue;  // "a,,b", a trailing comma
+        auto canonical = pki::canonicalAltName(name, flag);
+        if (!canonical) {
+          *env.err << "error: regen-cert: " << canonical.error().message() << "\n";
+          return kExitUsage;
+        }
+        out->push_back(std::move(*canonical));
+      }
+    }
+    if (change.add.empty() && change.drop.empty()) {
+      *env.err << "error: regen-cert: nothing to do: give --add-alt-names or --drop-alt-names\n";
+      return kExitUsage;
+    }
+    for (const std::string& name : change.add) {
+      if (std::find(change.drop.begin(), change.drop.end(), name) != change.drop.end()) {
+        *env.err << "error: regen-cert: " << name << " is both added and dropped\n";
+        return kExitUsage;
+      }
+    }
+    auto config = hostCommandConfig(config_, nullptr, nullptr, log_level, args_.kubeconfig,
+                                    args_.host_root, env);
+    if (!config) return kExitUsage;
+    args_.names = {"apiserver"};
+    args_.force = true;
+    args_.alt_names = std::move(change);
+    args_.command = "regen-cert";
+    return runCertsRenewCommand(*config, args_, env);
+  }
+
+ private:
+  CLI::App* app_ = nullptr;
+  std::string config_{};
+  std::vector<std::string> add_{};
+  std::vector<std::string> drop_{};
+  CertsRenewArgs args_{};
+};
+
 }  // namespace
 
 std::unique_ptr<Command> certsCommands() { return std::make_unique<CertsCommands>(); }
+
+std::unique_ptr<Command> regenCertCommand() { return std::make_unique<RegenCertCommand>(); }
 
 std::unique_ptr<Command> rotateKotsadmCertsCommand() {
   return std::make_unique<RotateKotsadmCertsCommand>();

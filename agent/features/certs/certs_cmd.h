@@ -18,6 +18,7 @@
 #include "agent/config/config.h"
 #include "agent/edge/cli_env.h"
 #include "agent/edge/command.h"
+#include "agent/features/certs/certs.h"
 #include "base/clock.h"
 
 namespace CLI {
@@ -49,6 +50,12 @@ struct CertsRenewArgs {
   bool force = false;
   bool dry_run = false;
   bool cluster = false;  // --cluster: the cluster's TLS secrets instead (runClusterRenewCommand)
+  // `ekco regen-cert`: apiserver re-issued with these names added and dropped, its expiry kept
+  // (names = {apiserver}, force). Nothing is done when it already has exactly those names; a
+  // name the cluster itself reaches the apiserver by (kubernetes, kubernetes.default[.svc...],
+  // the advertise address) is never dropped.
+  std::optional<AltNameChange> alt_names{};
+  std::string command = "certs renew";  // names it in messages
   // Tests shorten these; no flags.
   std::chrono::milliseconds verify_timeout{std::chrono::minutes(3)};
   std::chrono::milliseconds poll{std::chrono::seconds(2)};
@@ -82,6 +89,12 @@ int runClusterRenewCommand(const Config& config, const ClusterRenewArgs& args, c
 
 // `ekco certs check|renew`, for the command line's table (agent/cli/cli.cc).
 std::unique_ptr<Command> certsCommands();
+
+// `ekco regen-cert [--add-alt-names A,B] [--drop-alt-names C]`: EKCO's command, re-issuing
+// /etc/kubernetes/pki/apiserver.crt with other subjectAltNames (IP addresses or DNS names),
+// keeping its subject, other names, usages, key type and expiry, with `certs renew`'s backup,
+// Lease, restart, verification and restore. Exit codes as `certs renew`'s.
+std::unique_ptr<Command> regenCertCommand();
 
 // `ekco rotate-kotsadm-certs [--ttl DURATION]`: EKCO's manual kurl-proxy renewal, as
 // `ekco certs renew --cluster kurl-proxy` with its own TTL (default 4320h, EKCO's 180 days).

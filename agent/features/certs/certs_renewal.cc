@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "agent/policy/disruption_lease.h"
 #include "base/duration.h"
@@ -120,7 +121,19 @@ class Run {
     for (const CertSpec& s : *chosen) restarts.insert(s.restart.begin(), s.restart.end());
     // 3.
     if (o_.dry_run) {
-      for (const CertSpec& s : *chosen) say("would renew " + s.name);
+      for (const CertSpec& s : *chosen) {
+        if (!o_.alt_names) {
+          say("would renew " + s.name);
+          continue;
+        }
+        auto text = d_.fs.read(s.cert_path);
+        auto cert = text ? pki::parseCertificate(*text, s.cert_path)
+                         : Result<pki::Certificate>(std::move(text).error());
+        if (!cert) return std::move(cert).error();
+        say(fmt::format("would re-issue {} with the names {} (now {}), keeping its expiry {}",
+                        s.name, fmt::join(changedAltNames(*cert, *o_.alt_names), ", "),
+                        fmt::join(altNames(*cert), ", "), kube::formatRfc3339(cert->not_after)));
+      }
       for (const std::string& r : restarts) say("would restart static pod " + r);
       return std::move(report_);
     }
@@ -280,7 +293,7 @@ class Run {
   base::Status renewRestartVerify(const std::vector<CertSpec>& chosen) {
     // 5.
     for (const CertSpec& spec : chosen) {
-      auto renewed = renewOne(d_.fs, spec, o_.inspect);
+      auto renewed = renewOne(d_.fs, spec, o_.inspect, o_.alt_names ? &*o_.alt_names : nullptr);
       if (!renewed) {
         // Those renewed before it stay renewed (each is whole); they still need their restarts.
         base::logWarn("certificates: renewal failed",
@@ -289,13 +302,23 @@ class Run {
         say("renewal of " + spec.name + " failed: " + renewed.error().message());
         break;
       }
-      say(fmt::format("renewed {}: valid until {} (was {}), backup in {}", spec.name,
-                      kube::formatRfc3339(renewed->after.not_after),
-                      kube::formatRfc3339(renewed->before.not_after), renewed->backup_dir));
-      event("CertificateRenewed",
-            fmt::format("Renewed {} on {}: valid until {}", spec.name, o_.node_name,
-                        kube::formatRfc3339(renewed->after.not_after)),
-            "Normal");
+      if (o_.alt_names) {
+        const std::string names = fmt::format("{}", fmt::join(altNames(renewed->after), ", "));
+        say(fmt::format("re-issued {} with the names {} (were {}), valid until {}, backup in {}",
+                        spec.name, names, fmt::join(altNames(renewed->before), ", "),
+                        kube::formatRfc3339(renewed->after.not_after), renewed->backup_dir));
+        event("CertificateReissued",
+              fmt::format("Re-issued {} on {} with the names {}", spec.name, o_.node_name, names),
+              "Normal");
+      } else {
+        say(fmt::format("renewed {}: valid until {} (was {}), backup in {}", spec.name,
+                        kube::formatRfc3339(renewed->after.not_after),
+                        kube::formatRfc3339(renewed->before.not_after), renewed->backup_dir));
+        event("CertificateRenewed",
+              fmt::format("Renewed {} on {}: valid until {}", spec.name, o_.node_name,
+                          kube::formatRfc3339(renewed->after.not_after)),
+              "Normal");
+      }
       report_.renewed.push_back(std::move(*renewed));
     }
     std::set<std::string> needed;

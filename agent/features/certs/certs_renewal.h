@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct CertRenewalOptions {
   InspectOptions inspect{};
   std::string manifests_dir = std::string(kDefaultManifestsDir);
   std::vector<std::string> names{};  // empty: every certificate inside the TTL
+  // A re-issue with other names instead of a renewal (`ekco regen-cert`: names = {apiserver},
+  // force): each chosen certificate keeps its expiry; the Event is CertificateReissued.
+  std::optional<AltNameChange> alt_names{};
   bool force = false;
   bool dry_run = false;
   std::string node_name{};

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "agent/policy/node_watches.h"
 #include "base/ip_address.h"
 #include "base/log/log.h"
 #include "base/strings.h"
@@ -217,16 +216,19 @@ Result<webhook::CaPair> WebhookConfigController::ensureCa(Pass& pass) {
 
 Result<std::vector<WebhookNode>> WebhookConfigController::probeNodes(
     const std::optional<webhook::CaPair>& ca) {
-  const ObservedNodes observed = options_.nodes ? options_.nodes() : ObservedNodes{};
-  if (!observed.synced) {
-    return Error("the nodes are not listed yet; the webhook's endpoints are left as they are",
-                 ErrorCode::kUnavailable);
-  }
+  auto nodes = options_.nodes ? options_.nodes() : controlPlaneNodes();
+  if (!nodes) return std::move(nodes).error().wrap("list the control-plane nodes");
   std::vector<WebhookNode> out;
-  for (const kube::NodeRecord& n : observed.nodes) {
+  for (const kube::Node& n : *nodes) {
     if (!n.control_plane) continue;  // only control-plane agents serve (webhook_serving.h)
-    WebhookNode node{.name = n.name.str()};
-    const std::string_view ip = n.address("InternalIP");
+    WebhookNode node{.name = n.name};
+    std::string_view ip;
+    for (const kube::NodeAddress& a : n.addresses) {
+      if (a.type == "InternalIP") {
+        ip = a.address;
+        break;
+      }
+    }
     const auto parsed = base::parseIpAddress(ip);
     if (ip.empty()) {
       node.why = "the node has no InternalIP";
@@ -249,6 +251,25 @@ Result<std::vector<WebhookNode>> WebhookConfigController::probeNodes(
   }
   std::sort(out.begin(), out.end(),
             [](const WebhookNode& a, const WebhookNode& b) { return a.name < b.name; });
+  return out;
+}
+
+Result<std::vector<kube::Node>> WebhookConfigController::controlPlaneNodes() {
+  std::vector<kube::Node> out;
+  // kubeadm's role label, and the one before Kubernetes 1.24; a node with both is listed once.
+  for (const char* role :
+       {"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}) {
+    auto list = client_.list(kube::resources::kNodes, "", {.label_selector = role});
+    if (!list) return std::move(list).error();
+    for (const json& item : kube::jsonField(*list, "items")) {
+      auto node = kube::parseNode(item);
+      if (!node) return std::move(node).error();
+      if (std::none_of(out.begin(), out.end(),
+                       [&](const kube::Node& n) { return n.name == node->name; })) {
+        out.push_back(std::move(*node));
+      }
+    }
+  }
   return out;
 }
 
@@ -572,11 +593,7 @@ ControllerSpec webhookConfigSpec() {
       .scope = Scope::kLeader,
       .status_key = "pod_image_overrides",
       .enabled = [](const Config&) { return true; },  // also removes the configuration
-      // Backed by nodes, a node that joins or changes is probed at once.
-      .watches = {clusterNodesWatch()},
       .build = [](const ControllerDeps& d) -> Result<std::shared_ptr<Controller>> {
-        auto nodes = observeClusterNodes(d.watches);
-        if (!nodes) return std::move(nodes).error();
         const Config& c = d.config;
         const bool by_nodes = c.pod_image_overrides_endpoints == "nodes" ||
                               (c.pod_image_overrides_endpoints == "auto" && !d.in_pod);
@@ -588,7 +605,6 @@ ControllerSpec webhookConfigSpec() {
                 .target_port = static_cast<int>(c.pod_image_overrides_port),
                 .backing = by_nodes ? WebhookBacking::kNodes : WebhookBacking::kPods,
                 .excluded_namespaces = c.pod_image_overrides_excluded_namespaces,
-                .nodes = std::move(*nodes),
                 .probe = webhook::httpsProbe(d.clock, WebhookConfigController::kProbeTimeout),
                 .interval =
                     std::chrono::duration_cast<std::chrono::milliseconds>(c.reconcile_interval),

@@ -21,7 +21,9 @@
 //                EndpointSlice <ns>/ekco-webhook-ipv4 (-ipv6 for IPv6 nodes) and the Endpoints
 //                <ns>/ekco; the EndpointSlice controller's leftover slices of the Service (from
 //                when it had a selector) are deleted. A node whose agent stops answering is out
-//                of the endpoints at the next pass (every probe_interval, 10 s).
+//                of the endpoints at the next pass (every probe_interval, 10 s). The nodes are
+//                listed by their role labels each pass (no watch: a node change does not wake
+//                the controller, whose passes are cheap but not free).
 //   (3) the MutatingWebhookConfiguration pod-image-overrides.kurl.sh: created when missing,
 //       replaced (PUT at the resourceVersion read) when what ekco sets differs — a caBundle that
 //       is not the CA's, a drifted rule or selector; fields the API defaulted are not drift.
@@ -55,9 +57,9 @@
 #include "agent/controller/spec.h"
 #include "agent/features/webhook/webhook_objects.h"
 #include "agent/features/webhook/webhook_probe.h"
-#include "agent/policy/node_watches.h"
 #include "base/clock.h"
 #include "kube/client.h"
+#include "kube/decode/objects.h"
 
 namespace ekco::agent {
 
@@ -134,9 +136,9 @@ struct WebhookConfigOptions {
   int target_port = 6445;
   WebhookBacking backing = WebhookBacking::kPods;
   std::vector<std::string> excluded_namespaces{};
-  // Backed by nodes: the cluster's nodes (the leader's node watch) and the question whether one
-  // agent serves (webhook::httpsProbe).
-  std::function<ObservedNodes()> nodes{};
+  // Backed by nodes: the control-plane nodes (unset: listed from the API by their role labels,
+  // each pass) and the question whether one agent serves (webhook::httpsProbe).
+  std::function<base::Result<std::vector<kube::Node>>()> nodes{};
   webhook::Probe probe{};
   std::chrono::milliseconds interval{std::chrono::minutes(1)};
   // Backed by nodes: how often the agents are probed (the pass runs this often).
@@ -172,6 +174,7 @@ class WebhookConfigController final : public Controller {
   base::Result<webhook::CaPair> ensureCa(Pass& pass);
   // Backed by nodes: the control-plane nodes, each agent probed (with the CA; without one, a
   // dry run before the Secret exists, none is).
+  base::Result<std::vector<kube::Node>> controlPlaneNodes();
   base::Result<std::vector<WebhookNode>> probeNodes(const std::optional<webhook::CaPair>& ca);
   // (2, 3) each change of the plan.
   base::Status apply(const WebhookChange& change, Pass& pass);

@@ -16,6 +16,7 @@
 
 #include "agent/policy/disruption_lease.h"
 #include "hostfs/local_host_fs.h"
+#include "kube/decode/timestamp.h"
 #include "kube/rest_client.h"
 #include "kube/transport/curl_transport.h"
 #include "kube/transport/kubeconfig.h"
@@ -239,6 +240,54 @@ TEST_F(CertsRenewalTest, RenewsWhatIsDueRestartsEkcosMappingAndVerifies) {
   auto again = runCertRenewal(options_, deps());
   ASSERT_TRUE(again) << again.error().message();
   EXPECT_TRUE(again->renewed.empty());
+}
+
+// `ekco regen-cert`: apiserver re-issued with a name added and one dropped, its expiry kept,
+// under the Lease, the apiserver restarted and the served certificate verified, and an Event.
+TEST_F(CertsRenewalTest, AReissueChangesTheApiserversNamesKeepsItsExpiryAndIsVerified) {
+  const std::string before_text = pki_.read(pki_.pki() / "apiserver.crt");
+  const auto before = pki::parseCertificate(before_text, "before");
+  ASSERT_TRUE(before);
+  options_.names = {"apiserver"};
+  options_.force = true;
+  options_.alt_names = AltNameChange{.add = {"localhost", "10.0.0.9"}, .drop = {"kubernetes"}};
+  options_.dry_run = true;
+  auto plan = runCertRenewal(options_, deps());
+  ASSERT_TRUE(plan) << plan.error().message();
+  EXPECT_THAT(plan->lines,
+              Contains("would re-issue apiserver with the names cp-1, kubernetes.default, "
+                       "localhost, 10.96.0.1, 127.0.0.1, 10.0.0.9 (now cp-1, kubernetes, "
+                       "kubernetes.default, 10.96.0.1, 127.0.0.1), keeping its expiry " +
+                       kube::formatRfc3339(before->not_after)));
+  EXPECT_EQ(pki_.read(pki_.pki() / "apiserver.crt"), before_text);  // the dry run wrote nothing
+  options_.dry_run = false;
+  auto report = runCertRenewal(options_, deps());
+  ASSERT_TRUE(report) << report.error().message();
+  ASSERT_EQ(report->renewed.size(), 1U);
+  // kube-apiserver reloads its serving certificate itself (EKCO's mapping restarts nothing
+  // for it); what it serves is checked.
+  EXPECT_TRUE(report->restarted.empty());
+  EXPECT_GE(probes_.load(), 1);
+  EXPECT_THAT(report->lines.back(), HasSubstr("verified"));
+  const auto after = pki::parseCertificate(pki_.read(pki_.pki() / "apiserver.crt"), "after");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->dns_names,
+            (std::vector<std::string>{"cp-1", "kubernetes.default", "localhost"}));
+  EXPECT_EQ(after->ip_addresses, (std::vector<std::string>{"10.96.0.1", "127.0.0.1", "10.0.0.9"}));
+  EXPECT_EQ(after->not_after, before->not_after);
+  EXPECT_EQ(after->subject, before->subject);
+  // openssl: the chain, and the name the new address is reached by.
+  auto verified = pki_.openssl(
+      {"verify", "-CAfile", "ca.crt", "-verify_hostname", "localhost", "apiserver.crt"},
+      pki_.pki());
+  EXPECT_THAT(verified.stdout_data, HasSubstr("OK"));
+  bool reissued_event = false;
+  for (const json& e : events()) {
+    reissued_event =
+        reissued_event || (e.value("reason", "") == "CertificateReissued" &&
+                           e.value("message", "").find("localhost") != std::string::npos);
+  }
+  EXPECT_TRUE(reissued_event);
 }
 
 TEST_F(CertsRenewalTest, AFailedVerificationRestoresThePreviousCertificates) {

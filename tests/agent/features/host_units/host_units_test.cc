@@ -60,6 +60,11 @@ class FakeSystemd : public units::SystemdManager {
     s_.active[name] = "inactive";
     return base::ok();
   }
+  base::Status restartUnit(const std::string& name, std::chrono::milliseconds) override {
+    s_.calls.push_back("restart " + name);
+    s_.active[name] = "active";
+    return base::ok();
+  }
   base::Result<units::UnitState> unitState(const std::string& name) override {
     auto it = s_.active.find(name);
     return units::UnitState{.load_state = "loaded",

@@ -244,17 +244,19 @@ TEST_F(WebhookSimTest, BackedByNodesTheLeaderListsTheAgentsThatServeAndDropsASto
     EXPECT_TRUE(s->reconcile());
     return s;
   };
-  auto node = [](const std::string& name, const std::string& ip) {
-    kube::NodeRecord n;
-    n.name = kube::Atom(name);
-    n.control_plane = true;
-    n.addresses = {{.type = kube::Atom("InternalIP"), .address = ip}};
-    return n;
+  // The nodes as the API has them: two primaries (kubeadm's role label; one with the pre-1.24
+  // one too) and a worker, never probed: workers do not serve.
+  auto node = [&](const std::string& name, const std::string& ip, json labels) {
+    ASSERT_TRUE(
+        server_->put({{"apiVersion", "v1"},
+                      {"kind", "Node"},
+                      {"metadata", {{"name", name}, {"labels", labels}}},
+                      {"status", {{"addresses", {{{"type", "InternalIP"}, {"address", ip}}}}}}}));
   };
-  ObservedNodes nodes{.synced = true,
-                      .nodes = {node("cp-1", "127.0.3.1"), node("cp-2", "127.0.3.2")}};
-  nodes.nodes.push_back(node("worker-1", "127.0.3.9"));
-  nodes.nodes.back().control_plane = false;  // never probed: workers do not serve
+  node("cp-1", "127.0.3.1",
+       {{"node-role.kubernetes.io/control-plane", ""}, {"node-role.kubernetes.io/master", ""}});
+  node("cp-2", "127.0.3.2", {{"node-role.kubernetes.io/control-plane", ""}});
+  node("worker-1", "127.0.3.9", json::object());
   auto leader = [&](WebhookBacking backing, int port) {
     return WebhookConfigController(
         *client_, clock_,
@@ -262,7 +264,6 @@ TEST_F(WebhookSimTest, BackedByNodesTheLeaderListsTheAgentsThatServeAndDropsASto
          .enabled = true,
          .target_port = port,
          .backing = backing,
-         .nodes = [&nodes] { return nodes; },
          .probe = webhook::httpsProbe(clock_, WebhookConfigController::kProbeTimeout),
          .effects = {
              .is_leader_fresh = [] { return true; },

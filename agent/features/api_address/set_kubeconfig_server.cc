@@ -1,0 +1,185 @@
+#include "agent/features/api_address/set_kubeconfig_server.h"
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "agent/features/api_address/kubeconfig_server.h"
+#include "base/duration.h"
+#include "base/log/log.h"
+#include "kube/decode/timestamp.h"
+
+namespace ekco::agent::api_address {
+
+using base::Error;
+using base::ErrorCode;
+using base::Result;
+
+namespace {
+
+constexpr const char* kAdminFiles[] = {"admin.conf", "super-admin.conf", "controller-manager.conf",
+                                       "scheduler.conf"};
+
+struct Change {
+  std::string name;  // "kubelet.conf"
+  std::string path;  // host path
+  std::string old_text;
+  std::string new_text;
+};
+
+// "2026-11-29T07:01:02Z" -> "20261129T070102Z" (a directory name without colons).
+std::string stamp(base::WallTime now) {
+  std::string out;
+  for (char c : kube::formatRfc3339(now)) {
+    if (c != '-' && c != ':') out.push_back(c);
+  }
+  return out;
+}
+
+class Switch {
+ public:
+  Switch(const KubeconfigSwitchOptions& o, const KubeconfigSwitchDeps& d) : o_(o), d_(d) {}
+
+  Result<KubeconfigSwitchReport> run() {
+    EKCO_TRY(checkServerUrl(o_.server, "--server"));
+    // 1.
+    const std::string kubelet_path = o_.kubernetes_dir + "/kubelet.conf";
+    auto kubelet = d_.fs.read(kubelet_path);
+    if (!kubelet) return std::move(kubelet).error();
+    auto servers = kubeconfigServers(*kubelet, kubelet_path);
+    if (!servers) return std::move(servers).error();
+    report_.old_server = servers->front();
+    std::vector<Change> changes;
+    EKCO_TRY(plan("kubelet.conf", kubelet_path, std::move(*kubelet), changes));
+    if (o_.admin) {
+      for (const char* name : kAdminFiles) {
+        const std::string path = o_.kubernetes_dir + "/" + name;
+        auto present = d_.fs.exists(path);
+        if (!present) return std::move(present).error();
+        if (!*present) continue;  // super-admin.conf before kubeadm 1.29
+        auto text = d_.fs.read(path);
+        if (!text) return std::move(text).error();
+        EKCO_TRY(plan(name, path, std::move(*text), changes));
+      }
+    }
+    if (changes.empty()) {
+      say(fmt::format("the kubeconfigs already point at {}; nothing to change", o_.server));
+      return std::move(report_);
+    }
+    // 2.
+    if (o_.dry_run) {
+      for (const Change& c : changes) {
+        say(fmt::format("would point {} at {} (was {})", c.path, o_.server, report_.old_server));
+      }
+      say("would restart " + std::string(kKubeletUnit));
+      return std::move(report_);
+    }
+    if (d_.systemd == nullptr) {
+      return Error("no systemd to restart kubelet with", ErrorCode::kInvalidArgument);
+    }
+    // 3.
+    const std::string dir = o_.kubernetes_dir + "/.ekco-backup/kubeconfig-" + stamp(o_.now);
+    EKCO_TRY(d_.fs.makeDirs(dir, 0700));
+    for (const Change& c : changes) {
+      EKCO_TRY(d_.fs.write(dir + "/" + c.name, c.old_text, {.mode = 0600}));
+    }
+    report_.backup_dir = dir;
+    // 4.
+    for (const Change& c : changes) {
+      if (auto written = d_.fs.write(c.path, c.new_text); !written) {
+        restore(changes, "writing " + c.path + " failed");
+        return std::move(written).error().wrap("the previous kubeconfigs were restored from " +
+                                               dir);
+      }
+      report_.changed.push_back(c.name);
+      say(fmt::format("pointed {} at {} (was {})", c.path, o_.server, report_.old_server));
+    }
+    say("backup of the previous files in " + dir);
+    // 5, 6.
+    const base::WallTime restarted_at = d_.clock.wallNow();
+    base::Status outcome = d_.systemd->restartUnit(std::string(kKubeletUnit), o_.restart_timeout);
+    if (outcome) {
+      say("restarted " + std::string(kKubeletUnit));
+      outcome = verify(restarted_at);
+    }
+    if (outcome) {
+      say("verified: kubelet works through " + o_.server);
+      return std::move(report_);
+    }
+    // 7.
+    const std::string why = outcome.error().message();
+    base::logError("set kubeconfig server: restoring the previous kubeconfigs",
+                   {{"server", o_.server}, {"error", why}});
+    restore(changes, why);
+    if (auto again = d_.systemd->restartUnit(std::string(kKubeletUnit), o_.restart_timeout);
+        !again) {
+      return Error(fmt::format("{}; the previous kubeconfigs were restored from {} but kubelet "
+                               "did not restart: {}",
+                               why, dir, again.error().message()),
+                   ErrorCode::kUnavailable);
+    }
+    return Error(fmt::format("{}; the previous kubeconfigs were restored from {} and kubelet "
+                             "restarted with them",
+                             why, dir),
+                 ErrorCode::kUnavailable);
+  }
+
+ private:
+  void say(std::string line) {
+    base::logInfo("set kubeconfig server", {{"step", line}});
+    report_.lines.push_back(std::move(line));
+  }
+
+  base::Status plan(const std::string& name, const std::string& path, std::string text,
+                    std::vector<Change>& changes) {
+    auto rewritten = withServer(text, report_.old_server, o_.server, path);
+    if (!rewritten) return std::move(rewritten).error();
+    if (*rewritten != text) {
+      changes.push_back({.name = name,
+                         .path = path,
+                         .old_text = std::move(text),
+                         .new_text = std::move(*rewritten)});
+    }
+    return base::ok();
+  }
+
+  base::Status verify(base::WallTime restarted_at) {
+    if (!d_.verify) return base::ok();
+    const base::MonoTime deadline = d_.clock.monoNow() + o_.verify_timeout;
+    while (true) {
+      base::Status checked = d_.verify(restarted_at);
+      if (checked) return base::ok();
+      if (d_.clock.monoNow() + o_.poll > deadline) {
+        return Error(
+            fmt::format("not verified within {}: {}", base::formatDuration(o_.verify_timeout),
+                        checked.error().message()),
+            ErrorCode::kTimeout);
+      }
+      std::this_thread::sleep_for(o_.poll);
+    }
+  }
+
+  void restore(const std::vector<Change>& changes, const std::string& why) {
+    for (const Change& c : changes) {
+      if (auto back = d_.fs.write(c.path, c.old_text); !back) {
+        base::logError("set kubeconfig server: a file could not be restored",
+                       {{"file", c.path}, {"error", back.error().message()}, {"why", why}});
+      }
+    }
+    say("restored the previous kubeconfigs (" + why + ")");
+  }
+
+  const KubeconfigSwitchOptions& o_;
+  const KubeconfigSwitchDeps& d_;
+  KubeconfigSwitchReport report_{};
+};
+
+}  // namespace
+
+Result<KubeconfigSwitchReport> switchKubeconfigServer(const KubeconfigSwitchOptions& options,
+                                                      const KubeconfigSwitchDeps& deps) {
+  return Switch(options, deps).run();
+}
+
+}  // namespace ekco::agent::api_address
