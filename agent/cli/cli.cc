@@ -473,6 +473,7 @@ std::vector<std::unique_ptr<Command>> commandTable() {
   table.push_back(rotateKotsadmCertsCommand());
   table.push_back(regenCertCommand());
   table.push_back(setKubeconfigServerCommand());
+  table.push_back(changeLoadBalancerCommand());
   table.push_back(maintenanceCommands());
   table.push_back(jobCommands());
   table.push_back(std::make_unique<RenderCommands>());

@@ -3,6 +3,8 @@
 // controller or a service adds a line here.
 #include "agent/controller/service.h"
 #include "agent/controller/spec.h"
+#include "agent/features/api_address/change_leader.h"
+#include "agent/features/api_address/change_node.h"
 #include "agent/features/certs/cluster_certs.h"
 #include "agent/features/certs/control_plane_certs.h"
 #include "agent/features/clear/clear_nodes.h"
@@ -33,6 +35,7 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       clusterCertsSpec(),       // every node: the add-ons' TLS secrets (control-plane nodes act)
       webhookServingSpec(),     // every node: the pod image overrides webhook's HTTPS server
       hostJobsSpec(),           // every node: HostJobs selecting it (enable_host_jobs)
+      changeNodeSpec(),         // every node: its step of a change of the API address
       nodeRecoverySpec(),       // leader: out-of-service taint for nodes ekco shutdown took down
       clearNodesSpec(),         // leader: force-delete pods stuck on dead nodes
       purgeDeadNodesSpec(),     // leader: purge dead nodes, after clear-nodes is done with them
@@ -43,6 +46,7 @@ const std::vector<ControllerSpec>& controllerSpecs() {
       webhookConfigSpec(),       // leader: its CA Secret, Service and MutatingWebhookConfiguration
       kotsadmHaSpec(),           // leader: kotsadm-rqlite to 3 replicas at 3 Ready nodes
       minioHaSpec(),             // leader: ha-minio scaled, the old MinIO's data migrated to it
+      changeLeaderSpec(),        // leader: a change of the API address, one node at a time
   };
   return table;
 }

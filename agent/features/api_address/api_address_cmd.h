@@ -9,6 +9,9 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "agent/config/config.h"
 
 #include "agent/edge/cli_env.h"
 #include "agent/edge/command.h"
@@ -32,5 +35,28 @@ struct SetKubeconfigServerArgs {
 int runSetKubeconfigServerCommand(const SetKubeconfigServerArgs& args, const CliEnv& env);
 
 std::unique_ptr<Command> setKubeconfigServerCommand();
+
+struct ChangeLoadBalancerArgs {
+  std::string server{};
+  bool internal = false;
+  std::vector<std::string> exclude{};
+  bool drop_old_sans = false;
+  bool dry_run = false;
+  std::string host_root = "/";
+  std::string kubeconfig{};
+  std::chrono::milliseconds timeout{std::chrono::hours(1)};
+  std::chrono::milliseconds poll{std::chrono::seconds(2)};
+};
+
+// `ekco change-load-balancer --server URL [--internal] [--exclude NODE]... [--drop-old-sans]
+// [--dry-run]` on a primary (admin.conf): records the request (ConfigMap ekco-api-address; the
+// agents carry it out: change.h), prints each step as the leader reports it, and ends with
+// `Result: success` (exit 0) or `Result: <reason>` (exit 1), as EKCO's did (kURL reads that
+// line). A request under way for the same server is followed, not restarted. Exit 2: a bad
+// flag, --internal without enable_internal_load_balancer, or another change under way.
+int runChangeLoadBalancerCommand(const Config& config, const ChangeLoadBalancerArgs& args,
+                                 const CliEnv& env);
+
+std::unique_ptr<Command> changeLoadBalancerCommand();
 
 }  // namespace ekco::agent

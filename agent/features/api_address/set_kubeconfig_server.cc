@@ -8,7 +8,12 @@
 #include "agent/features/api_address/kubeconfig_server.h"
 #include "base/duration.h"
 #include "base/log/log.h"
+#include "kube/decode/objects.h"
 #include "kube/decode/timestamp.h"
+#include "kube/resource.h"
+#include "kube/rest_client.h"
+#include "kube/transport/curl_transport.h"
+#include "kube/transport/kubeconfig.h"
 
 namespace ekco::agent::api_address {
 
@@ -63,10 +68,11 @@ class Switch {
         EKCO_TRY(plan(name, path, std::move(*text), changes));
       }
     }
-    if (changes.empty()) {
+    if (changes.empty() && !o_.restart_when_unchanged) {
       say(fmt::format("the kubeconfigs already point at {}; nothing to change", o_.server));
       return std::move(report_);
     }
+    if (changes.empty() && !o_.dry_run) return restartOnly();
     // 2.
     if (o_.dry_run) {
       for (const Change& c : changes) {
@@ -126,6 +132,24 @@ class Switch {
   }
 
  private:
+  // The files already point at the server (written by an interrupted run): kubelet restarted
+  // and verified; nothing to restore on failure.
+  Result<KubeconfigSwitchReport> restartOnly() {
+    if (d_.systemd == nullptr) {
+      return Error("no systemd to restart kubelet with", ErrorCode::kInvalidArgument);
+    }
+    say(
+        fmt::format("the kubeconfigs already point at {}; restarting kubelet to be sure it uses "
+                    "them",
+                    o_.server));
+    const base::WallTime restarted_at = d_.clock.wallNow();
+    EKCO_TRY(d_.systemd->restartUnit(std::string(kKubeletUnit), o_.restart_timeout));
+    say("restarted " + std::string(kKubeletUnit));
+    EKCO_TRY(verify(restarted_at));
+    say("verified: kubelet works through " + o_.server);
+    return std::move(report_);
+  }
+
   void say(std::string line) {
     base::logInfo("set kubeconfig server", {{"step", line}});
     report_.lines.push_back(std::move(line));
@@ -176,6 +200,55 @@ class Switch {
 };
 
 }  // namespace
+
+base::Status kubeletWorksThrough(const hostfs::HostFs& fs, const std::string& path,
+                                 const std::string& node, base::WallTime since,
+                                 const base::Clock& clock) {
+  auto connection = kube::loadKubeconfig(fs, path, {}, /*token_file_readable_later=*/false);
+  if (!connection) return std::move(connection).error();
+  auto transport = kube::CurlTransport::create(*connection, nullptr, clock,
+                                               {.connect_timeout = std::chrono::seconds(5)});
+  if (!transport) return std::move(transport).error();
+  kube::RestClient client(**transport, clock,
+                          kube::RestClientOptions{.request_timeout = std::chrono::seconds(10)});
+  auto lease = client.get(kube::resources::kLeases, "kube-node-lease", node);
+  if (!lease) return std::move(lease).error().wrap("read kube-node-lease/" + node);
+  auto parsed = kube::parseLease(*lease);
+  if (!parsed) return std::move(parsed).error();
+  if (!parsed->renew_time || *parsed->renew_time < since) {
+    return Error(fmt::format("kubelet has not renewed kube-node-lease/{} since its restart", node),
+                 ErrorCode::kUnavailable);
+  }
+  auto got = client.get(kube::resources::kNodes, "", node);
+  if (!got) return std::move(got).error().wrap("read Node " + node);
+  auto n = kube::parseNode(*got);
+  if (!n) return std::move(n).error();
+  const kube::NodeCondition* ready = n->condition("Ready");
+  if (ready == nullptr || ready->status != "True") {
+    return Error(fmt::format("Node {} is not Ready", node), ErrorCode::kUnavailable);
+  }
+  return base::ok();
+}
+
+base::Status apiAnswersAt(const hostfs::HostFs& fs, const std::string& path,
+                          const std::string& server, const base::Clock& clock) {
+  auto connection = kube::loadKubeconfig(fs, path, {}, /*token_file_readable_later=*/false);
+  if (!connection) return std::move(connection).error();
+  connection->server = server;
+  connection->tls_server_name.clear();
+  auto transport = kube::CurlTransport::create(*connection, nullptr, clock,
+                                               {.connect_timeout = std::chrono::seconds(5)});
+  if (!transport) return std::move(transport).error();
+  auto answer =
+      (*transport)
+          ->send({.method = "GET", .target = "/version", .timeout = std::chrono::seconds(10)});
+  if (!answer) return std::move(answer).error().wrap("GET " + server + "/version");
+  if (answer->status != 200) {
+    return Error(fmt::format("GET {}/version: HTTP {}", server, answer->status),
+                 ErrorCode::kUnavailable);
+  }
+  return base::ok();
+}
 
 Result<KubeconfigSwitchReport> switchKubeconfigServer(const KubeconfigSwitchOptions& options,
                                                       const KubeconfigSwitchDeps& deps) {

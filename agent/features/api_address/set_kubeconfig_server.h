@@ -41,6 +41,9 @@ struct KubeconfigSwitchOptions {
   bool admin = false;    // a control-plane node: its admin and component kubeconfigs too
   std::string kubernetes_dir = "/etc/kubernetes";
   bool dry_run = false;
+  // Restart and verify even when every file already points at `server` (a step resumed after
+  // the files were written, before kubelet was restarted).
+  bool restart_when_unchanged = false;
   base::WallTime now{};  // the backup's stamp
   std::chrono::milliseconds restart_timeout{std::chrono::minutes(2)};
   std::chrono::milliseconds verify_timeout{std::chrono::minutes(2)};
@@ -66,5 +69,17 @@ struct KubeconfigSwitchReport {
 
 [[nodiscard]] base::Result<KubeconfigSwitchReport> switchKubeconfigServer(
     const KubeconfigSwitchOptions& options, const KubeconfigSwitchDeps& deps);
+
+// The verification of step 6 through the kubeconfig at `path` (host path in `fs`, the new
+// kubelet.conf): `node`'s heartbeat Lease renewed at or after `since`, and the Node Ready.
+[[nodiscard]] base::Status kubeletWorksThrough(const hostfs::HostFs& fs, const std::string& path,
+                                               const std::string& node, base::WallTime since,
+                                               const base::Clock& clock);
+
+// Whether the API answers at `server` from this host with the credentials and CA of the
+// kubeconfig at `path`: GET /version within 10 s (before anything is rewritten: the internal
+// load balancer must be up here, the address reachable and its certificate valid for it).
+[[nodiscard]] base::Status apiAnswersAt(const hostfs::HostFs& fs, const std::string& path,
+                                        const std::string& server, const base::Clock& clock);
 
 }  // namespace ekco::agent::api_address

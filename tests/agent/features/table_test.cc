@@ -44,17 +44,17 @@ TEST(ControllerTable, ListsEveryControllerOnceInRunOrder) {
   // first (the purge also holds the node while pods are due: data, not only this order).
   EXPECT_THAT(names,
               ElementsAre("host-checks", "host-units", "internal-lb", "control-plane-certificates",
-                          "cluster-certificates", "webhook-server", "host-jobs", "node-recovery",
-                          "clear-nodes", "purge-dead-nodes", "resource-scaling", "rook-ceph",
-                          "envoy-restarts", "kubelet-csr-approval", "pod-image-overrides",
-                          "kotsadm-ha", "minio-ha"));
+                          "cluster-certificates", "webhook-server", "host-jobs", "api-address-node",
+                          "node-recovery", "clear-nodes", "purge-dead-nodes", "resource-scaling",
+                          "rook-ceph", "envoy-restarts", "kubelet-csr-approval",
+                          "pod-image-overrides", "kotsadm-ha", "minio-ha", "api-address"));
   // /status keys are a contract (ekco status, scripts).
-  EXPECT_EQ(keys, (std::set<std::string>{"host_checks", "host_units", "internal_load_balancer",
-                                         "certificates", "cluster_certificates", "webhook_server",
-                                         "host_jobs", "node_recovery", "clear_nodes",
-                                         "purge_dead_nodes", "resource_scaling", "rook_ceph",
-                                         "envoy_restarts", "kubelet_csr_approval",
-                                         "pod_image_overrides", "kotsadm_ha", "minio_ha"}));
+  EXPECT_EQ(keys, (std::set<std::string>{
+                      "host_checks", "host_units", "internal_load_balancer", "certificates",
+                      "cluster_certificates", "webhook_server", "host_jobs", "node_recovery",
+                      "clear_nodes", "purge_dead_nodes", "resource_scaling", "rook_ceph",
+                      "envoy_restarts", "kubelet_csr_approval", "pod_image_overrides", "kotsadm_ha",
+                      "minio_ha", "api_address", "api_address_node"}));
 }
 
 TEST(ControllerTable, ScopesSwitchesAndCachesFollowTheConfig) {
@@ -167,10 +167,11 @@ TEST(ControllerTable, ExactlyTheClusterChangingControllersPauseInMaintenance) {
   for (const auto& s : controllerSpecs()) {
     if (s.pauses_in_maintenance) pausing.insert(std::string(s.name));
   }
-  EXPECT_EQ(pausing, (std::set<std::string>{"clear-nodes", "purge-dead-nodes", "resource-scaling",
-                                            "envoy-restarts", "node-recovery", "rook-ceph",
-                                            "cluster-certificates", "kubelet-csr-approval",
-                                            "kotsadm-ha", "minio-ha"}));
+  EXPECT_EQ(pausing,
+            (std::set<std::string>{"clear-nodes", "purge-dead-nodes", "resource-scaling",
+                                   "envoy-restarts", "node-recovery", "rook-ceph",
+                                   "cluster-certificates", "kubelet-csr-approval", "kotsadm-ha",
+                                   "minio-ha", "api-address", "api-address-node"}));
 }
 
 TEST(ControllerTable, HostJobsRunOnEveryNodeOnlyWhenEnabled) {

@@ -196,12 +196,14 @@ TEST_F(AgentClusterTest, OneLeaderAgreedByAllAndHandedOverAfterKillAndAfterSigte
     EXPECT_EQ((*s)["lease"]["holder"], leaseHolder());
     EXPECT_EQ((*s)["lease"]["identity"], leaseHolder());
     EXPECT_TRUE((*s)["ready"].get<bool>());
-    // node, pods and (leader) cluster-nodes, kubelet-serving-csrs, node-leases and envoy-pods
-    EXPECT_EQ((*s)["caches"].size(), 6U);
+    // node, pods and (leader) cluster-nodes, kubelet-serving-csrs, node-leases, envoy-pods and
+    // api-address-request
+    EXPECT_EQ((*s)["caches"].size(), 7U);
     std::vector<std::string> names;
     for (const auto& c : (*s)["caches"]) names.push_back(c.value("name", ""));
     EXPECT_THAT(names, ::testing::Contains("node-leases"));
     EXPECT_THAT(names, ::testing::Contains("envoy-pods"));
+    EXPECT_THAT(names, ::testing::Contains("api-address-request"));
     EXPECT_FALSE((*s)["controllers"].empty());
     EXPECT_FALSE((*s)["host_checks"].empty());
   }

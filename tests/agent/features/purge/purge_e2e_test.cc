@@ -173,7 +173,9 @@ TEST_F(PurgeE2eTest, ADeadControlPlaneNodeIsClearedThenPurgedEndToEnd) {
   // enable_ha_minio, off here: tests/agent/features/minio/kotsadm_ha_test.cc and minio_ha_test.cc
   // make those calls as this ServiceAccount, with these rules enforced.
   for (const char* p : {"get statefulsets.apps", "patch statefulsets.apps", "get configmaps",
-                        "update configmaps", "delete configmaps", "create configmaps"}) {
+                        "update configmaps", "delete configmaps", "create configmaps",
+                        // the API address change's progress (change_leader.h)
+                        "patch configmaps"}) {
     used.insert(p);
   }
   for (const auto& p : granted) {

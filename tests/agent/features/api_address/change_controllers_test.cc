@@ -1,0 +1,267 @@
+// The controllers of `ekco change-load-balancer` over the fake API: the leader's journal before
+// each task, Events, the end recorded once, fencing and dry run (change_leader.h); a node's step
+// run once on its own thread with `running` first, resumed after a restart, and its answer
+// (change_node.h).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agent/features/api_address/change.h"
+#include "agent/features/api_address/change_leader.h"
+#include "agent/features/api_address/change_node.h"
+#include "kube/decode/json_fields.h"
+#include "tests/fakes/fake_kube.h"
+
+namespace ekco::agent {
+namespace {
+
+using api_address::NodeResult;
+using api_address::NodeTask;
+using api_address::Step;
+using api_address::StepState;
+using kube::testing::FakeKube;
+using kube::testing::Verb;
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+json node(const std::string& name, bool primary) {
+  json labels = json::object();
+  if (primary) labels["node-role.kubernetes.io/control-plane"] = "";
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}, {"labels", labels}}},
+          {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+// The leader's node cache, from the fake API's Nodes.
+kube::NodeRecord record(const json& n) {
+  kube::NodeRecord r;
+  r.name = kube::Atom(n["metadata"]["name"].get<std::string>());
+  r.control_plane = n["metadata"]["labels"].contains("node-role.kubernetes.io/control-plane");
+  r.conditions.push_back({.type = kube::Atom("Ready"), .status = kube::Atom("True")});
+  const json& a = kube::jsonField(n["metadata"], "annotations");
+  if (a.is_object()) {
+    for (const auto& [k, v] : a.items()) r.ekco_annotations.emplace_back(k, v.get<std::string>());
+  }
+  std::sort(r.ekco_annotations.begin(), r.ekco_annotations.end());
+  return r;
+}
+
+class ChangeLeaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kube_.put(kube::resources::kNodes, node("cp-1", true));
+    kube_.put(kube::resources::kNodes, node("worker-1", false));
+    kube_.put(kube::resources::kConfigMaps,
+              api_address::requestConfigMap("kurl", {.id = "r1",
+                                                     .server = "https://localhost:6444",
+                                                     .old_server = "https://10.0.0.1:6443"}));
+  }
+  ChangeLeaderController leader(bool dry_run = false) {
+    return ChangeLeaderController(
+        [this]() -> base::Result<std::optional<json>> {
+          return kube_.object(kube::resources::kConfigMaps, "kurl", "ekco-api-address");
+        },
+        [this] {
+          ObservedNodes o{.synced = true};
+          for (const char* n : {"cp-1", "worker-1"}) {
+            o.nodes.push_back(record(*kube_.object(kube::resources::kNodes, "", n)));
+          }
+          return o;
+        },
+        kube_, clock_,
+        {.ns = "kurl",
+         .effects = {.dry_run = dry_run,
+                     .is_leader_fresh = [this] { return fresh_; },
+                     .record_event =
+                         [this](const kube::EventSpec& e) {
+                           events_.push_back(e.reason + " " + e.involved_name);
+                         }}});
+  }
+  std::optional<NodeTask> taskOf(const std::string& n) {
+    const json o = *kube_.object(kube::resources::kNodes, "", n);
+    const std::string t =
+        kube::jsonText(kube::jsonField(o["metadata"], "annotations"), api_address::kTaskAnnotation);
+    if (t.empty()) return std::nullopt;
+    auto parsed = api_address::parseTask(t);
+    return parsed ? std::optional(*parsed) : std::nullopt;
+  }
+  void answer(const std::string& n, Step step, StepState state, std::string why = "") {
+    json o = *kube_.object(kube::resources::kNodes, "", n);
+    o["metadata"]["annotations"][std::string(api_address::kResultAnnotation)] =
+        api_address::renderResult({.id = "r1", .step = step, .state = state, .why = why});
+    kube_.put(kube::resources::kNodes, o);
+  }
+  json data() {
+    return (*kube_.object(kube::resources::kConfigMaps, "kurl", "ekco-api-address"))["data"];
+  }
+
+  FakeKube kube_;
+  base::SystemClock clock_;
+  bool fresh_ = true;
+  std::vector<std::string> events_;
+};
+
+TEST_F(ChangeLeaderTest, JournalsEachStepBeforeTheNextTaskAndRecordsTheEnd) {
+  auto l = leader();
+  ASSERT_TRUE(l.reconcile());
+  ASSERT_TRUE(taskOf("cp-1"));
+  EXPECT_EQ(taskOf("cp-1")->step, Step::kCertificate);
+  EXPECT_THAT(taskOf("cp-1")->add, ElementsAre("localhost"));
+  EXPECT_FALSE(taskOf("worker-1"));
+  EXPECT_THAT(data()["progress"].get<std::string>(), HasSubstr(R"("state":"running")"));
+  EXPECT_THAT(events_, ElementsAre("ApiAddressStep cp-1"));
+  // Nothing new: no write.
+  const int patches = kube_.count(Verb::kPatch);
+  ASSERT_TRUE(l.reconcile());
+  EXPECT_EQ(kube_.count(Verb::kPatch), patches);
+
+  answer("cp-1", Step::kCertificate, StepState::kDone, "re-issued");
+  ASSERT_TRUE(l.reconcile());
+  EXPECT_EQ(taskOf("cp-1")->step, Step::kKubeconfigs);
+  EXPECT_TRUE(taskOf("cp-1")->admin);
+  // The journal says certificate cp-1 done, whatever cp-1's annotation says next.
+  EXPECT_THAT(api_address::doneSteps(json::parse(data()["progress"].get<std::string>()), "r1"),
+              ElementsAre(std::pair{Step::kCertificate, std::string("cp-1")}));
+  answer("cp-1", Step::kKubeconfigs, StepState::kRunning);
+  ASSERT_TRUE(l.reconcile());
+  EXPECT_EQ(taskOf("cp-1")->step, Step::kKubeconfigs);
+  answer("cp-1", Step::kKubeconfigs, StepState::kDone);
+  ASSERT_TRUE(l.reconcile());
+  ASSERT_TRUE(taskOf("worker-1"));
+  EXPECT_FALSE(taskOf("worker-1")->admin);
+  answer("worker-1", Step::kKubeconfigs, StepState::kFailed, "the new address does not answer");
+  auto r = l.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(data()["result"], "worker-1: kubeconfigs: the new address does not answer");
+  EXPECT_EQ(events_.back(), "ApiAddressChangeFailed worker-1");
+  // Ended: nothing more.
+  const int after = kube_.count(Verb::kPatch);
+  ASSERT_TRUE(l.reconcile());
+  EXPECT_EQ(kube_.count(Verb::kPatch), after);
+  EXPECT_THAT(l.status()["summary"].get<std::string>(), HasSubstr("stopped: worker-1"));
+}
+
+TEST_F(ChangeLeaderTest, EveryStepDoneIsSuccess) {
+  auto l = leader();
+  for (auto [n, step] :
+       {std::pair{"cp-1", Step::kCertificate}, std::pair{"cp-1", Step::kKubeconfigs},
+        std::pair{"worker-1", Step::kKubeconfigs}}) {
+    ASSERT_TRUE(l.reconcile());
+    ASSERT_EQ(taskOf(n)->step, step) << n;
+    answer(n, step, StepState::kDone);
+  }
+  ASSERT_TRUE(l.reconcile());
+  EXPECT_EQ(data()["result"], "success");
+  EXPECT_EQ(events_.back(), "ApiAddressChanged ekco-api-address");
+}
+
+TEST_F(ChangeLeaderTest, NothingIsWrittenWithoutAFreshLeaseOrInADryRun) {
+  fresh_ = false;
+  auto stale = leader().reconcile();
+  ASSERT_FALSE(stale);
+  EXPECT_THAT(stale.error().message(), HasSubstr("leadership is not fresh"));
+  fresh_ = true;
+  auto l = leader(/*dry_run=*/true);
+  auto r = l.reconcile();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_THAT(r->plan, HasSubstr("would record the API address change's progress"));
+  EXPECT_EQ(kube_.count(Verb::kPatch), 0);
+  EXPECT_FALSE(taskOf("cp-1"));
+  EXPECT_TRUE(events_.empty());
+}
+
+class ChangeNodeTest : public ::testing::Test {
+ protected:
+  ChangeNodeController controller() {
+    return ChangeNodeController(
+        {.own_node =
+             [this] {
+               std::lock_guard lock(mu_);
+               kube::NodeRecord n;
+               n.name = kube::Atom("cp-1");
+               n.ekco_annotations = annotations_;
+               return ObservedNode{.synced = true, .node = n};
+             },
+         .answer = [this](const std::string& value) -> base::Status {
+           std::lock_guard lock(mu_);
+           answers_.push_back(value);
+           set(api_address::kResultAnnotation, value);
+           return base::ok();
+         },
+         .run_step = [this](const NodeTask& t, bool resumed) -> base::Result<std::string> {
+           std::lock_guard lock(mu_);
+           runs_.push_back(std::string(api_address::stepName(t.step)) +
+                           (resumed ? " resumed" : ""));
+           if (fail_) return base::Error("kubelet did not come back", base::ErrorCode::kTimeout);
+           return std::string("kubelet.conf points at https://localhost:6444");
+         }},
+        {.node_name = "cp-1"});
+  }
+  void set(std::string_view key, const std::string& value) {
+    for (auto& [k, v] : annotations_) {
+      if (k == key) {
+        v = value;
+        return;
+      }
+    }
+    annotations_.emplace_back(std::string(key), value);
+  }
+  void task(Step step) {
+    std::lock_guard lock(mu_);
+    set(api_address::kTaskAnnotation,
+        api_address::renderTask({.id = "r1",
+                                 .step = step,
+                                 .server = "https://localhost:6444",
+                                 .at = std::chrono::system_clock::now()}));
+  }
+
+  std::mutex mu_;
+  std::vector<std::pair<std::string, std::string>> annotations_;
+  std::vector<std::string> answers_;
+  std::vector<std::string> runs_;
+  bool fail_ = false;
+};
+
+TEST_F(ChangeNodeTest, RunsEachTaskOnceAnswersRunningThenDoneOrFailed) {
+  auto c = controller();
+  auto r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->summary, "no task");
+  task(Step::kKubeconfigs);
+  ASSERT_TRUE(c.reconcile());
+  c.join();
+  EXPECT_THAT(runs_, ElementsAre("kubeconfigs"));
+  ASSERT_EQ(answers_.size(), 2U);
+  EXPECT_EQ(api_address::parseResult(answers_[0])->state, StepState::kRunning);
+  EXPECT_EQ(api_address::parseResult(answers_[1])->state, StepState::kDone);
+  EXPECT_EQ(api_address::parseResult(answers_[1])->why,
+            "kubelet.conf points at https://localhost:6444");
+  // Answered: never again.
+  ASSERT_TRUE(c.reconcile());
+  c.join();
+  EXPECT_EQ(runs_.size(), 1U);
+  // A failing step.
+  fail_ = true;
+  task(Step::kDropSans);
+  ASSERT_TRUE(c.reconcile());
+  c.join();
+  EXPECT_EQ(api_address::parseResult(answers_.back())->state, StepState::kFailed);
+  EXPECT_THAT(api_address::parseResult(answers_.back())->why,
+              HasSubstr("kubelet did not come back"));
+}
+
+TEST_F(ChangeNodeTest, ARunningAnswerOfAnEarlierProcessIsResumed) {
+  task(Step::kCertificate);
+  set(api_address::kResultAnnotation,
+      api_address::renderResult(
+          {.id = "r1", .step = Step::kCertificate, .state = StepState::kRunning}));
+  auto c = controller();  // a new process: it did not write that answer
+  ASSERT_TRUE(c.reconcile());
+  c.join();
+  EXPECT_THAT(runs_, ElementsAre("certificate resumed"));
+  EXPECT_EQ(api_address::parseResult(answers_.back())->state, StepState::kDone);
+}
+
+}  // namespace
+}  // namespace ekco::agent
