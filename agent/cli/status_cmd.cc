@@ -277,6 +277,25 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
                          timeField(kube::jsonField(secrets, "last"), "at", now), text);
     }
   }
+  // A change of the API address (`ekco change-load-balancer`): on the leader, the request and
+  // each step; on every node, its own last step.
+  if (const json& change = kube::jsonField(status, "api_address");
+      change.is_object() && kube::jsonField(change, "request").is_object()) {
+    const json& request = kube::jsonField(change, "request");
+    out += "\n";
+    out += fmt::format("API address change to {} (request {}): {}\n", field(request, "server"),
+                       field(request, "id"), field(change, "summary"));
+    out += renderSection(kube::jsonField(change, "progress"), "steps", "steps",
+                         {"STEP", "NODE", "STATE", "WHY"}, [](const json& e) {
+                           return std::vector<std::string>{field(e, "step"), field(e, "node"),
+                                                           field(e, "state"), field(e, "why")};
+                         });
+  }
+  if (const json& mine = kube::jsonField(status, "api_address_node");
+      mine.is_object() && kube::jsonField(mine, "step").is_string()) {
+    out += fmt::format("this node's API address step: {} {} ({})\n", field(mine, "step"),
+                       field(mine, "state"), field(mine, "why"));
+  }
   // Only when enable_internal_load_balancer is on (the agent sends null otherwise).
   if (const json& lb = kube::jsonField(status, "internal_load_balancer"); lb.is_object()) {
     std::string backends;

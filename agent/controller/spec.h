@@ -62,6 +62,9 @@ struct ControllerDeps {
   std::function<void(std::string_view kind)> count_action{};
   // A failed API call off the reconcile path (an Event not recorded): logged once per minute.
   std::function<void(std::string_view what, const std::string& message)> report{};
+  // Stops the agent cleanly to be started again (systemd's Restart=always, the kubelet): for a
+  // connection that must be loaded anew (its kubeconfig now names another API address).
+  std::function<void(std::string why)> restart_agent{};
 
   // A controller's dry run, fencing, Event recorder and action counter (its options' effects).
   // Events go through `client`; a failure goes to `report` (an Event is never worth failing a

@@ -252,7 +252,8 @@ base::Status Agent::Impl::initControllers() {
       .may_act = [] { return true; },
       .count_action = [this](std::string_view kind) { actions_->inc({std::string(kind)}); },
       .report = [this](std::string_view what,
-                       const std::string& message) { errors_.report(what, message); }};
+                       const std::string& message) { errors_.report(what, message); },
+      .restart_agent = [this](std::string why) { requestRestart(std::move(why)); }};
   // The specs that pause in maintenance get guards that answer false while it is on.
   ControllerDeps pausing = deps;
   pausing.is_leader_fresh = [this] { return elector_->isLeaderFresh() && maintenance_->mayAct(); };
@@ -458,17 +459,31 @@ int Agent::Impl::run() {
   watches_->stop();
   (*server)->stop();
   std::string failed;
+  std::string restart;
   {
     std::lock_guard lock(mu_);
     failed = failed_thread_;
+    restart = restart_reason_;
   }
   if (!failed.empty()) {
     base::logError("agent stopped after a thread failed",
                    {{"node", options_.node_name}, {"thread", failed}});
     return 1;
   }
+  if (!restart.empty()) {
+    base::logInfo("agent stopped to be started again",
+                  {{"node", options_.node_name}, {"why", restart}});
+    return 1;
+  }
   base::logInfo("agent stopped", {{"node", options_.node_name}});
   return 0;
+}
+
+void Agent::Impl::requestRestart(std::string why) {
+  std::lock_guard lock(mu_);
+  if (restart_reason_.empty()) restart_reason_ = std::move(why);
+  stop_requested_ = true;
+  cv_.notify_all();
 }
 
 void Agent::Impl::requestStop() {

@@ -63,6 +63,9 @@ class Agent::Impl {
   base::Status init();
   int run();
   void requestStop();
+  // A controller asks for a fresh process (its connection must be loaded again): the agent
+  // stops cleanly and run() returns 1, so systemd or the kubelet starts it again.
+  void requestRestart(std::string why);
   nlohmann::json status() const;
 
  private:
@@ -142,6 +145,7 @@ class Agent::Impl {
   // The thread that failed (an exception escaped it: a bug), when one did: the agent stops
   // cleanly and run() returns 1, so systemd or the kubelet restarts it.
   std::string failed_thread_;
+  std::string restart_reason_;          // requestRestart's why, when one was asked for
   bool leading_ = false;                // as the elector last said
   bool leader_changed_ = false;         // the supervisor has a leadership change to act on
   bool lost_since_supervised_ = false;  // leadership was lost since the supervisor last acted

@@ -141,6 +141,10 @@ void ChangeNodeController::run(NodeTask task, bool resumed) {
       std::this_thread::sleep_for(std::chrono::seconds(2));
     }
   }
+  if (wrote && r.state == StepState::kDone && task.step == Step::kKubeconfigs &&
+      deps_.restart_agent) {
+    deps_.restart_agent("this node's kubeconfigs now point at " + task.server);
+  }
   std::lock_guard lock(mu_);
   status_ = {{"request", task.id},
              {"step", api_address::stepName(task.step)},
@@ -247,6 +251,8 @@ ControllerSpec changeNodeSpec() {
             .run_step = [host](const NodeTask& task,
                                bool resumed) { return runNodeStep(*host, task, resumed); },
             .may_act = d.may_act};
+        // From the packages, the agent's own connection came from the host's kubeconfig.
+        if (!d.in_pod) deps.restart_agent = d.restart_agent;
         return std::make_shared<ChangeNodeController>(
             std::move(deps),
             ChangeNodeOptions{.node_name = d.node_name,

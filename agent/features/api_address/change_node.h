@@ -54,6 +54,10 @@ struct ChangeNodeDeps {
       run_step{};
   // Maintenance mode off (asked right before a step starts).
   std::function<bool()> may_act{};
+  // After this node's kubeconfigs point at the new address and the answer is written: a fresh
+  // agent process, whose connection (from the host's kubeconfig, for agents from the packages)
+  // names the new address. Unset: not needed (in a pod, the in-cluster address does not move).
+  std::function<void(std::string why)> restart_agent{};
 };
 
 class ChangeNodeController final : public Controller {

@@ -106,6 +106,29 @@ TEST(StatusTable, ShowsTheInternalLoadBalancerWhenEnabled) {
   EXPECT_THAT(t, HasSubstr("  problem:      no apiserver known\n"));
 }
 
+// A change of the API address: the leader's steps, and a node's own last step.
+TEST(StatusTable, ShowsAnApiAddressChangeStepByStep) {
+  json doc = sampleStatus();
+  doc["api_address"] = json::parse(R"json({"request": null})json");
+  EXPECT_THAT(renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z")),
+              Not(HasSubstr("API address")));
+  doc["api_address"] = json::parse(R"json({
+    "request": {"id": "r1", "server": "https://localhost:6444"},
+    "summary": "kubeconfigs on worker-1",
+    "progress": {"steps": [
+      {"node": "cp-1", "step": "certificate", "state": "done"},
+      {"node": "worker-1", "step": "kubeconfigs", "state": "running"}]}})json");
+  doc["api_address_node"] =
+      json::parse(R"json({"step": "certificate", "state": "done", "why": "re-issued"})json");
+  const std::string t =
+      renderStatusTable(doc, Readiness{.ready = true}, at("2026-11-22T10:00:03Z"));
+  EXPECT_THAT(t, HasSubstr("\nAPI address change to https://localhost:6444 (request r1): "
+                           "kubeconfigs on worker-1\n"));
+  EXPECT_THAT(t, ::testing::ContainsRegex("certificate +cp-1 +done"));
+  EXPECT_THAT(t, ::testing::ContainsRegex("kubeconfigs +worker-1 +running"));
+  EXPECT_THAT(t, HasSubstr("this node's API address step: certificate done (re-issued)\n"));
+}
+
 // The shutdown inhibitor (agent/features/reboot/shutdown_inhibitor.h): held or not, and logind's
 // delay against what the drain needs.
 TEST(StatusTable, ShowsTheShutdownInhibitorAndWarnsWhenLogindsDelayIsTooShort) {

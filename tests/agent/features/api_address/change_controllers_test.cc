@@ -195,7 +195,12 @@ class ChangeNodeTest : public ::testing::Test {
                            (resumed ? " resumed" : ""));
            if (fail_) return base::Error("kubelet did not come back", base::ErrorCode::kTimeout);
            return std::string("kubelet.conf points at https://localhost:6444");
-         }},
+         },
+         .restart_agent =
+             [this](std::string why) {
+               std::lock_guard lock(mu_);
+               restarts_.push_back(std::move(why));
+             }},
         {.node_name = "cp-1"});
   }
   void set(std::string_view key, const std::string& value) {
@@ -220,6 +225,7 @@ class ChangeNodeTest : public ::testing::Test {
   std::vector<std::pair<std::string, std::string>> annotations_;
   std::vector<std::string> answers_;
   std::vector<std::string> runs_;
+  std::vector<std::string> restarts_;
   bool fail_ = false;
 };
 
@@ -237,6 +243,9 @@ TEST_F(ChangeNodeTest, RunsEachTaskOnceAnswersRunningThenDoneOrFailed) {
   EXPECT_EQ(api_address::parseResult(answers_[1])->state, StepState::kDone);
   EXPECT_EQ(api_address::parseResult(answers_[1])->why,
             "kubelet.conf points at https://localhost:6444");
+  // Its kubeconfigs moved: a fresh agent process is asked for (its connection).
+  EXPECT_THAT(restarts_,
+              ElementsAre("this node's kubeconfigs now point at https://localhost:6444"));
   // Answered: never again.
   ASSERT_TRUE(c.reconcile());
   c.join();
@@ -249,6 +258,7 @@ TEST_F(ChangeNodeTest, RunsEachTaskOnceAnswersRunningThenDoneOrFailed) {
   EXPECT_EQ(api_address::parseResult(answers_.back())->state, StepState::kFailed);
   EXPECT_THAT(api_address::parseResult(answers_.back())->why,
               HasSubstr("kubelet did not come back"));
+  EXPECT_EQ(restarts_.size(), 1U);  // not after a failure, nor after another step
 }
 
 TEST_F(ChangeNodeTest, ARunningAnswerOfAnEarlierProcessIsResumed) {
