@@ -46,9 +46,11 @@ json rule(json resources, json operations = {"CREATE", "UPDATE"}, json groups = 
 
 class Select : public ::testing::Test {
  protected:
-  std::vector<std::string> names(const ResourceInfo& r, const std::string& op,
-                                 const std::string& sub, const json& object,
-                                 const json& ns_labels = json::object()) {
+  // The webhooks hooks_ selects for a request on `r` in namespace "team", resolved against
+  // stored_ (and `slices`, when given).
+  std::vector<Target> targets(const ResourceInfo& r, const std::string& op, const std::string& sub,
+                              const json& object, const json& ns_labels = json::object(),
+                              const SliceLister& slices = {}) {
     json config = {{"webhooks", hooks_}};
     json ns = {{"metadata", {{"name", "team"}, {"labels", ns_labels}}}};
     Attributes attrs{.resource = &r,
@@ -62,9 +64,13 @@ class Select : public ::testing::Test {
       auto it = stored_.find(key + "/" + ns_name + "/" + name);
       return it == stored_.end() ? nullptr : &it->second;
     };
+    return select({&config}, attrs, r.namespaced ? &ns : nullptr, object, json(), lookup, slices);
+  }
+  std::vector<std::string> names(const ResourceInfo& r, const std::string& op,
+                                 const std::string& sub, const json& object,
+                                 const json& ns_labels = json::object()) {
     std::vector<std::string> out;
-    for (const Target& t :
-         select({&config}, attrs, r.namespaced ? &ns : nullptr, object, json(), lookup)) {
+    for (const Target& t : targets(r, op, sub, object, ns_labels)) {
       out.push_back(t.name + (t.resolve_error.empty() ? "" : " ! " + t.resolve_error));
     }
     return out;
@@ -128,27 +134,14 @@ TEST_F(Select, AServiceResolvesThroughItsEndpointsByPortName) {
   stored_["/v1/endpoints/web/hook"] = {{"subsets",
                                         {{{"addresses", {{{"ip", "127.0.0.1"}}}},
                                           {"ports", {{{"name", "https"}, {"port", 8443}}}}}}}};
-  json config = {{"webhooks", hooks_}};
-  Attributes attrs{.resource = &kPods,
-                   .operation = "CREATE",
-                   .subresource = "",
-                   .ns = "team",
-                   .name = "x",
-                   .dry_run = false};
-  json ns = {{"metadata", {{"name", "team"}}}};
-  auto targets = select(
-      {&config}, attrs, &ns, json::object(), json(),
-      [this](const std::string& key, const std::string& n, const std::string& name) -> const json* {
-        auto it = stored_.find(key + "/" + n + "/" + name);
-        return it == stored_.end() ? nullptr : &it->second;
-      });
-  ASSERT_EQ(targets.size(), 1u);
-  EXPECT_EQ(targets[0].host, "127.0.0.1");
-  EXPECT_EQ(targets[0].port, "8443");
-  EXPECT_EQ(targets[0].server_name, "hook.web.svc");
-  EXPECT_EQ(targets[0].url, "https://hook.web.svc:443?timeout=10s");
-  EXPECT_EQ(targets[0].target, "/?timeout=10s");
-  EXPECT_TRUE(targets[0].fail_closed);
+  const auto resolved = targets(kPods, "CREATE", "", json::object());
+  ASSERT_EQ(resolved.size(), 1u);
+  EXPECT_EQ(resolved[0].host, "127.0.0.1");
+  EXPECT_EQ(resolved[0].port, "8443");
+  EXPECT_EQ(resolved[0].server_name, "hook.web.svc");
+  EXPECT_EQ(resolved[0].url, "https://hook.web.svc:443?timeout=10s");
+  EXPECT_EQ(resolved[0].target, "/?timeout=10s");
+  EXPECT_TRUE(resolved[0].fail_closed);
 }
 
 // Where kube-proxy sends the call to the ClusterIP: a ready endpoint of the Service's
@@ -169,19 +162,6 @@ TEST_F(Select, AServiceResolvesThroughAReadyEndpointOfItsSlicesFirst) {
         {{"addresses", {"127.0.0.3"}}, {"conditions", {{"ready", true}}}}}}};
   json other_port = slice;
   other_port["ports"][0]["name"] = "metrics";
-  json config = {{"webhooks", hooks_}};
-  Attributes attrs{.resource = &kPods,
-                   .operation = "CREATE",
-                   .subresource = "",
-                   .ns = "team",
-                   .name = "x",
-                   .dry_run = false};
-  json ns = {{"metadata", {{"name", "team"}}}};
-  auto lookup = [this](const std::string& key, const std::string& n,
-                       const std::string& name) -> const json* {
-    auto it = stored_.find(key + "/" + n + "/" + name);
-    return it == stored_.end() ? nullptr : &it->second;
-  };
   std::vector<const json*> slices;
   auto lister = [&](const std::string& n, const std::string& service) {
     EXPECT_EQ(n, "web");
@@ -189,9 +169,9 @@ TEST_F(Select, AServiceResolvesThroughAReadyEndpointOfItsSlicesFirst) {
     return slices;
   };
   auto where = [&] {
-    auto targets = select({&config}, attrs, &ns, json::object(), json(), lookup, lister);
-    EXPECT_EQ(targets.size(), 1u);
-    return targets.empty() ? std::string() : targets[0].host + ":" + targets[0].port;
+    const auto resolved = targets(kPods, "CREATE", "", json::object(), json::object(), lister);
+    EXPECT_EQ(resolved.size(), 1u);
+    return resolved.empty() ? std::string() : resolved[0].host + ":" + resolved[0].port;
   };
   EXPECT_EQ(where(), "127.0.0.1:8443");  // no slice: the Endpoints
   slices = {&other_port};

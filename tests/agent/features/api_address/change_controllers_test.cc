@@ -9,6 +9,7 @@
 #include "agent/features/api_address/change_leader.h"
 #include "agent/features/api_address/change_node.h"
 #include "kube/decode/json_fields.h"
+#include "tests/agent/features/api_address/change_support.h"
 #include "tests/fakes/fake_kube.h"
 
 namespace ekco::agent {
@@ -24,34 +25,11 @@ using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-json node(const std::string& name, bool primary) {
-  json labels = json::object();
-  if (primary) labels["node-role.kubernetes.io/control-plane"] = "";
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"labels", labels}}},
-          {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-}
-
-// The leader's node cache, from the fake API's Nodes.
-kube::NodeRecord record(const json& n) {
-  kube::NodeRecord r;
-  r.name = kube::Atom(n["metadata"]["name"].get<std::string>());
-  r.control_plane = n["metadata"]["labels"].contains("node-role.kubernetes.io/control-plane");
-  r.conditions.push_back({.type = kube::Atom("Ready"), .status = kube::Atom("True")});
-  const json& a = kube::jsonField(n["metadata"], "annotations");
-  if (a.is_object()) {
-    for (const auto& [k, v] : a.items()) r.ekco_annotations.emplace_back(k, v.get<std::string>());
-  }
-  std::sort(r.ekco_annotations.begin(), r.ekco_annotations.end());
-  return r;
-}
-
 class ChangeLeaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    kube_.put(kube::resources::kNodes, node("cp-1", true));
-    kube_.put(kube::resources::kNodes, node("worker-1", false));
+    kube_.put(kube::resources::kNodes, testing::readyNode("cp-1", true));
+    kube_.put(kube::resources::kNodes, testing::readyNode("worker-1", false));
     kube_.put(kube::resources::kConfigMaps,
               api_address::requestConfigMap("kurl", {.id = "r1",
                                                      .server = "https://localhost:6444",
@@ -65,7 +43,7 @@ class ChangeLeaderTest : public ::testing::Test {
         [this] {
           ObservedNodes o{.synced = true};
           for (const char* n : {"cp-1", "worker-1"}) {
-            o.nodes.push_back(record(*kube_.object(kube::resources::kNodes, "", n)));
+            o.nodes.push_back(testing::nodeRecordOf(*kube_.object(kube::resources::kNodes, "", n)));
           }
           return o;
         },

@@ -28,6 +28,7 @@
 #include "kube/transport/curl_transport.h"
 #include "pki/certificate.h"
 #include "tests/agent/cli_support.h"
+#include "tests/agent/features/api_address/change_support.h"
 #include "tests/agent/features/certs/kubeadm_pki.h"
 #include "tests/agent/process_support.h"
 #include "tests/fakes/systemd_bus.h"
@@ -46,15 +47,6 @@ json leaseOf(const std::string& node, const std::string& renew) {
           {"kind", "Lease"},
           {"metadata", {{"name", node}, {"namespace", "kube-node-lease"}}},
           {"spec", {{"holderIdentity", node}, {"renewTime", renew}}}};
-}
-
-json nodeOf(const std::string& name, bool primary) {
-  json labels = json::object();
-  if (primary) labels["node-role.kubernetes.io/control-plane"] = "";
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"labels", labels}}},
-          {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
 }
 
 // One node: its host root, its systemd and its kubelet.
@@ -82,8 +74,8 @@ class ChangeSimTest : public ::testing::Test {
                                             {{"apiVersion", "v1"},
                                              {"kind", "Namespace"},
                                              {"metadata", {{"name", "kube-node-lease"}}}},
-                                            nodeOf("cp-1", true),
-                                            nodeOf("worker-1", false),
+                                            testing::readyNode("cp-1", true),
+                                            testing::readyNode("worker-1", false),
                                             leaseOf("cp-1", "2026-01-01T00:00:00.000000Z"),
                                             leaseOf("worker-1", "2026-01-01T00:00:00.000000Z")},
                                 .serving_cert_file = pki_dir + "/apiserver.crt",
@@ -205,25 +197,14 @@ class ChangeSimTest : public ::testing::Test {
         ChangeNodeOptions{.node_name = n.name});
   }
   kube::NodeRecord recordOf(const std::string& name) {
-    kube::NodeRecord r;
-    r.name = kube::Atom(name);
     auto got = client_->get(kube::resources::kNodes, "", name);
-    if (!got) return r;
-    r.control_plane = kube::jsonField(kube::jsonField((*got)["metadata"], "labels"),
-                                      "node-role.kubernetes.io/control-plane")
-                          .is_string();
-    r.conditions.push_back({.type = kube::Atom("Ready"), .status = kube::Atom("True")});
-    const json& a = kube::jsonField((*got)["metadata"], "annotations");
-    if (a.is_object()) {
-      for (const auto& [k, v] : a.items()) {
-        if (k.starts_with("ekco.kurl.sh/"))
-          r.ekco_annotations.emplace_back(k, v.get<std::string>());
-      }
+    if (!got) {
+      kube::NodeRecord missing;
+      missing.name = kube::Atom(name);
+      return missing;
     }
-    std::sort(r.ekco_annotations.begin(), r.ekco_annotations.end());
-    return r;
+    return testing::nodeRecordOf(*got);
   }
-
   // Runs the command on cp-1 while the controllers turn; its exit code.
   int runCommand(std::function<void(int)> between = {}) {
     std::atomic<int> code{-1};
