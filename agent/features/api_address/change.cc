@@ -18,7 +18,7 @@ using nlohmann::json;
 namespace {
 
 base::Result<Step> stepFrom(std::string_view name, std::string_view where) {
-  for (Step s : {Step::kCertificate, Step::kKubeconfigs, Step::kDropSans}) {
+  for (Step s : {Step::kCertificate, Step::kCheck, Step::kKubeconfigs, Step::kDropSans}) {
     if (stepName(s) == name) return s;
   }
   return Error(fmt::format("{}: unknown step {}", where, base::quoteForMessage(name)),
@@ -50,6 +50,8 @@ std::string_view stepName(Step step) {
       return "certificate";
     case Step::kKubeconfigs:
       return "kubeconfigs";
+    case Step::kCheck:
+      return "check";
     case Step::kDropSans:
       return "drop-sans";
   }
@@ -127,7 +129,9 @@ base::Result<NodeTask> parseTask(std::string_view text) {
   auto at = kube::parseRfc3339(kube::jsonText(*j, "at"));
   if (!at) return Error(where + ": no valid at", ErrorCode::kParse);
   t.at = *at;
-  if (t.step == Step::kKubeconfigs) EKCO_TRY(checkServerUrl(t.server, where + " server"));
+  if (t.step == Step::kKubeconfigs || t.step == Step::kCheck) {
+    EKCO_TRY(checkServerUrl(t.server, where + " server"));
+  }
   return t;
 }
 
@@ -178,6 +182,10 @@ std::vector<std::pair<Step, std::string>> changeSteps(const ChangeRequest& reque
   std::sort(workers.begin(), workers.end(), by_name);
   std::vector<std::pair<Step, std::string>> out;
   for (const ChangeNode* p : primaries) out.emplace_back(Step::kCertificate, p->name);
+  if (request.internal) {  // the load balancer up on every node before any node moves
+    for (const ChangeNode* p : primaries) out.emplace_back(Step::kCheck, p->name);
+    for (const ChangeNode* w : workers) out.emplace_back(Step::kCheck, w->name);
+  }
   for (const ChangeNode* p : primaries) out.emplace_back(Step::kKubeconfigs, p->name);
   for (const ChangeNode* w : workers) out.emplace_back(Step::kKubeconfigs, w->name);
   const bool drop = request.drop_old_sans && !request.old_server.empty() &&
@@ -270,6 +278,7 @@ ChangeDecision planChange(const ChangeView& view, const ChangeOptions& options) 
       d.task = {.id = req.id, .step = step, .at = view.now};
       if (step == Step::kCertificate) d.task.add = {serverHost(req.server)};
       if (step == Step::kDropSans) d.task.drop = {serverHost(req.old_server)};
+      if (step == Step::kCheck) d.task.server = req.server;
       if (step == Step::kKubeconfigs) {
         d.task.server = req.server;
         d.task.admin = node.control_plane;

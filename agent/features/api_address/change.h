@@ -20,12 +20,14 @@
 // The steps, in order, one node at a time (planChange):
 //   1. certificate   each primary (by name): its apiserver.crt gains the new address's host
 //                    (`ekco regen-cert --add-alt-names`), verified as served;
-//   2. kubeconfigs   each node, primaries first: the new address is checked from the node (the
-//                    internal load balancer, with --internal, must answer there), then
-//                    kubelet.conf (and the primaries' admin kubeconfigs) point at it, kubelet
-//                    restarts and must renew its Lease through it (set_kubeconfig_server.h);
-//                    a failure restores that node's files;
-//   3. drop-sans     with drop-old-sans, each primary's apiserver.crt loses the old host (a name
+//   2. check         with --internal, each node, primaries first: the API answers at the new
+//                    address from there (its internal load balancer is up), before any node
+//                    moves;
+//   3. kubeconfigs   each node, primaries first: the new address is checked from the node again,
+//                    then kubelet.conf (and the primaries' admin kubeconfigs) point at it,
+//                    kubelet restarts and must renew its Lease through it
+//                    (set_kubeconfig_server.h); a failure restores that node's files;
+//   4. drop-sans     with drop-old-sans, each primary's apiserver.crt loses the old host (a name
 //                    the cluster itself reaches the apiserver by is kept, not an error).
 // A failed step, a node that is not Ready at its turn, or no answer within step_timeout ends
 // the operation with that reason: the nodes after it are left as they are.
@@ -64,13 +66,13 @@ nlohmann::json requestConfigMap(std::string_view ns, const ChangeRequest& reques
 // The request in a ConfigMap; kParse naming the ConfigMap and the key when it is not one.
 base::Result<ChangeRequest> parseRequest(const nlohmann::json& config_map);
 
-enum class Step { kCertificate, kKubeconfigs, kDropSans };
+enum class Step { kCertificate, kCheck, kKubeconfigs, kDropSans };
 std::string_view stepName(Step step);
 
 struct NodeTask {
   std::string id{};
   Step step = Step::kCertificate;
-  std::string server{};             // kKubeconfigs: the new address
+  std::string server{};             // kCheck, kKubeconfigs: the new address
   std::vector<std::string> add{};   // kCertificate: names to add
   std::vector<std::string> drop{};  // kDropSans: names to drop
   bool admin = false;               // kKubeconfigs on a primary

@@ -187,6 +187,13 @@ Result<std::string> runNodeStep(const NodeStepHost& d, const NodeTask& task, boo
                  ErrorCode::kUnknown);
   }
   const std::string kubelet_conf = "/etc/kubernetes/kubelet.conf";
+  if (task.step == Step::kCheck) {
+    if (auto answers = api_address::apiAnswersAt(d.host_fs, kubelet_conf, task.server, d.clock);
+        !answers) {
+      return std::move(answers).error().wrap("the new address does not answer on this node");
+    }
+    return "the API answers at " + task.server + " from this node";
+  }
   if (auto answers = api_address::apiAnswersAt(d.host_fs, kubelet_conf, task.server, d.clock);
       !answers) {
     return std::move(answers).error().wrap("the new address does not answer on this node");

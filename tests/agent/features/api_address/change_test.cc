@@ -78,11 +78,14 @@ TEST(ApiAddressChange, RecordsRoundTripAndBadOnesAreRefused) {
 }
 
 TEST(ApiAddressChange, TheStepsArePrimariesCertificatesThenKubeconfigsThenTheOldNames) {
+  // With --internal, the load balancer answers on every node before any node moves.
   EXPECT_THAT(order(changeSteps(request(), cluster())),
-              ElementsAre("certificate cp-1", "certificate cp-2", "kubeconfigs cp-1",
+              ElementsAre("certificate cp-1", "certificate cp-2", "check cp-1", "check cp-2",
+                          "check worker-1", "check worker-2", "kubeconfigs cp-1",
                           "kubeconfigs cp-2", "kubeconfigs worker-1", "kubeconfigs worker-2",
                           "drop-sans cp-1", "drop-sans cp-2"));
   ChangeRequest keep = request();
+  keep.internal = false;
   keep.drop_old_sans = false;
   keep.exclude = {"cp-2", "worker-1"};
   EXPECT_THAT(order(changeSteps(keep, cluster())),
@@ -90,11 +93,43 @@ TEST(ApiAddressChange, TheStepsArePrimariesCertificatesThenKubeconfigsThenTheOld
   // The same host on another port: nothing to drop.
   ChangeRequest same = request();
   same.old_server = "https://localhost:6443";
-  EXPECT_EQ(changeSteps(same, cluster()).size(), 6U);
+  EXPECT_EQ(changeSteps(same, cluster()).size(), 10U);
+}
+
+// With --internal: after the certificates, every node checks the new address answers there (its
+// load balancer is up) before the first one moves.
+TEST(ApiAddressChange, WithTheInternalLoadBalancerEveryNodeChecksBeforeAnyMoves) {
+  ChangeView view{.request = request(),
+                  .recorded_done = {{Step::kCertificate, "cp-1"}, {Step::kCertificate, "cp-2"}},
+                  .nodes = cluster(),
+                  .now = kNow};
+  ChangeDecision d = planChange(view);
+  ASSERT_EQ(d.kind, ChangeDecision::Kind::kAssign);
+  EXPECT_EQ(d.node, "cp-1");
+  EXPECT_EQ(d.task.step, Step::kCheck);
+  EXPECT_EQ(d.task.server, "https://localhost:6444");
+  EXPECT_EQ(*parseTask(renderTask(d.task)), d.task);
+  for (const char* n : {"cp-1", "cp-2", "worker-1", "worker-2"}) {
+    view.recorded_done.emplace_back(Step::kCheck, n);
+  }
+  d = planChange(view);
+  ASSERT_EQ(d.kind, ChangeDecision::Kind::kAssign);
+  EXPECT_EQ(d.task.step, Step::kKubeconfigs);
+  // A worker whose load balancer does not answer stops it before any node moved.
+  view.recorded_done.pop_back();  // worker-2's check
+  view.nodes[0].result = NodeResult{.id = "r1",
+                                    .step = Step::kCheck,
+                                    .state = StepState::kFailed,
+                                    .why = "the new address does not answer on this node"};
+  d = planChange(view);
+  ASSERT_EQ(d.kind, ChangeDecision::Kind::kFinish);
+  EXPECT_EQ(d.result, "worker-2: check: the new address does not answer on this node");
 }
 
 TEST(ApiAddressChange, OneNodeAtATimeResumedFromTheNodesAnswers) {
-  ChangeView view{.request = request(), .nodes = cluster(), .now = kNow};
+  ChangeRequest r = request();
+  r.internal = false;
+  ChangeView view{.request = r, .nodes = cluster(), .now = kNow};
   // Nothing done: cp-1's certificate, with the new host.
   ChangeDecision d = planChange(view);
   ASSERT_EQ(d.kind, ChangeDecision::Kind::kAssign);
@@ -200,6 +235,7 @@ TEST(ApiAddressChange, AFailureANodeNotReadyOrSilenceStopsIt) {
 
 TEST(ApiAddressChange, EveryStepDoneIsSuccess) {
   ChangeRequest r = request();
+  r.internal = false;
   r.drop_old_sans = false;
   ChangeView view{.request = r,
                   .recorded_done = {{Step::kCertificate, "cp-1"}, {Step::kCertificate, "cp-2"}},
