@@ -479,6 +479,11 @@ int Agent::Impl::run() {
   return 0;
 }
 
+Agent::Impl::~Impl() {
+  controllers_.clear();
+  manager_.reset();  // its references were the last
+}
+
 void Agent::Impl::requestRestart(std::string why) {
   std::lock_guard lock(mu_);
   if (restart_reason_.empty()) restart_reason_ = std::move(why);

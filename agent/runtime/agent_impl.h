@@ -60,6 +60,9 @@ class Agent::Impl {
       options_.holder_identity = leaseIdentity(options_.node_name);
   }
 
+  // The controllers go first, while everything they may call back into (requestRestart's
+  // mutex, the manager) is still alive: a controller's destructor may wait for its thread.
+  ~Impl();
   base::Status init();
   int run();
   void requestStop();

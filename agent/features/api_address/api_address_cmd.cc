@@ -196,6 +196,18 @@ int runChangeLoadBalancerCommand(const Config& config, const ChangeLoadBalancerA
       return usage("--exclude " + base::quoteForMessage(e) + ": no such node");
     }
   }
+  if (args.drop_old_sans && !args.exclude.empty()) {
+    return usage(
+        "--drop-old-sans with --exclude: an excluded node keeps the old address, which the "
+        "apiservers would no longer answer to; drop the old names later with `ekco regen-cert "
+        "--drop-alt-names` on each primary, once every node has moved");
+  }
+  if (args.drop_old_sans &&
+      api_address::serverHost(servers->front()) == api_address::serverHost(args.server)) {
+    return usage("--drop-old-sans: this node's kubelet.conf already uses " + args.server +
+                 ", so the old address is not known here; drop the old names with `ekco "
+                 "regen-cert --drop-alt-names` on each primary");
+  }
   api_address::ChangeRequest request{.server = args.server,
                                      .old_server = servers->front(),
                                      .internal = args.internal,

@@ -253,7 +253,7 @@ ChangeDecision planChange(const ChangeView& view, const ChangeOptions& options) 
         d.kind = ChangeDecision::Kind::kFinish;
         d.node = name;
         d.result = fmt::format(
-            "{}: {}: no answer within {}m of the task (is its agent running?)", name,
+            "{}: {}: no final answer within {}m of the task (is its agent running?)", name,
             stepName(step),
             std::chrono::duration_cast<std::chrono::minutes>(options.step_timeout).count());
         d.summary = "the change to " + req.server + " stopped: " + d.result;
@@ -292,6 +292,15 @@ ChangeDecision planChange(const ChangeView& view, const ChangeOptions& options) 
     d.kind = ChangeDecision::Kind::kFinish;
     d.result = std::string(kSuccess);
     d.summary = "every node uses " + req.server;
+  }
+  if (d.kind == ChangeDecision::Kind::kFinish) {
+    for (const ChangeNode& n : view.nodes) {
+      if (!n.task || n.task->id != req.id) continue;
+      const bool final_answer = n.result && n.result->id == req.id &&
+                                n.result->step == n.task->step &&
+                                n.result->state != StepState::kRunning;
+      if (!final_answer) d.withdraw.push_back(n.name);
+    }
   }
   d.progress = {{"id", req.id}, {"server", req.server}, {"steps", std::move(steps)}};
   return d;

@@ -112,9 +112,13 @@ struct ChangeView {
   base::WallTime now{};
 };
 
+// How long a task may take, from its assignment to its final answer (the longest step, a
+// kubeconfigs switch whose verification fails and is undone, takes about 6 minutes). The leader
+// ends the operation past it; a node does not start a task older than it.
+inline constexpr std::chrono::seconds kStepTimeout{std::chrono::minutes(15)};
+
 struct ChangeOptions {
-  // A node that has not answered its task this long after it was assigned ends the operation.
-  std::chrono::seconds step_timeout{std::chrono::minutes(10)};
+  std::chrono::seconds step_timeout = kStepTimeout;
 };
 
 struct ChangeDecision {
@@ -128,6 +132,9 @@ struct ChangeDecision {
   std::string node{};
   NodeTask task{};
   std::string result{};
+  // kFinish: the nodes whose task of this request has no final answer: their task annotation
+  // is removed, so an agent that comes back later does not start it.
+  std::vector<std::string> withdraw{};
   // {"steps": [{"node", "step", "state": pending|running|done|failed, "why"}...]}: for the
   // ConfigMap's progress, the leader's /status and the command's output.
   nlohmann::json progress = nlohmann::json::object();

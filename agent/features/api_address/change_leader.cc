@@ -114,6 +114,19 @@ Result<ReconcileResult> ChangeLeaderController::reconcile() {
       return std::move(patched).error().wrap(what);
     }
     if (finish) {
+      for (const std::string& node : d.withdraw) {
+        const json withdraw = {
+            {"metadata",
+             {{"annotations", {{std::string(api_address::kTaskAnnotation), nullptr}}}}}};
+        if (auto withdrawn =
+                client_.patch(kube::resources::kNodes, "", node, kube::PatchType::kMerge, withdraw);
+            !withdrawn) {
+          base::logWarn(
+              "api address change: a task not withdrawn (its node does not start it "
+              "once it is older than a step may take)",
+              {{"node", node}, {"error", withdrawn.error().message()}});
+        }
+      }
       const bool success = d.result == api_address::kSuccess;
       base::logInfo("api address change ended",
                     {{"server", request->server}, {"result", d.result}});

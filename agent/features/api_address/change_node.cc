@@ -89,7 +89,35 @@ Result<ReconcileResult> ChangeNodeController::reconcile() {
     result.requeue_after = options_.active_interval;
     return result;
   }
-  // Not running here: a `running` answer is an earlier process's, killed mid-step.
+  const std::string k = key(task->id, task->step);
+  if (finished_here_.contains(k)) {
+    // Run by this process: never again, whatever the cache still says. Its final answer is
+    // written until it gets out.
+    if (unsent_answer_) {
+      const std::string value = *unsent_answer_;
+      lock.unlock();
+      if (auto wrote = deps_.answer(value); !wrote) {
+        result.requeue_after = options_.active_interval;
+        return std::move(wrote).error().wrap("write this node's answer");
+      }
+      lock.lock();
+      unsent_answer_.reset();
+    }
+    result.summary = fmt::format("{} finished", api_address::stepName(task->step));
+    return result;
+  }
+  // A task nobody started that is older than a step may take: its request has ended (the
+  // leader gave up on this node), it is not started now.
+  const base::WallTime now = deps_.now ? deps_.now() : std::chrono::system_clock::now();
+  if (!answered && now - task->at > api_address::kStepTimeout) {
+    result.summary = fmt::format(
+        "{} of request {} is older than {}m and was never started; not "
+        "run",
+        api_address::stepName(task->step), task->id,
+        std::chrono::duration_cast<std::chrono::minutes>(api_address::kStepTimeout).count());
+    return result;
+  }
+  // Not run by this process: a `running` answer is an earlier process's, killed mid-step.
   const bool resumed = answered;
   const std::string what = fmt::format("{} {} (request {})", resumed ? "resume" : "run",
                                        api_address::stepName(task->step), task->id);
@@ -108,7 +136,7 @@ Result<ReconcileResult> ChangeNodeController::reconcile() {
     lock.lock();
   }
   running_ = true;
-  running_key_ = key(task->id, task->step);
+  running_key_ = k;
   base::logInfo("api address change: step", {{"node", options_.node_name}, {"step", what}});
   thread_ = base::startThread("api-address", [this, t = *task, resumed] { run(t, resumed); });
   result.summary = what;
@@ -133,9 +161,9 @@ void ChangeNodeController::run(NodeTask task, bool resumed) {
                    {"step", api_address::stepName(task.step)},
                    {"state", r.state == StepState::kDone ? "done" : "failed"},
                    {"why", r.why}});
-    // The answer must get out: the leader waits for it (it is tried until it is written or
-    // the agent stops; the step is not run again meanwhile).
-    for (int attempt = 0; attempt < 30; ++attempt) {
+    // The answer must get out: the leader waits for it. A few tries here, then each reconcile
+    // tries again (the step itself is never run again by this process).
+    for (int attempt = 0; attempt < 3; ++attempt) {
       wrote = deps_.answer(api_address::renderResult(r));
       if (wrote) break;
       std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -154,6 +182,10 @@ void ChangeNodeController::run(NodeTask task, bool resumed) {
                        : r.state == StepState::kFailed ? "failed"
                                                        : "running"},
              {"why", wrote ? r.why : wrote.error().message()}};
+  if (r.state != StepState::kRunning) {
+    finished_here_.insert(running_key_);
+    if (!wrote) unsent_answer_ = api_address::renderResult(r);
+  }
   running_ = false;
   running_key_.clear();
 }
@@ -211,6 +243,7 @@ Result<std::string> runNodeStep(const NodeStepHost& d, const NodeTask& task, boo
   auto report = api_address::switchKubeconfigServer({.server = task.server,
                                                      .admin = task.admin,
                                                      .restart_when_unchanged = resumed,
+                                                     .run_id = task.id,
                                                      .now = d.clock.wallNow(),
                                                      .verify_timeout = d.verify_timeout},
                                                     deps);

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -58,6 +59,8 @@ struct ChangeNodeDeps {
   // agent process, whose connection (from the host's kubeconfig, for agents from the packages)
   // names the new address. Unset: not needed (in a pod, the in-cluster address does not move).
   std::function<void(std::string why)> restart_agent{};
+  // The wall clock (unset: the system's), for a task's age.
+  std::function<base::WallTime()> now{};
 };
 
 class ChangeNodeController final : public Controller {
@@ -81,6 +84,10 @@ class ChangeNodeController final : public Controller {
   std::thread thread_;
   bool running_ = false;
   std::string running_key_{};  // "<id>/<step>" of the step under way
+  // The steps this process ran to the end (never run again by it), and a final answer that
+  // could not be written yet.
+  std::set<std::string> finished_here_{};
+  std::optional<std::string> unsent_answer_{};
   nlohmann::json status_ = nlohmann::json::object();
 };
 

@@ -1,5 +1,6 @@
 #include "agent/features/api_address/set_kubeconfig_server.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
@@ -22,6 +23,9 @@ using base::ErrorCode;
 using base::Result;
 
 namespace {
+
+// In a backup directory: the server its run moved the files to.
+constexpr std::string_view kTargetFile = "target";
 
 constexpr const char* kAdminFiles[] = {"admin.conf", "super-admin.conf", "controller-manager.conf",
                                        "scheduler.conf"};
@@ -48,6 +52,12 @@ class Switch {
 
   Result<KubeconfigSwitchReport> run() {
     EKCO_TRY(checkServerUrl(o_.server, "--server"));
+    // A resumed run whose files were already written: the old files are in its backup.
+    if (o_.restart_when_unchanged && !o_.run_id.empty() && !o_.dry_run) {
+      auto resumed = fromBackup();
+      if (!resumed) return std::move(resumed).error();
+      if (!resumed->empty()) return switchAndVerify(*resumed, report_.backup_dir);
+    }
     // 1.
     const std::string kubelet_path = o_.kubernetes_dir + "/kubelet.conf";
     auto kubelet = d_.fs.read(kubelet_path);
@@ -90,7 +100,19 @@ class Switch {
     for (const Change& c : changes) {
       EKCO_TRY(d_.fs.write(dir + "/" + c.name, c.old_text, {.mode = 0600}));
     }
+    // What the files were moved to: a resumed run finds its backup by it.
+    EKCO_TRY(d_.fs.write(dir + "/" + std::string(kTargetFile), targetText(), {.mode = 0600}));
     report_.backup_dir = dir;
+    return switchAndVerify(changes, dir);
+  }
+
+ private:
+  // Steps 4 to 7 for `changes` (their old texts backed up in `dir`).
+  Result<KubeconfigSwitchReport> switchAndVerify(const std::vector<Change>& changes,
+                                                 const std::string& dir) {
+    if (d_.systemd == nullptr) {
+      return Error("no systemd to restart kubelet with", ErrorCode::kInvalidArgument);
+    }
     // 4.
     for (const Change& c : changes) {
       if (auto written = d_.fs.write(c.path, c.new_text); !written) {
@@ -131,7 +153,54 @@ class Switch {
                  ErrorCode::kUnavailable);
   }
 
- private:
+  // A backup's target file: the server and the run's id.
+  std::string targetText() const { return o_.server + "\n" + o_.run_id + "\n"; }
+
+  // The newest backup of this run (its target file), as changes: each
+  // backed-up file's old text, and that text pointed at the server. Empty: there is none.
+  Result<std::vector<Change>> fromBackup() {
+    std::vector<Change> out;
+    const std::string root = o_.kubernetes_dir + "/.ekco-backup";
+    auto present = d_.fs.exists(root);
+    if (!present) return std::move(present).error();
+    if (!*present) return out;
+    auto entries = d_.fs.list(root);
+    if (!entries) return std::move(entries).error();
+    std::vector<std::string> runs;
+    for (const std::string& e : *entries) {
+      if (e.starts_with("kubeconfig-")) runs.push_back(e);
+    }
+    std::sort(runs.rbegin(), runs.rend());  // the newest first (the stamps sort as text)
+    for (const std::string& run : runs) {
+      const std::string dir = root + "/" + run;
+      auto target = d_.fs.read(dir + "/" + std::string(kTargetFile));
+      if (!target || *target != targetText()) continue;
+      // A run that changed anything changed kubelet.conf: its old server is the old address.
+      auto old_kubelet = d_.fs.read(dir + "/kubelet.conf");
+      if (!old_kubelet) continue;
+      auto servers = kubeconfigServers(*old_kubelet, dir + "/kubelet.conf");
+      if (!servers) return std::move(servers).error();
+      report_.old_server = servers->front();
+      auto files = d_.fs.list(dir);
+      if (!files) return std::move(files).error();
+      for (const std::string& f : *files) {
+        if (f == kTargetFile) continue;
+        auto old_text = d_.fs.read(dir + "/" + f);
+        if (!old_text) return std::move(old_text).error();
+        auto new_text = withServer(*old_text, report_.old_server, o_.server, dir + "/" + f);
+        if (!new_text) return std::move(new_text).error();
+        out.push_back({.name = f,
+                       .path = o_.kubernetes_dir + "/" + f,
+                       .old_text = std::move(*old_text),
+                       .new_text = std::move(*new_text)});
+      }
+      report_.backup_dir = dir;
+      say("resuming the switch backed up in " + dir);
+      return out;
+    }
+    return out;
+  }
+
   // The files already point at the server (written by an interrupted run): kubelet restarted
   // and verified; nothing to restore on failure.
   Result<KubeconfigSwitchReport> restartOnly() {

@@ -44,6 +44,9 @@ struct KubeconfigSwitchOptions {
   // Restart and verify even when every file already points at `server` (a step resumed after
   // the files were written, before kubelet was restarted).
   bool restart_when_unchanged = false;
+  // Names this run in its backup (the change's request id): a resumed run with the same id
+  // finds the files it backed up, to finish the switch and to restore them on failure.
+  std::string run_id{};
   base::WallTime now{};  // the backup's stamp
   std::chrono::milliseconds restart_timeout{std::chrono::minutes(2)};
   std::chrono::milliseconds verify_timeout{std::chrono::minutes(2)};

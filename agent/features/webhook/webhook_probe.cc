@@ -61,9 +61,11 @@ Probe httpsProbe(const base::Clock& clock, std::chrono::milliseconds timeout) {
       return Error(fmt::format("HTTP {}", answer->status), ErrorCode::kUnavailable);
     }
     const json review = json::parse(answer->body, nullptr, false);
-    if (!review.is_object() || !review.contains("response") || !review["response"].is_object() ||
-        review["response"].value("uid", "") != kProbeUid ||
-        !review["response"].value("allowed", false)) {
+    const json& response = kube::jsonField(review, "response");
+    const json& uid = kube::jsonField(response, "uid");
+    const json& allowed = kube::jsonField(response, "allowed");
+    if (!uid.is_string() || uid.get<std::string>() != kProbeUid || !allowed.is_boolean() ||
+        !allowed.get<bool>()) {
       return Error("the answer is not an AdmissionReview allowing the probe",
                    ErrorCode::kUnavailable);
     }

@@ -163,6 +163,11 @@ class ChangeNodeTest : public ::testing::Test {
              },
          .answer = [this](const std::string& value) -> base::Status {
            std::lock_guard lock(mu_);
+           if (value.find(R"("state":"running")") == std::string::npos &&
+               failing_final_answers_ > 0) {
+             --failing_final_answers_;
+             return base::Error("the API is away", base::ErrorCode::kUnavailable);
+           }
            answers_.push_back(value);
            set(api_address::kResultAnnotation, value);
            return base::ok();
@@ -204,6 +209,7 @@ class ChangeNodeTest : public ::testing::Test {
   std::vector<std::string> answers_;
   std::vector<std::string> runs_;
   std::vector<std::string> restarts_;
+  int failing_final_answers_ = 0;
   bool fail_ = false;
 };
 
@@ -237,6 +243,36 @@ TEST_F(ChangeNodeTest, RunsEachTaskOnceAnswersRunningThenDoneOrFailed) {
   EXPECT_THAT(api_address::parseResult(answers_.back())->why,
               HasSubstr("kubelet did not come back"));
   EXPECT_EQ(restarts_.size(), 1U);  // not after a failure, nor after another step
+}
+
+TEST_F(ChangeNodeTest, AStaleTaskIsNotStartedAndAnUnsentAnswerIsRetriedNotRerun) {
+  {
+    std::lock_guard lock(mu_);
+    set(api_address::kTaskAnnotation,
+        api_address::renderTask(
+            {.id = "r1",
+             .step = Step::kKubeconfigs,
+             .server = "https://localhost:6444",
+             .at = std::chrono::system_clock::now() - std::chrono::minutes(16)}));
+  }
+  auto c = controller();
+  auto r = c.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->summary, HasSubstr("older than 15m and was never started; not run"));
+  EXPECT_TRUE(runs_.empty());
+
+  // A fresh task whose final answer cannot be written (the API is away): the answer stays
+  // `running` in the cache, yet this process does not run the step again; it writes the answer.
+  task(Step::kCertificate);
+  failing_final_answers_ = 3;
+  ASSERT_TRUE(c.reconcile());
+  c.join();
+  EXPECT_THAT(runs_, ElementsAre("certificate"));
+  EXPECT_EQ(api_address::parseResult(answers_.back())->state, StepState::kRunning);
+  ASSERT_TRUE(c.reconcile());
+  c.join();
+  EXPECT_THAT(runs_, ElementsAre("certificate"));
+  EXPECT_EQ(api_address::parseResult(answers_.back())->state, StepState::kDone);
 }
 
 TEST_F(ChangeNodeTest, ARunningAnswerOfAnEarlierProcessIsResumed) {

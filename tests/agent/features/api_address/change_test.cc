@@ -222,12 +222,15 @@ TEST(ApiAddressChange, AFailureANodeNotReadyOrSilenceStopsIt) {
   ASSERT_EQ(d.kind, ChangeDecision::Kind::kFinish);
   EXPECT_EQ(d.result, "cp-1: certificate: the node is not Ready (bring it back, or --exclude it)");
 
+  EXPECT_TRUE(d.withdraw.empty());  // cp-1 answered (failed), nobody else had a task
+
   ChangeView silent{.request = request(), .nodes = cluster(), .now = kNow};
-  silent.nodes[2].task = NodeTask{.id = "r1", .step = Step::kCertificate, .at = kNow - 11min};
+  silent.nodes[2].task = NodeTask{.id = "r1", .step = Step::kCertificate, .at = kNow - 16min};
   d = planChange(silent);
   ASSERT_EQ(d.kind, ChangeDecision::Kind::kFinish);
-  EXPECT_THAT(d.result, HasSubstr("cp-1: certificate: no answer within 10m"));
-  silent.nodes[2].task->at = kNow - 9min;
+  EXPECT_THAT(d.result, HasSubstr("cp-1: certificate: no final answer within 15m"));
+  EXPECT_THAT(d.withdraw, ElementsAre("cp-1"));  // so cp-1's agent, back later, does not start it
+  silent.nodes[2].task->at = kNow - 14min;
   EXPECT_EQ(planChange(silent).kind, ChangeDecision::Kind::kWait);
 
   EXPECT_EQ(planChange({}).kind, ChangeDecision::Kind::kIdle);

@@ -17,11 +17,14 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/features/api_address/kubeconfig_server.h"
+#include "agent/features/api_address/set_kubeconfig_server.h"
+#include "hostfs/local_host_fs.h"
 #include "kube/decode/timestamp.h"
 #include "tests/agent/cli_support.h"
 #include "tests/agent/process_support.h"
 #include "tests/fakes/systemd_bus.h"
 #include "tests/kubesim/server/server.h"
+#include "units/systemd_manager.h"
 
 namespace ekco::agent {
 namespace {
@@ -172,6 +175,60 @@ TEST_F(SetKubeconfigServerTest, AKubeletThatDoesNotComeBackGetsItsOldFilesBack) 
   EXPECT_EQ(read("admin.conf"), admin_before);
   // Restarted with the new files, then again with the old ones.
   EXPECT_EQ(bus_.calls("RestartUnit").size(), 2U);
+}
+
+// A switch cut short after its files were written (the agent killed mid-verification): the
+// resumed run (the same run id) finds its backup, finishes the files that were not written yet
+// and, when kubelet still does not come back, restores every file from that backup.
+TEST_F(SetKubeconfigServerTest, AResumedSwitchFinishesFromItsBackupAndRestoresFromIt) {
+  base::SystemClock clock;
+  auto fs = hostfs::LocalHostFs::open(root_, clock);
+  ASSERT_TRUE(fs) << fs.error().message();
+  auto systemd = units::connectSystemd(units::systemBusAddress(root_), clock);
+  ASSERT_TRUE(systemd) << systemd.error().message();
+  const std::string kubelet_old = read("kubelet.conf");
+  const std::string admin_old = read("admin.conf");
+  // What the cut-short run left: its backup, kubelet.conf written, admin.conf not yet.
+  const std::string backup = root_ + "/etc/kubernetes/.ekco-backup/kubeconfig-20261129T070000Z";
+  fs::create_directories(backup);
+  std::ofstream(backup + "/kubelet.conf") << kubelet_old;
+  std::ofstream(backup + "/admin.conf") << admin_old;
+  std::ofstream(backup + "/target") << server_->url() << "\nr1\n";
+  write("kubelet.conf", *api_address::withServer(kubelet_old, kOld, server_->url(), "k"));
+  api_address::KubeconfigSwitchDeps deps{
+      .fs = **fs, .clock = clock, .systemd = systemd->get(), .verify = [&](base::WallTime since) {
+        return api_address::kubeletWorksThrough(**fs, "/etc/kubernetes/kubelet.conf", "cp-1", since,
+                                                clock);
+      }};
+  const api_address::KubeconfigSwitchOptions resume{.server = server_->url(),
+                                                    .admin = true,
+                                                    .restart_when_unchanged = true,
+                                                    .run_id = "r1",
+                                                    .now = clock.wallNow(),
+                                                    .verify_timeout = 1s,
+                                                    .poll = 100ms};
+  // kubelet does not come back: both files back to what the backup holds.
+  auto failed = api_address::switchKubeconfigServer(resume, deps);
+  ASSERT_FALSE(failed);
+  EXPECT_THAT(failed.error().message(),
+              HasSubstr("restored from " +
+                        std::string("/etc/kubernetes/.ekco-backup/kubeconfig-20261129T070000Z")));
+  EXPECT_EQ(read("kubelet.conf"), kubelet_old);
+  EXPECT_EQ(read("admin.conf"), admin_old);
+  // Another run id does not take this backup: the files are planned from what they are.
+  write("kubelet.conf", *api_address::withServer(kubelet_old, kOld, server_->url(), "k"));
+  startKubelet(/*comes_back=*/true);
+  auto other = resume;
+  other.run_id = "r2";
+  auto done = api_address::switchKubeconfigServer(other, deps);
+  ASSERT_TRUE(done) << done.error().message();
+  EXPECT_THAT(done->lines.front(), HasSubstr("already point at"));
+  EXPECT_EQ(read("admin.conf"), admin_old);  // its old address is now kubelet.conf's new one
+  // The same run id with kubelet back: the switch is finished, admin.conf included.
+  auto finished = api_address::switchKubeconfigServer(resume, deps);
+  ASSERT_TRUE(finished) << finished.error().message();
+  EXPECT_EQ(serverOf("kubelet.conf"), server_->url());
+  EXPECT_EQ(serverOf("admin.conf"), server_->url());
 }
 
 TEST_F(SetKubeconfigServerTest, BadInputChangesNothing) {
