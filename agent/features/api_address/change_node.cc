@@ -44,8 +44,9 @@ constexpr std::string_view kKeptName = "is not dropped: the cluster reaches the 
 
 }  // namespace
 
-ChangeNodeController::ChangeNodeController(ChangeNodeDeps deps, ChangeNodeOptions options)
-    : deps_(std::move(deps)), options_(std::move(options)) {}
+ChangeNodeController::ChangeNodeController(ChangeNodeDeps deps, const base::Clock& clock,
+                                           ChangeNodeOptions options)
+    : deps_(std::move(deps)), clock_(clock), options_(std::move(options)) {}
 
 ChangeNodeController::~ChangeNodeController() { join(); }
 
@@ -108,8 +109,7 @@ Result<ReconcileResult> ChangeNodeController::reconcile() {
   }
   // A task nobody started that is older than a step may take: its request has ended (the
   // leader gave up on this node), it is not started now.
-  const base::WallTime now = deps_.now ? deps_.now() : std::chrono::system_clock::now();
-  if (!answered && now - task->at > api_address::kStepTimeout) {
+  if (!answered && clock_.wallNow() - task->at > api_address::kStepTimeout) {
     result.summary = fmt::format(
         "{} of request {} is older than {}m and was never started; not "
         "run",
@@ -294,7 +294,7 @@ ControllerSpec changeNodeSpec() {
         // From the packages, the agent's own connection came from the host's kubeconfig.
         if (!d.in_pod) deps.restart_agent = d.restart_agent;
         return std::make_shared<ChangeNodeController>(
-            std::move(deps),
+            std::move(deps), d.clock,
             ChangeNodeOptions{.node_name = d.node_name,
                               .dry_run = d.dry_run,
                               .interval = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -59,13 +59,12 @@ struct ChangeNodeDeps {
   // agent process, whose connection (from the host's kubeconfig, for agents from the packages)
   // names the new address. Unset: not needed (in a pod, the in-cluster address does not move).
   std::function<void(std::string why)> restart_agent{};
-  // The wall clock (unset: the system's), for a task's age.
-  std::function<base::WallTime()> now{};
 };
 
 class ChangeNodeController final : public Controller {
  public:
-  ChangeNodeController(ChangeNodeDeps deps, ChangeNodeOptions options);
+  // `clock` (a task's age) must outlive the controller.
+  ChangeNodeController(ChangeNodeDeps deps, const base::Clock& clock, ChangeNodeOptions options);
   ~ChangeNodeController() override;
 
   std::string name() const override { return "api-address-node"; }
@@ -79,6 +78,7 @@ class ChangeNodeController final : public Controller {
   void run(api_address::NodeTask task, bool resumed);
 
   ChangeNodeDeps deps_;
+  const base::Clock& clock_;
   ChangeNodeOptions options_;
   mutable std::mutex mu_;
   std::thread thread_;

@@ -184,7 +184,7 @@ class ChangeNodeTest : public ::testing::Test {
                std::lock_guard lock(mu_);
                restarts_.push_back(std::move(why));
              }},
-        {.node_name = "cp-1"});
+        clock_, {.node_name = "cp-1"});
   }
   void set(std::string_view key, const std::string& value) {
     for (auto& [k, v] : annotations_) {
@@ -197,16 +197,16 @@ class ChangeNodeTest : public ::testing::Test {
   }
   void task(Step step) {
     std::lock_guard lock(mu_);
-    set(api_address::kTaskAnnotation,
-        api_address::renderTask({.id = "r1",
-                                 .step = step,
-                                 .server = "https://localhost:6444",
-                                 .at = std::chrono::system_clock::now()}));
+    set(api_address::kTaskAnnotation, api_address::renderTask({.id = "r1",
+                                                               .step = step,
+                                                               .server = "https://localhost:6444",
+                                                               .at = clock_.wallNow()}));
   }
 
   std::mutex mu_;
   std::vector<std::pair<std::string, std::string>> annotations_;
   std::vector<std::string> answers_;
+  base::ManualClock clock_;
   std::vector<std::string> runs_;
   std::vector<std::string> restarts_;
   int failing_final_answers_ = 0;
@@ -248,13 +248,12 @@ TEST_F(ChangeNodeTest, RunsEachTaskOnceAnswersRunningThenDoneOrFailed) {
 TEST_F(ChangeNodeTest, AStaleTaskIsNotStartedAndAnUnsentAnswerIsRetriedNotRerun) {
   {
     std::lock_guard lock(mu_);
-    set(api_address::kTaskAnnotation,
-        api_address::renderTask(
-            {.id = "r1",
-             .step = Step::kKubeconfigs,
-             .server = "https://localhost:6444",
-             .at = std::chrono::system_clock::now() - std::chrono::minutes(16)}));
+    set(api_address::kTaskAnnotation, api_address::renderTask({.id = "r1",
+                                                               .step = Step::kKubeconfigs,
+                                                               .server = "https://localhost:6444",
+                                                               .at = clock_.wallNow()}));
   }
+  clock_.advance(std::chrono::minutes(16));  // nobody started it meanwhile
   auto c = controller();
   auto r = c.reconcile();
   ASSERT_TRUE(r);

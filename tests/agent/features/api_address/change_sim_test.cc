@@ -194,7 +194,7 @@ class ChangeSimTest : public ::testing::Test {
                        .answer = [host](const std::string& v) { return writeNodeAnswer(*host, v); },
                        .run_step = [host](const api_address::NodeTask& t,
                                           bool resumed) { return runNodeStep(*host, t, resumed); }},
-        ChangeNodeOptions{.node_name = n.name});
+        clock_, ChangeNodeOptions{.node_name = n.name});
   }
   kube::NodeRecord recordOf(const std::string& name) {
     auto got = client_->get(kube::resources::kNodes, "", name);
