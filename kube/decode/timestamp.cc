@@ -109,6 +109,14 @@ base::Result<base::WallTime> parseRfc3339(std::string_view text) {
 std::string formatRfc3339(base::WallTime time) { return format(time, false); }
 std::string formatRfc3339Micro(base::WallTime time) { return format(time, true); }
 
+std::string formatCompactUtc(base::WallTime time) {
+  std::string out;
+  for (char c : format(time, false)) {
+    if (c != '-' && c != ':') out.push_back(c);
+  }
+  return out;
+}
+
 nlohmann::json rfc3339OrNull(const std::optional<base::WallTime>& time) {
   return time ? nlohmann::json(format(*time, false)) : nlohmann::json(nullptr);
 }

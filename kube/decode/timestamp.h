@@ -28,6 +28,9 @@ base::Result<base::WallTime> parseRfc3339(std::string_view text);
 std::string formatRfc3339(base::WallTime time);
 // "2026-11-22T04:08:28.123456Z" (microseconds, UTC), the form of metav1.MicroTime.
 std::string formatRfc3339Micro(base::WallTime time);
+// "20261122T040828Z" (whole seconds, UTC, ISO 8601's basic format): a file or directory name
+// that sorts by time and has no colon (ekco's backup directories).
+std::string formatCompactUtc(base::WallTime time);
 
 // formatRfc3339 as a JSON string, or JSON null without a time (the /status documents).
 nlohmann::json rfc3339OrNull(const std::optional<base::WallTime>& time);

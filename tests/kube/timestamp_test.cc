@@ -107,6 +107,7 @@ TEST(Rfc3339, FormatsWholeSecondsAndMicrosecondsInUtc) {
   EXPECT_EQ(formatRfc3339(t), "2026-11-22T04:08:28Z");
   EXPECT_EQ(formatRfc3339Micro(t), "2026-11-22T04:08:28.123456Z");
   EXPECT_EQ(*parseRfc3339(formatRfc3339Micro(t)), t);
+  EXPECT_EQ(formatCompactUtc(t), "20261122T040828Z");
   EXPECT_EQ(formatRfc3339(at(1969y / December / 31, hours(23) + minutes(59) + seconds(59))),
             "1969-12-31T23:59:59Z");
 }

@@ -37,15 +37,6 @@ struct Change {
   std::string new_text;
 };
 
-// "2026-11-29T07:01:02Z" -> "20261129T070102Z" (a directory name without colons).
-std::string stamp(base::WallTime now) {
-  std::string out;
-  for (char c : kube::formatRfc3339(now)) {
-    if (c != '-' && c != ':') out.push_back(c);
-  }
-  return out;
-}
-
 class Switch {
  public:
   Switch(const KubeconfigSwitchOptions& o, const KubeconfigSwitchDeps& d) : o_(o), d_(d) {}
@@ -95,7 +86,8 @@ class Switch {
       return Error("no systemd to restart kubelet with", ErrorCode::kInvalidArgument);
     }
     // 3.
-    const std::string dir = o_.kubernetes_dir + "/.ekco-backup/kubeconfig-" + stamp(o_.now);
+    const std::string dir =
+        o_.kubernetes_dir + "/.ekco-backup/kubeconfig-" + kube::formatCompactUtc(o_.now);
     EKCO_TRY(d_.fs.makeDirs(dir, 0700));
     for (const Change& c : changes) {
       EKCO_TRY(d_.fs.write(dir + "/" + c.name, c.old_text, {.mode = 0600}));
@@ -268,15 +260,28 @@ class Switch {
   KubeconfigSwitchReport report_{};
 };
 
+// A transport built from the kubeconfig at `path` (its CA and credentials), at `server` when
+// one is given instead of the file's.
+Result<std::unique_ptr<kube::CurlTransport>> transportFrom(const hostfs::HostFs& fs,
+                                                           const std::string& path,
+                                                           const std::string& server,
+                                                           const base::Clock& clock) {
+  auto connection = kube::loadKubeconfig(fs, path, {}, /*token_file_readable_later=*/false);
+  if (!connection) return std::move(connection).error();
+  if (!server.empty()) {
+    connection->server = server;
+    connection->tls_server_name.clear();
+  }
+  return kube::CurlTransport::create(*connection, nullptr, clock,
+                                     {.connect_timeout = std::chrono::seconds(5)});
+}
+
 }  // namespace
 
 base::Status kubeletWorksThrough(const hostfs::HostFs& fs, const std::string& path,
                                  const std::string& node, base::WallTime since,
                                  const base::Clock& clock) {
-  auto connection = kube::loadKubeconfig(fs, path, {}, /*token_file_readable_later=*/false);
-  if (!connection) return std::move(connection).error();
-  auto transport = kube::CurlTransport::create(*connection, nullptr, clock,
-                                               {.connect_timeout = std::chrono::seconds(5)});
+  auto transport = transportFrom(fs, path, "", clock);
   if (!transport) return std::move(transport).error();
   kube::RestClient client(**transport, clock,
                           kube::RestClientOptions{.request_timeout = std::chrono::seconds(10)});
@@ -301,12 +306,7 @@ base::Status kubeletWorksThrough(const hostfs::HostFs& fs, const std::string& pa
 
 base::Status apiAnswersAt(const hostfs::HostFs& fs, const std::string& path,
                           const std::string& server, const base::Clock& clock) {
-  auto connection = kube::loadKubeconfig(fs, path, {}, /*token_file_readable_later=*/false);
-  if (!connection) return std::move(connection).error();
-  connection->server = server;
-  connection->tls_server_name.clear();
-  auto transport = kube::CurlTransport::create(*connection, nullptr, clock,
-                                               {.connect_timeout = std::chrono::seconds(5)});
+  auto transport = transportFrom(fs, path, server, clock);
   if (!transport) return std::move(transport).error();
   auto answer =
       (*transport)

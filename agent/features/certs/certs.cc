@@ -29,17 +29,6 @@ std::string join(std::string_view dir, std::string_view name) {
   return out + "/" + std::string(name);
 }
 
-// "20261126T011500Z": sortable, one directory per renewal run.
-std::string stamp(base::WallTime t) {
-  const auto secs = std::chrono::floor<std::chrono::seconds>(t);
-  const auto days = std::chrono::floor<std::chrono::days>(secs);
-  const std::chrono::year_month_day ymd{days};
-  const std::chrono::hh_mm_ss hms{secs - days};
-  return fmt::format("{:04}{:02}{:02}T{:02}{:02}{:02}Z", static_cast<int>(ymd.year()),
-                     static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
-                     hms.hours().count(), hms.minutes().count(), hms.seconds().count());
-}
-
 std::string backupRoot(const InspectOptions& o) { return join(o.certificates_dir, kCertBackupDir); }
 
 // File names inside a backup directory: flat, from the certificate's name.
@@ -340,7 +329,8 @@ Result<RenewedCert> renewOne(hostfs::HostFs& fs, const CertSpec& spec, const Ins
   }
 
   // 2. The backup, with the journal last.
-  const std::string dir = join(backupRoot(o), stamp(o.now));
+  // "20261126T011500Z": sortable, one directory per renewal run.
+  const std::string dir = join(backupRoot(o), kube::formatCompactUtc(o.now));
   EKCO_TRY(fs.makeDirs(dir, 0700));
   const hostfs::WriteOptions secret{.mode = 0600};
   EKCO_TRY(fs.write(join(dir, backupCertName(spec)), old->file_text, secret));
