@@ -7,13 +7,16 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
 
 #include "base/clock.h"
+#include "base/os/process.h"
 #include "tests/kubesim/api_tests/api_test_support.h"
 #include "tests/kubesim/api_tests/test_client.h"
+#include "tests/kubesim/server/pki.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::kubesim {
@@ -451,6 +454,46 @@ TEST_F(ApiTest, EvictionDeletesGracefullyUnlessABudgetForbidsIt) {
   auto blocked = client_->post("/api/v1/namespaces/ns/pods/b/eviction", eviction);
   EXPECT_EQ(blocked.status, 429);
   EXPECT_EQ(blocked.json()["details"]["causes"][0]["reason"], "DisruptionBudget");
+}
+
+// ServerOptions::more_apiservers: a second apiserver of the same cluster (as kubeadm's primaries)
+// serves its own certificate files, authenticates with the cluster's CA and reads the one store.
+TEST(KubesimApiservers, AMoreApiserverServesItsOwnCertificateOverTheSameStore) {
+  base::SystemClock clock;
+  std::string tmpl = (std::filesystem::temp_directory_path() / "kubesim-more-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const std::filesystem::path dir = tmpl;
+  auto other = generatePki();  // the second apiserver's pair, of another CA
+  ASSERT_TRUE(other);
+  std::ofstream(dir / "other.crt") << other->server_cert_pem;
+  std::ofstream(dir / "other.key") << other->server_key_pem;
+  std::ofstream(dir / "other-ca.crt") << other->ca_cert_pem;
+  ServerOptions options{.out_dir = (dir / "sim").string(),
+                        .more_apiservers = {{.serving_cert_file = (dir / "other.crt").string(),
+                                             .serving_key_file = (dir / "other.key").string()}}};
+  auto server = Server::start(std::move(options));
+  ASSERT_TRUE(server) << server.error().message();
+  ASSERT_TRUE((*server)->put(configMap("default", "written-through-the-first")));
+  const std::string sim = (dir / "sim").string();
+  base::BoostProcessRunner runner(clock);
+  auto curl = [&](const std::string& ca) {
+    auto r =
+        runner.run({.argv = {"curl", "-sS", "--cacert", ca, "--cert", sim + "/client.crt", "--key",
+                             sim + "/client.key",
+                             "https://127.0.0.1:" + std::to_string((*server)->apiserverPort(0)) +
+                                 "/api/v1/namespaces/default/configmaps/written-through-the-first"},
+                    .timeout = std::chrono::seconds(30)});
+    EXPECT_TRUE(r) << r.error().message();
+    return r ? *r : base::ProcessResult{};
+  };
+  // Its own certificate: the cluster's CA does not verify it, its own CA does.
+  EXPECT_NE(curl(sim + "/ca.crt").exit_code, 0);
+  const base::ProcessResult ok = curl((dir / "other-ca.crt").string());
+  EXPECT_EQ(ok.exit_code, 0) << ok.stderr_data;
+  EXPECT_THAT(ok.stdout_data, HasSubstr("\"name\":\"written-through-the-first\""));
+  EXPECT_NE((*server)->apiserverPort(0), (*server)->port());
+  server->reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "base/strings.h"
 #include "tests/kubesim/server/server.h"
 
 namespace ekco::kubesim {
@@ -372,12 +373,23 @@ json kubernetesEndpointSlice(const std::string& name, const std::vector<std::str
           {"ports", {{{"name", "https"}, {"port", port}, {"protocol", "TCP"}}}}};
 }
 
-base::Result<std::uint16_t> freeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return base::Error("socket: " + std::string(std::strerror(errno)));
+std::string kubeApiserverManifest(const std::string& advertise_address, int port) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\n  namespace: "
+         "kube-system\nspec:\n  containers:\n  - name: kube-apiserver\n    image: "
+         "registry.k8s.io/kube-apiserver:v1.31.0\n    command:\n    - kube-apiserver\n"
+         "    - --advertise-address=" +
+         advertise_address + "\n    - --secure-port=" + std::to_string(port) + "\n";
+}
+
+base::Result<std::uint16_t> freeLoopbackPort(const std::string& address) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
+    return base::Error("not an IPv4 address: " + base::quoteForMessage(address),
+                       base::ErrorCode::kInvalidArgument);
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return base::Error("socket: " + std::string(std::strerror(errno)));
   socklen_t len = sizeof addr;
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;

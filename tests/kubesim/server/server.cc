@@ -29,38 +29,14 @@ base::Status Server::Impl::start() {
     auto put = store_.put(obj);
     if (!put) return std::move(put).error().wrap("kubesim: load object");
   }
-  if (options_.serving_cert_file.empty() != options_.serving_key_file.empty()) {
-    return base::Error("kubesim: serving_cert_file and serving_key_file go together",
-                       base::ErrorCode::kInvalidArgument);
-  }
-  if (!options_.serving_cert_file.empty()) {
-    auto served = FileServingCert::open(options_.serving_cert_file, options_.serving_key_file);
-    if (!served) return std::move(served).error();
-    file_cert_ = std::move(*served);
-    file_cert_->install(ssl_ctx_.native_handle());
-  }
-  try {
-    // With serving files, the callback supplies the only certificate (a second one of another
-    // key type would be chosen by some clients' signature preferences).
-    if (!file_cert_) {
-      ssl_ctx_.use_certificate_chain(net::buffer(pki_.server_cert_pem));
-      ssl_ctx_.use_private_key(net::buffer(pki_.server_key_pem), ssl::context::pem);
-    }
-    ssl_ctx_.add_certificate_authority(net::buffer(pki_.ca_cert_pem));
-    ssl_ctx_.set_verify_mode(ssl::verify_peer);
-    static const unsigned char kSessionContext[] = "kubesim";
-    SSL_CTX_set_session_id_context(ssl_ctx_.native_handle(), kSessionContext,
-                                   sizeof(kSessionContext) - 1);
-    tcp::endpoint endpoint(net::ip::make_address(options_.listen_address), options_.port);
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(net::socket_base::reuse_address(true));
-    acceptor_.bind(endpoint);
-    acceptor_.listen(net::socket_base::max_listen_connections);
-    port_ = acceptor_.local_endpoint().port();
-  } catch (const std::exception& e) {
-    return base::Error(std::string("kubesim: listen on ") + options_.listen_address + ":" +
-                           std::to_string(options_.port) + ": " + e.what(),
-                       base::ErrorCode::kIo);
+  listeners_.push_back(std::make_unique<Listener>(ioc_));
+  EKCO_TRY(listen(*listeners_.front(), options_.listen_address, options_.port,
+                  options_.serving_cert_file, options_.serving_key_file));
+  port_ = listeners_.front()->port;
+  for (const ApiserverListener& more : options_.more_apiservers) {
+    listeners_.push_back(std::make_unique<Listener>(ioc_));
+    EKCO_TRY(listen(*listeners_.back(), more.address, more.port, more.serving_cert_file,
+                    more.serving_key_file));
   }
   std::filesystem::path dir(options_.out_dir);
   kubeconfig_path_ =
@@ -78,7 +54,9 @@ base::Status Server::Impl::start() {
     EKCO_TRY(writeFileAtomic(dir / file, text));
   }
   EKCO_TRY(writeFileAtomic(kubeconfig_path_, renderKubeconfig(pki_, url)));
-  accept_thread_ = std::thread([this] { acceptLoop(); });
+  for (auto& l : listeners_) {
+    l->accept_thread = std::thread([this, raw = l.get()] { acceptLoop(*raw); });
+  }
   kubelet_thread_ = std::thread([this] {
     std::unique_lock lock(kubelet_mu_);
     while (!stopping_) {
@@ -113,11 +91,15 @@ void Server::Impl::stop() {
   }
   kubelet_cv_.notify_all();
   store_.shutdown();
-  if (acceptor_.is_open()) ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
-  if (accept_thread_.joinable()) accept_thread_.join();
+  for (auto& l : listeners_) {
+    if (l->acceptor.is_open()) ::shutdown(l->acceptor.native_handle(), SHUT_RDWR);
+    if (l->accept_thread.joinable()) l->accept_thread.join();
+  }
   if (kubelet_thread_.joinable()) kubelet_thread_.join();
-  boost::system::error_code ec;
-  acceptor_.close(ec);
+  for (auto& l : listeners_) {
+    boost::system::error_code ec;
+    l->acceptor.close(ec);
+  }
   std::list<std::shared_ptr<Conn>> conns;
   {
     std::lock_guard lock(conns_mu_);
@@ -131,11 +113,49 @@ void Server::Impl::stop() {
   }
 }
 
-void Server::Impl::acceptLoop() {
+base::Status Server::Impl::listen(Listener& l, const std::string& address, std::uint16_t port,
+                                  const std::string& cert_file, const std::string& key_file) {
+  if (cert_file.empty() != key_file.empty()) {
+    return base::Error("kubesim: a serving certificate file and its key file go together",
+                       base::ErrorCode::kInvalidArgument);
+  }
+  if (!cert_file.empty()) {
+    auto served = FileServingCert::open(cert_file, key_file);
+    if (!served) return std::move(served).error();
+    l.file_cert = std::move(*served);
+    l.file_cert->install(l.ssl_ctx.native_handle());
+  }
+  try {
+    // With serving files, the callback supplies the only certificate (a second one of another
+    // key type would be chosen by some clients' signature preferences).
+    if (!l.file_cert) {
+      l.ssl_ctx.use_certificate_chain(net::buffer(pki_.server_cert_pem));
+      l.ssl_ctx.use_private_key(net::buffer(pki_.server_key_pem), ssl::context::pem);
+    }
+    l.ssl_ctx.add_certificate_authority(net::buffer(pki_.ca_cert_pem));
+    l.ssl_ctx.set_verify_mode(ssl::verify_peer);
+    static const unsigned char kSessionContext[] = "kubesim";
+    SSL_CTX_set_session_id_context(l.ssl_ctx.native_handle(), kSessionContext,
+                                   sizeof(kSessionContext) - 1);
+    tcp::endpoint endpoint(net::ip::make_address(address), port);
+    l.acceptor.open(endpoint.protocol());
+    l.acceptor.set_option(net::socket_base::reuse_address(true));
+    l.acceptor.bind(endpoint);
+    l.acceptor.listen(net::socket_base::max_listen_connections);
+    l.port = l.acceptor.local_endpoint().port();
+  } catch (const std::exception& e) {
+    return base::Error(
+        "kubesim: listen on " + address + ":" + std::to_string(port) + ": " + e.what(),
+        base::ErrorCode::kIo);
+  }
+  return base::ok();
+}
+
+void Server::Impl::acceptLoop(Listener& l) {
   while (!stopping_) {
     tcp::socket socket(ioc_);
     boost::system::error_code ec;
-    acceptor_.accept(socket, ec);
+    l.acceptor.accept(socket, ec);
     if (stopping_) break;
     if (ec) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -156,14 +176,15 @@ void Server::Impl::acceptLoop() {
         ++it;
       }
     }
-    conn->thread =
-        std::thread([this, conn, s = std::move(socket)]() mutable { serve(std::move(s), conn); });
+    conn->thread = std::thread([this, conn, &l, s = std::move(socket)]() mutable {
+      serve(std::move(s), conn, l.ssl_ctx);
+    });
     conns_.push_back(conn);
   }
 }
 
-void Server::Impl::serve(tcp::socket socket, const std::shared_ptr<Conn>& conn) {
-  SslStream stream(std::move(socket), ssl_ctx_);
+void Server::Impl::serve(tcp::socket socket, const std::shared_ptr<Conn>& conn, ssl::context& ctx) {
+  SslStream stream(std::move(socket), ctx);
   try {
     stream.handshake(ssl::stream_base::server);
     const std::optional<UserInfo> cert_user = certificateUser(stream.native_handle());
@@ -518,6 +539,9 @@ base::Result<std::unique_ptr<Server>> Server::start(ServerOptions options) {
 }
 
 std::uint16_t Server::port() const { return impl_->port_; }
+std::uint16_t Server::apiserverPort(std::size_t i) const {
+  return impl_->listeners_.at(i + 1)->port;
+}
 std::string Server::url() const { return "https://127.0.0.1:" + std::to_string(impl_->port_); }
 const std::string& Server::kubeconfigPath() const { return impl_->kubeconfig_path_; }
 const std::string& Server::caPem() const { return impl_->pki_.ca_cert_pem; }

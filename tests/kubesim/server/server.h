@@ -85,6 +85,14 @@ struct Faults {
   bool stall_watches = false;
 };
 
+// One more listener of the cluster's API (ServerOptions::more_apiservers).
+struct ApiserverListener {
+  std::string address = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: an ephemeral port
+  std::string serving_cert_file{};
+  std::string serving_key_file{};
+};
+
 struct ServerOptions {
   std::string listen_address = "127.0.0.1";
   std::uint16_t port = 0;  // 0: an ephemeral port
@@ -111,6 +119,10 @@ struct ServerOptions {
   // against the PKI's CA. Both or neither.
   std::string serving_cert_file{};
   std::string serving_key_file{};
+  // More apiservers of the same cluster, as kubeadm's primaries run them: each listens on its own
+  // address and port and serves its own certificate files (as serving_cert_file above), over
+  // this server's one store, CA and authentication (several kube-apiservers on one etcd).
+  std::vector<ApiserverListener> more_apiservers{};
   // Bearer tokens accepted ("Authorization: Bearer TOKEN"); requests with one are authorized by
   // RBAC from the Role/ClusterRole/RoleBinding/ClusterRoleBinding objects in the store. An
   // unknown token is 401. The client certificate (kubernetes-admin, system:masters) always has
@@ -138,6 +150,8 @@ class Server {
 
   std::uint16_t port() const;
   std::string url() const;  // "https://127.0.0.1:PORT"
+  // The port of ServerOptions::more_apiservers[i].
+  std::uint16_t apiserverPort(std::size_t i) const;
   const std::string& kubeconfigPath() const;
   const std::string& caPem() const;
   const Pki& pki() const;
@@ -217,8 +231,14 @@ nlohmann::json unreachableNode(nlohmann::json node, const std::string& since);
 // ready endpoint per address, port "https".
 nlohmann::json kubernetesEndpointSlice(const std::string& name,
                                        const std::vector<std::string>& addresses, int port);
+// A primary's /etc/kubernetes/manifests/kube-apiserver.yaml as kubeadm writes it, with the two
+// flags ekco reads the apiserver's address from (--advertise-address, --secure-port): for host
+// roots whose apiserver is a kubesim listener.
+std::string kubeApiserverManifest(const std::string& advertise_address, int port);
 
-// A loopback TCP port nobody listens on right now (bind to port 0, read it back, close).
-[[nodiscard]] base::Result<std::uint16_t> freeLoopbackPort();
+// A loopback TCP port nobody listens on right now at `address` (bind to port 0, read it back,
+// close).
+[[nodiscard]] base::Result<std::uint16_t> freeLoopbackPort(
+    const std::string& address = "127.0.0.1");
 
 }  // namespace ekco::kubesim

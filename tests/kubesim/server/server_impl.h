@@ -123,8 +123,6 @@ class Server::Impl {
         clock_(options_.clock != nullptr ? options_.clock : &system_clock_),
         store_(*clock_, options_.history_window),
         lifecycle_(store_, *clock_, options_.controllers),
-        ssl_ctx_(ssl::context::tls_server),
-        acceptor_(ioc_),
         faults_(options_.faults),
         rng_(std::random_device{}()) {}
 
@@ -140,10 +138,17 @@ class Server::Impl {
   std::string kubeconfig_path_;
   std::uint16_t port_ = 0;
   net::io_context ioc_;
-  ssl::context ssl_ctx_;
-  std::unique_ptr<FileServingCert> file_cert_;  // ServerOptions::serving_cert_file
-  tcp::acceptor acceptor_;
-  std::thread accept_thread_;
+  // A listening socket with its TLS context: the server's own, and one per
+  // ServerOptions::more_apiservers.
+  struct Listener {
+    explicit Listener(net::io_context& ioc) : ssl_ctx(ssl::context::tls_server), acceptor(ioc) {}
+    ssl::context ssl_ctx;
+    std::unique_ptr<FileServingCert> file_cert;  // serving files, when given
+    tcp::acceptor acceptor;
+    std::thread accept_thread;
+    std::uint16_t port = 0;
+  };
+  std::vector<std::unique_ptr<Listener>> listeners_;  // [0]: ServerOptions::listen_address
   std::thread kubelet_thread_;
   std::mutex kubelet_mu_;
   std::condition_variable kubelet_cv_;
@@ -169,8 +174,11 @@ class Server::Impl {
   std::deque<RequestRecord> request_log_;
 
  private:
-  void acceptLoop();
-  void serve(tcp::socket socket, const std::shared_ptr<Conn>& conn);
+  // Opens `l` on address:port serving the PKI's pair or, when given, the files.
+  base::Status listen(Listener& l, const std::string& address, std::uint16_t port,
+                      const std::string& cert_file, const std::string& key_file);
+  void acceptLoop(Listener& l);
+  void serve(tcp::socket socket, const std::shared_ptr<Conn>& conn, ssl::context& ctx);
   // Answers one request; false when the connection must close afterwards. `cert_user`: the
   // client certificate's identity, if the client presented one.
   bool handle(SslStream& stream, Request& req, const std::optional<UserInfo>& cert_user);

@@ -88,11 +88,7 @@ class ChangeSimTest : public ::testing::Test {
     // The manifest the re-issue's verification reads the apiserver's address from.
     fs::create_directories(cp1Root() + "/etc/kubernetes/manifests");
     std::ofstream(cp1Root() + "/etc/kubernetes/manifests/kube-apiserver.yaml")
-        << "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\n  namespace: "
-           "kube-system\nspec:\n  containers:\n  - name: kube-apiserver\n    image: "
-           "registry.k8s.io/kube-apiserver:v1.31.0\n    command:\n    - kube-apiserver\n"
-           "    - --advertise-address=127.0.0.1\n    - --secure-port="
-        << port_ << "\n";
+        << kubesim::kubeApiserverManifest("127.0.0.1", std::stoi(port_));
     // The kubeconfigs: the cluster CA, kubesim's client credentials, the old address.
     const std::string kubeconfig =
         "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: " +
