@@ -39,6 +39,10 @@ struct ControllerDeps {
   // The agent runs in a pod (KUBERNETES_SERVICE_HOST is in its environment: the DaemonSet), not
   // from the packages on the host.
   bool in_pod = false;
+  // The API address of the agent's own connection when it was read from the host's kubeconfig
+  // (admin.conf or kubelet.conf, as from the packages); "" for --kubeconfig, KUBECONFIG or
+  // in-cluster, which a move to another API address does not rewrite.
+  std::string host_kubeconfig_server{};
   const base::Clock& clock;
   hostfs::LocalHostFs& host_fs;           // the host, under --host-root
   const hostfs::LocalHostFs& process_fs;  // this process's own view ("/")

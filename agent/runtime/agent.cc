@@ -240,6 +240,8 @@ base::Status Agent::Impl::initControllers() {
       .units_bin = options_.units_bin,
       .dry_run = options_.dry_run,
       .in_pod = options_.env.contains("KUBERNETES_SERVICE_HOST"),
+      .host_kubeconfig_server =
+          platform_.connection.from_host_kubeconfig ? platform_.connection.server : "",
       .clock = clock_,
       .host_fs = *platform_.host_fs,
       .process_fs = *platform_.process_fs,

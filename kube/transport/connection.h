@@ -33,6 +33,9 @@ struct Connection {
   // Where this came from, for messages: "kubeconfig /etc/kubernetes/admin.conf (context
   // kubernetes-admin@kubernetes)", "in-cluster service account".
   std::string source{};
+  // Read from kubeadm's kubeconfig on the host (admin.conf or kubelet.conf, sources (4) and (5)
+  // of loadConnection), which a move to another API address rewrites.
+  bool from_host_kubeconfig = false;
 };
 
 }  // namespace ekco::kube

@@ -348,8 +348,10 @@ Result<Connection> loadConnection(const ConnectionSources& sources) {
     auto exists = sources.host_fs.exists(path);
     if (isNotFound(exists)) continue;
     if (!exists) return std::move(exists).error().wrap("kubeconfig");
-    return loadKubeconfig(sources.host_fs, path, sources.context,
-                          /*token_file_readable_later=*/false);
+    auto conn = loadKubeconfig(sources.host_fs, path, sources.context,
+                               /*token_file_readable_later=*/false);
+    if (conn) conn->from_host_kubeconfig = true;
+    return conn;
   }
   return Error(
       "no Kubernetes connection: no --kubeconfig, KUBECONFIG, in-cluster service account, " +

@@ -195,6 +195,7 @@ TEST(LoadConnection, ResolutionOrderIsExplicitThenKubeconfigEnvThenInClusterThen
   auto conn = loadConnection(sources);
   ASSERT_TRUE(conn) << conn.error().message();
   EXPECT_THAT(conn->source, StartsWith("kubeconfig /explicit.conf"));
+  EXPECT_FALSE(conn->from_host_kubeconfig);
 
   sources.explicit_kubeconfig.clear();
   conn = loadConnection(sources);
@@ -211,12 +212,14 @@ TEST(LoadConnection, ResolutionOrderIsExplicitThenKubeconfigEnvThenInClusterThen
   ASSERT_TRUE(conn) << conn.error().message();
   EXPECT_THAT(conn->source, StartsWith("kubeconfig /etc/kubernetes/admin.conf"));
   EXPECT_EQ(conn->token, "admin");
+  EXPECT_TRUE(conn->from_host_kubeconfig);  // what a move to another API address rewrites
 
   std::filesystem::remove(s.host.dir() + "/etc/kubernetes/admin.conf");
   conn = loadConnection(sources);
   ASSERT_TRUE(conn) << conn.error().message();
   EXPECT_THAT(conn->source, StartsWith("kubeconfig /etc/kubernetes/kubelet.conf"));
   EXPECT_EQ(conn->token, "kubelet");
+  EXPECT_TRUE(conn->from_host_kubeconfig);
 
   std::filesystem::remove(s.host.dir() + "/etc/kubernetes/kubelet.conf");
   conn = loadConnection(sources);

@@ -300,6 +300,8 @@ int runChangeLoadBalancerCommand(const Config& config, const ChangeLoadBalancerA
           base::formatDuration(args.timeout));
       return kExitFailure;
     }
+    // Progress as it comes, also into a pipe or a file (kURL's scripts, `| tee`).
+    env.out->flush();
     std::this_thread::sleep_for(args.poll);
   }
 }

@@ -170,7 +170,7 @@ void ChangeNodeController::run(NodeTask task, bool resumed) {
     }
   }
   if (wrote && r.state == StepState::kDone && task.step == Step::kKubeconfigs &&
-      deps_.restart_agent) {
+      deps_.restart_agent && task.server != options_.agent_server) {
     deps_.restart_agent("this node's kubeconfigs now point at " + task.server);
   }
   std::lock_guard lock(mu_);
@@ -291,14 +291,16 @@ ControllerSpec changeNodeSpec() {
             .run_step = [host](const NodeTask& task,
                                bool resumed) { return runNodeStep(*host, task, resumed); },
             .may_act = d.may_act};
-        // From the packages, the agent's own connection came from the host's kubeconfig.
-        if (!d.in_pod) deps.restart_agent = d.restart_agent;
+        // The agent's own connection came from the host's kubeconfig (from the packages): a
+        // fresh process reads it again once it points elsewhere.
+        if (!d.host_kubeconfig_server.empty()) deps.restart_agent = d.restart_agent;
         return std::make_shared<ChangeNodeController>(
             std::move(deps), d.clock,
             ChangeNodeOptions{.node_name = d.node_name,
                               .dry_run = d.dry_run,
                               .interval = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  d.config.reconcile_interval)});
+                                  d.config.reconcile_interval),
+                              .agent_server = d.host_kubeconfig_server});
       },
   };
 }

@@ -44,6 +44,10 @@ struct ChangeNodeOptions {
   bool dry_run = false;
   std::chrono::milliseconds interval{std::chrono::minutes(1)};
   std::chrono::milliseconds active_interval{std::chrono::seconds(2)};
+  // The API address this agent's own connection uses: after a kubeconfigs step to another one,
+  // restart_agent is asked for; to this one (a change run again, a node that had moved) it is
+  // not.
+  std::string agent_server{};
 };
 
 struct ChangeNodeDeps {

@@ -184,7 +184,7 @@ class ChangeNodeTest : public ::testing::Test {
                std::lock_guard lock(mu_);
                restarts_.push_back(std::move(why));
              }},
-        clock_, {.node_name = "cp-1"});
+        clock_, {.node_name = "cp-1", .agent_server = agent_server_});
   }
   void set(std::string_view key, const std::string& value) {
     for (auto& [k, v] : annotations_) {
@@ -211,6 +211,7 @@ class ChangeNodeTest : public ::testing::Test {
   std::vector<std::string> restarts_;
   int failing_final_answers_ = 0;
   bool fail_ = false;
+  std::string agent_server_ = "https://10.0.0.1:6443";
 };
 
 TEST_F(ChangeNodeTest, RunsEachTaskOnceAnswersRunningThenDoneOrFailed) {
@@ -243,6 +244,17 @@ TEST_F(ChangeNodeTest, RunsEachTaskOnceAnswersRunningThenDoneOrFailed) {
   EXPECT_THAT(api_address::parseResult(answers_.back())->why,
               HasSubstr("kubelet did not come back"));
   EXPECT_EQ(restarts_.size(), 1U);  // not after a failure, nor after another step
+}
+
+TEST_F(ChangeNodeTest, NoRestartWhenTheAgentAlreadyTalksToTheNewAddress) {
+  agent_server_ = "https://localhost:6444";  // a change run again after this node moved
+  auto c = controller();
+  task(Step::kKubeconfigs);
+  ASSERT_TRUE(c.reconcile());
+  c.join();
+  EXPECT_THAT(runs_, ElementsAre("kubeconfigs"));
+  EXPECT_EQ(api_address::parseResult(answers_.back())->state, StepState::kDone);
+  EXPECT_THAT(restarts_, ::testing::IsEmpty());
 }
 
 TEST_F(ChangeNodeTest, AStaleTaskIsNotStartedAndAnUnsentAnswerIsRetriedNotRerun) {
