@@ -16,8 +16,11 @@
 // kubeadm ClusterStatus, Node). With Ceph installed (tests/ceph: real Ceph 16 daemons, OSDs on
 // cp-1 and cp-2, Rook's custom resources in the API), worker-3 then joins: the leader adds it to
 // the CephCluster's storage nodes, the demo plays Rook and starts an OSD there, and the leader
-// raises the pools' replication and the mon count for three hosts. Then the Events,
-// `ekco status`, and the API calls it made. Every
+// raises the pools' replication and the mon count for three hosts. Then the cluster moves onto
+// the internal load balancer: `ekco change-load-balancer --internal` on cp-1, carried out by the
+// agents (demo/api_address_move.h: each primary's apiserver serving its own certificate, a mock
+// systemd per node, a real HAProxy). Then the Events, `ekco status`, and the API calls it made.
+// Every
 // process it started is stopped and the work directory removed on every exit path (also Ctrl-C).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -44,6 +47,7 @@
 #include "base/clock.h"
 #include "base/os/process.h"
 #include "bench/bench_support.h"
+#include "demo/api_address_move.h"
 #include "demo/rook_join.h"
 #include "kube/decode/timestamp.h"
 #include "tests/ceph/ceph_fixture.h"
@@ -180,6 +184,7 @@ class Demo {
     heading("Starting a simulated 5-node cluster on loopback");
     startEtcd();
     startCeph();
+    prepareMove();
     startApi();
     writeConfig();
     startAgents();
@@ -198,6 +203,11 @@ class Demo {
     if (ceph_) {
       heading("worker-3 joins: Rook/Ceph storage follows");
       joinStorageNode();
+    }
+
+    if (move_) {
+      heading("Moving the cluster onto the internal load balancer (ekco change-load-balancer)");
+      moveApiAddress();
     }
 
     heading("Kubernetes Events ekco recorded");
@@ -259,7 +269,20 @@ class Demo {
     options.exec_script = std::move(exec);
     options.tokens = {{.token = kToken, .user = kServiceAccount, .groups = {}},
                       {.token = kNodeToken, .user = kNodeServiceAccount, .groups = {}}};
-    auto server = kubesim::Server::start(std::move(options));
+    // With the move: also each primary's apiserver at <ip>:6443, serving its own certificate.
+    if (move_) {
+      options.more_apiservers = move_->apiservers();
+      options.tokens.push_back(move_->adminToken());
+    }
+    auto server = kubesim::Server::start(options);
+    if (!server && move_) {
+      say("ekco-kubesim cannot listen as the primaries' apiservers (" + server.error().message() +
+          "): the demo runs without moving the API address");
+      move_.reset();
+      options.more_apiservers.clear();
+      options.tokens.pop_back();
+      server = kubesim::Server::start(options);
+    }
     if (!server) fail("ekco-kubesim: " + server.error().message());
     api_ = std::move(*server);
     kubeconfig_ = (work_ / "api/ekco-sa.kubeconfig").string();
@@ -274,6 +297,47 @@ class Demo {
         " of deploy-monitoring/" +
         (ceph_ ? ", Rook's custom resources and deploy-rook-ceph/" : "") +
         " (RBAC enforced for the ServiceAccount kurl/ekco)");
+  }
+
+  // The primaries' PKI for the move onto the internal load balancer, before the API server
+  // serves it.
+  void prepareMove() {
+    std::vector<demo::MoveNode> primaries;
+    for (const auto& n : kNodes) {
+      if (n.primary)
+        primaries.push_back(
+            {.name = n.name, .ip = n.ip, .primary = true, .root = work_ / "nodes" / n.name});
+    }
+    std::string why;
+    move_ = demo::ApiAddressMove::prepare(work_ / "move", primaries, why);
+    if (!move_)
+      say("no PKI for the primaries (" + why + "): the demo will not move the API address");
+  }
+
+  void moveApiAddress() {
+    demo::ApiAddressMove::Run r{.ekco = ekco_,
+                                .config = config_,
+                                .source = source_,
+                                .nodes = {},
+                                .exclude = {},
+                                .api = api_.get(),
+                                .say = say,
+                                .problem = [this](const std::string& text) { problem(text); }};
+    for (const Agent& a : agents_) {
+      if (dead_.contains(a.node)) {
+        // A dead node still in the cluster (not purged without etcd) is left alone.
+        if (api_->get("nodes", "", a.node)) r.exclude.push_back(a.node);
+        continue;
+      }
+      const NodeSpec& spec =
+          a.node == kJoining.name
+              ? kJoining
+              : *std::find_if(kNodes.begin(), kNodes.end(),
+                              [&](const NodeSpec& n) { return n.name == a.node; });
+      r.nodes.push_back(
+          {.name = spec.name, .ip = spec.ip, .primary = spec.primary, .root = a.root});
+    }
+    move_->run(r);
   }
 
   void startCeph() {
@@ -326,7 +390,11 @@ class Demo {
     a.node = n.name;
     a.root = work_ / "nodes" / n.name;
     fs::create_directories(a.root / "etc/kubernetes");
-    std::ofstream(a.root / "etc/kubernetes/kubelet.conf") << "# joined by kubeadm\n";
+    if (move_) {
+      move_->writeHostFiles({.name = n.name, .ip = n.ip, .primary = n.primary, .root = a.root});
+    } else {
+      std::ofstream(a.root / "etc/kubernetes/kubelet.conf") << "# joined by kubeadm\n";
+    }
     if (n.primary && have_etcd_) {
       // kubeadm's etcd client certificates, which the leader uses to remove a dead member.
       fs::create_directories(a.root / "etc/kubernetes/pki");
@@ -682,6 +750,7 @@ class Demo {
       std::make_shared<fakes::EtcdCluster>(std::array<std::string, 3>{"cp-1", "cp-2", "cp-3"});
   bool have_etcd_ = false;
   std::shared_ptr<testing::CephFixture> ceph_;
+  std::unique_ptr<demo::ApiAddressMove> move_;  // null: the demo does not move the API address
   std::unique_ptr<kubesim::Server> api_;
   std::string kubeconfig_;       // kurl/ekco's, for the control-plane agents
   std::string node_kubeconfig_;  // kurl/ekco-node's, for the workers

@@ -1,7 +1,8 @@
 // A private system bus with a mock systemd on it, for tests of the sd-bus client and of the
-// agent that uses it: a dbus-daemon listening at <root>/run/dbus/system_bus_socket (so the
-// address is units::systemBusAddress(root)) and python3-dbusmock with the template
-// tests/units/systemd_mock.py (which documents the mock) owning org.freedesktop.systemd1.
+// agent that uses it, and for the demo (no GoogleTest here: failures are returned): a dbus-daemon
+// listening at <root>/run/dbus/system_bus_socket (so the address is units::systemBusAddress(root))
+// and python3-dbusmock with the template tests/units/systemd_mock.py (which documents the mock)
+// owning org.freedesktop.systemd1.
 //
 //   fakes::SystemdBus bus;
 //   ASSERT_EQ(bus.start({.root = root, .unit_dir = root + "/etc/systemd/system"}), "");
@@ -32,8 +33,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "base/clock.h"
 #include "base/os/process.h"
@@ -114,9 +113,7 @@ class SystemdBus {
         "dbusmock",
         "--system",
         "-t",
-        options_.mock_template.empty()
-            ? std::string(EKCO_SOURCE_DIR) + "/tests/units/systemd_mock.py"
-            : options_.mock_template,
+        options_.mock_template.empty() ? defaultTemplate() : options_.mock_template,
         "-l",
         log_path_};
     if (!options_.unit_dir.empty()) {
@@ -139,7 +136,16 @@ class SystemdBus {
     posix_spawn_file_actions_addopen(&actions, 1, mock_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = ::posix_spawn(&mock_pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+    // An empty signal mask: a program that blocks SIGTERM in its threads (the demo) would pass the
+    // block on, and stop() would wait 5 s for SIGKILL.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    const int rc = ::posix_spawn(&mock_pid_, argv[0], &actions, &attr, argv.data(), envp.data());
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {
       mock_pid_ = -1;
@@ -220,18 +226,21 @@ class SystemdBus {
     return out;
   }
 
-  // Mock method: AddMockUnit(name).
-  void addMockUnit(const std::string& name) {
+  // Mock method: AddMockUnit(name). What went wrong, or "".
+  [[nodiscard]] std::string addMockUnit(const std::string& name) {
     sd_bus_error error = SD_BUS_ERROR_NULL;
     std::string why;
     const int r = sd_bus_call_method(bus_.get(), kSystemd, kManagerPath, kMockIface, "AddMockUnit",
                                      &error, nullptr, "s", name.c_str());
-    EXPECT_TRUE(callOk(r, error, why)) << "AddMockUnit " << name << ": " << why;
+    if (!callOk(r, error, why)) why = "AddMockUnit " + name + ": " + why;
     sd_bus_error_free(&error);
+    return why;
   }
 
-  // Sets the Timer properties of a mock *.timer unit (Mock.UpdateProperties on its object).
-  void setTimer(const std::string& name, std::uint64_t next, std::uint64_t last) {
+  // Sets the Timer properties of a mock *.timer unit (Mock.UpdateProperties on its object). What
+  // went wrong, or "".
+  [[nodiscard]] std::string setTimer(const std::string& name, std::uint64_t next,
+                                     std::uint64_t last) {
     sd_bus_error error = SD_BUS_ERROR_NULL;
     sd_bus_message* reply = nullptr;
     std::string why;
@@ -245,12 +254,13 @@ class SystemdBus {
       r = sd_bus_call_method(bus_.get(), kSystemd, path, kMockIface, "UpdateProperties", &error,
                              nullptr, "sa{sv}", "org.freedesktop.systemd1.Timer", 2,
                              "NextElapseUSecRealtime", "t", next, "LastTriggerUSec", "t", last);
-      EXPECT_TRUE(callOk(r, error, why)) << "UpdateProperties " << name << ": " << why;
+      if (!callOk(r, error, why)) why = "UpdateProperties " + name + ": " + why;
     } else {
-      ADD_FAILURE() << "GetUnit " << name << ": " << why;
+      why = "GetUnit " + name + ": " + why;
     }
     sd_bus_message_unref(reply);
     sd_bus_error_free(&error);
+    return why;
   }
 
  private:
@@ -263,6 +273,15 @@ class SystemdBus {
   };
   using BusPtr = std::unique_ptr<sd_bus, BusUnref>;
 
+  // tests/units/systemd_mock.py of the tree the tests were built from (a program built without
+  // EKCO_SOURCE_DIR, such as the demo, names the template in Options::mock_template).
+  static std::string defaultTemplate() {
+#ifdef EKCO_SOURCE_DIR
+    return std::string(EKCO_SOURCE_DIR) + "/tests/units/systemd_mock.py";
+#else
+    return "tests/units/systemd_mock.py";
+#endif
+  }
   static std::string readFile(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});

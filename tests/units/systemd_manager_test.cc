@@ -79,9 +79,9 @@ class SystemdManagerTest : public ::testing::Test {
     manager_ = std::move(*manager);
   }
 
-  static void addMockUnit(const std::string& name) { bus_->addMockUnit(name); }
+  static void addMockUnit(const std::string& name) { EXPECT_EQ(bus_->addMockUnit(name), ""); }
   static void setTimer(const std::string& name, std::uint64_t next, std::uint64_t last) {
-    bus_->setTimer(name, next, last);
+    EXPECT_EQ(bus_->setTimer(name, next, last), "");
   }
   // The mock's calls of `method` since this test started.
   std::vector<std::string> calls(const std::string& method) const {

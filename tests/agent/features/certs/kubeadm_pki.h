@@ -107,6 +107,16 @@ class KubeadmPki {
     for (const std::string& conf : kubeconfigs) kubeconfig(conf, days);
   }
 
+  // This primary's own apiserver.crt and key, as kubeadm makes them on `node` advertising `ip`
+  // (signed by the PKI's CA), in place of the ones make() copied.
+  void apiserverFor(const std::string& node, const std::string& ip, int days) {
+    leaf("apiserver", "ca", "/CN=kube-apiserver",
+         "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+         "subjectAltName=DNS:" +
+             node + ",DNS:kubernetes,DNS:kubernetes.default,IP:10.96.0.1,IP:" + ip + "\n",
+         days);
+  }
+
   std::string read(const std::filesystem::path& p) const {
     std::ifstream in(p);
     std::ostringstream s;
