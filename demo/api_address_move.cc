@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -157,9 +158,20 @@ void ApiAddressMove::run(const Run& r) {
   struct Host {
     const MoveNode* node;
     std::unique_ptr<fakes::SystemdBus> bus;
+    // Until the bus is stopped here: a Ctrl-C meanwhile kills its processes (the demo's cleanup
+    // runs on the signal thread and exits; dbus-daemon has left the demo's process group).
+    std::shared_ptr<std::atomic<bool>> running = std::make_shared<std::atomic<bool>>(true);
     std::jthread kubelet;
   };
   std::vector<Host> hosts;
+  // On every way out of here the buses are stopped by their destructors: the cleanup hooks must
+  // not kill those processes' ids again later.
+  struct Stopped {
+    std::vector<Host>& hosts;
+    ~Stopped() {
+      for (Host& h : hosts) h.running->store(false);
+    }
+  } stopped{hosts};
   for (const MoveNode& n : r.nodes) {
     Host h{.node = &n, .bus = std::make_unique<fakes::SystemdBus>(), .kubelet = {}};
     const std::string failed =
@@ -167,7 +179,14 @@ void ApiAddressMove::run(const Run& r) {
                       .work_dir = (impl_->work / ("bus-" + n.name)).string(),
                       .unit_dir = (n.root / "etc/systemd/system").string(),
                       .mock_template = (r.source / "tests/units/systemd_mock.py").string()});
+    bench::g_children.onCleanup(
+        [running = h.running, mock = h.bus->mockPid(), daemon = h.bus->daemonPid()] {
+          if (!running->exchange(false)) return;
+          if (mock > 0) ::kill(mock, SIGKILL);
+          if (daemon > 0) ::kill(daemon, SIGKILL);
+        });
     if (!failed.empty()) {
+      h.running->store(false);  // stopped by its destructor, now
       r.problem("systemd for " + n.name + ": " + failed);
       return;
     }
@@ -200,7 +219,8 @@ void ApiAddressMove::run(const Run& r) {
   // The load balancer: HAProxy from the config cp-1's agent keeps.
   const fs::path cfg = cp1.root / "etc/haproxy/haproxy.cfg";
   const std::string haproxy_log = (impl_->work / "haproxy.log").string();
-  if (bench::g_children.spawn({kHaproxy, "-db", "-f", cfg.string()}, haproxy_log) <= 0) {
+  const pid_t haproxy = bench::g_children.spawn({kHaproxy, "-db", "-f", cfg.string()}, haproxy_log);
+  if (haproxy <= 0) {
     r.problem("cannot start HAProxy");
     return;
   }
@@ -213,7 +233,8 @@ void ApiAddressMove::run(const Run& r) {
         return got && got->exit_code == 0;
       },
       20s, 200ms);
-  if (!lb_up) {
+  // Ours: another HAProxy on 6444 (a kURL host's) would answer while ours exited.
+  if (!lb_up || !bench::g_children.running(haproxy)) {
     r.problem("HAProxy does not answer at 127.0.0.1:6444: " + bench::readFile(haproxy_log));
     return;
   }
@@ -237,7 +258,7 @@ void ApiAddressMove::run(const Run& r) {
     return;
   }
   std::size_t said = 0;
-  std::string last;
+  std::string result;  // its `Result:` line
   const auto sayNew = [&] {
     const std::string text = bench::readFile(out);
     std::size_t end = 0;
@@ -247,17 +268,23 @@ void ApiAddressMove::run(const Run& r) {
       // The plan's numbered lines and the configuration line are skipped: the steps follow.
       if (line.starts_with("  ") || line.starts_with("time=")) continue;
       r.say("  | " + line);
-      last = line;
+      if (line.starts_with("Result: ")) result = line;
     }
   };
   const auto deadline = std::chrono::steady_clock::now() + 200s;
-  while (bench::g_children.running(pid) && std::chrono::steady_clock::now() < deadline) {
+  bool killed = false;
+  while (bench::g_children.running(pid)) {
+    if (!killed && std::chrono::steady_clock::now() > deadline) {
+      ::kill(-pid, SIGKILL);  // reaped by running() a turn later
+      killed = true;
+      r.problem("ekco change-load-balancer did not end within 200 s");
+    }
     sayNew();
     std::this_thread::sleep_for(100ms);
   }
   sayNew();
-  if (last != "Result: success") {
-    r.problem("the move did not succeed: " + (last.empty() ? "no result" : last));
+  if (result != "Result: success") {
+    r.problem("the move did not succeed: " + (result.empty() ? "no result" : result));
   }
 
   // What changed.
@@ -265,11 +292,15 @@ void ApiAddressMove::run(const Run& r) {
   for (const MoveNode& n : r.nodes) {
     std::vector<std::string> files = {"kubelet.conf"};
     if (n.primary) files.push_back("admin.conf");
+    bool all = true;
     for (const std::string& f : files) {
       const std::string server = serverOf(n.root / "etc/kubernetes" / f);
-      if (server != kNewServer) r.problem(n.name + ": " + f + " points at " + server);
+      if (server != kNewServer) {
+        r.problem(n.name + ": " + f + " points at " + server);
+        all = false;
+      }
     }
-    moved.push_back(n.name);
+    if (all) moved.push_back(n.name);
   }
   r.say(fmt::format("kubelet.conf (and admin.conf on the primaries) now at {} on {}", kNewServer,
                     fmt::join(moved, ", ")));

@@ -205,6 +205,10 @@ class SystemdBus {
   }
 
   const std::string& address() const { return address_; }
+  // The two processes (-1 once stopped), for a program that must end them from a signal handler
+  // thread, where stop() (which waits) is no use.
+  pid_t mockPid() const { return mock_pid_; }
+  pid_t daemonPid() const { return daemon_pid_; }
   // What dbus-daemon printed (the address with its ",guid=...").
   const std::string& printedAddress() const { return printed_address_; }
   const std::string& logPath() const { return log_path_; }
