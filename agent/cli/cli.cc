@@ -16,6 +16,7 @@
 #include "agent/cli/status_cmd.h"
 #include "agent/config/config.h"
 #include "agent/config/kurl_installer.h"
+#include "agent/config/reference.h"
 #include "agent/edge/cluster_config.h"
 #include "agent/edge/command.h"
 #include "agent/edge/command_config.h"
@@ -305,18 +306,42 @@ class ConfigCommands final : public Command {
                       "host's /etc/kubernetes/admin.conf)");
     show_->add_option("--host-root", show_host_root_,
                       "With --effective: where the host's / is (default /)");
+    show_->add_option("--explain", show_explain_,
+                      "Describe one key instead (type, default, environment variable, flag, "
+                      "kURL Installer field, EKCO, whether ekco acts on it)");
     addConfigFlags(show_, show_flags_);
+
+    reference_ = config->add_subcommand(
+        "reference",
+        "Print the configuration reference generated from the key table: the generated part of "
+        "docs/configuration.md, or with --format man the ekco-config(5) page");
+    reference_->add_option("--format", reference_format_, "markdown (default) or man")
+        ->check(CLI::IsMember({"markdown", "man"}));
 
     from_kurl_ = config->add_subcommand(
         "from-kurl", "Print the config.yaml equivalent to a kURL Installer spec (spec.ekco.*)");
     from_kurl_->add_option("INSTALLER", kurl_file_, "The kURL Installer YAML file")->required();
   }
   bool parsed() const override {
-    return check_->parsed() || show_->parsed() || from_kurl_->parsed();
+    return check_->parsed() || show_->parsed() || from_kurl_->parsed() || reference_->parsed();
   }
   int run(const std::string& log_level, const CliEnv& env) override {
     if (check_->parsed()) return configCheck(check_file_, env);
     if (from_kurl_->parsed()) return configFromKurl(kurl_file_, env);
+    if (reference_->parsed()) {
+      *env.out << renderConfigReference(reference_format_ == "man" ? ReferenceFormat::kMan
+                                                                   : ReferenceFormat::kMarkdown);
+      return kExitOk;
+    }
+    if (!show_explain_.empty()) {
+      auto explained = explainKey(show_explain_);
+      if (!explained) {
+        *env.err << "error: config show --explain: " << explained.error().message() << "\n";
+        return kExitUsage;
+      }
+      *env.out << *explained;
+      return kExitOk;
+    }
     std::optional<ClusterConfig> cluster;
     if (show_effective_) cluster = clusterConfigFor(show_kubeconfig_, show_host_root_, env);
     return configShow(show_file_, show_, show_flags_, log_level, env,
@@ -332,8 +357,11 @@ class ConfigCommands final : public Command {
   bool show_effective_ = false;
   std::string show_kubeconfig_{};
   std::string show_host_root_{};
+  std::string show_explain_{};
   CLI::App* from_kurl_ = nullptr;
   std::string kurl_file_{};
+  CLI::App* reference_ = nullptr;
+  std::string reference_format_ = "markdown";
 };
 
 class StatusCommand final : public Command {

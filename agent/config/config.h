@@ -173,6 +173,9 @@ struct KeyInfo {
   bool ignored = false;
   std::string_view alias_of = {};
   std::string_view compat = {};
+  // EKCO had this key (false: new in ekco), and what differs from EKCO ("" : nothing).
+  bool from_ekco = false;
+  std::string_view ekco_note = {};
 };
 const std::vector<KeyInfo>& configKeys();
 

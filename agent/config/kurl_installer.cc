@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -39,13 +40,17 @@ class Converter {
     const bool minio = addonPresent(spec_, "minio");
     const bool kotsadm = addonPresent(spec_, "kotsadm");
 
+    // Whether the add-on a field needs is there: MinIO's and kotsadm's HA also need OpenEBS's
+    // local PV.
+    const std::map<std::string_view, bool> present = {{"", true},
+                                                      {"rook", rook},
+                                                      {"contour", contour},
+                                                      {"minio", minio && openebs_local_pv},
+                                                      {"kotsadm", kotsadm && openebs_local_pv}};
     // What kURL's configmap template renders before any spec.ekco field is consulted.
-    set("maintain_rook_storage_nodes", rook, "spec.rook");
-    set("reconcile_rook_mds_placement", rook, "spec.rook");
-    set("reconcile_ceph_csi_resources", rook, "spec.rook");
-    set("restart_failed_envoy_pods", contour, "spec.contour");
-    set("enable_ha_minio", minio && openebs_local_pv, "spec.minio");
-    set("enable_ha_kotsadm", kotsadm && openebs_local_pv, "spec.kotsadm");
+    for (const KurlField& f : kurlFields()) {
+      if (f.how == KurlHow::kPresence) set(f.key, present.at(f.needs), std::string(f.path));
+    }
     if (rook) mapRook();
     if (minio) {
       if (YAML::Node ns = spec_["minio"]["namespace"];
@@ -58,7 +63,7 @@ class Converter {
       if (!ekco.IsMap()) {
         problems_.push_back({where(ekco, "spec.ekco"), "", "want a mapping"});
       } else {
-        mapEkco(ekco, rook, contour, minio && openebs_local_pv, kotsadm && openebs_local_pv);
+        mapEkco(ekco, present);
       }
     }
 
@@ -113,9 +118,8 @@ class Converter {
     return std::nullopt;
   }
 
-  void mapEkco(const YAML::Node& ekco, bool rook, bool contour, bool minio, bool kotsadm) {
-    // spec.ekco field → what it does. Fields of the kurlkinds Ekco struct, plus
-    // kotsadmShouldDisableManagement which kURL's yamltobash reads.
+  void mapEkco(const YAML::Node& ekco, const std::map<std::string_view, bool>& present) {
+    // spec.ekco field → what it does, from kurlFields().
     using Handler = std::function<void(const YAML::Node&, const std::string&)>;
     auto direct = [this](std::string_view key) -> Handler {
       return [this, key](const YAML::Node& n, const std::string& src) {
@@ -143,51 +147,55 @@ class Converter {
         notices_.push_back({src, "", std::string(why)});
       };
     };
-    const std::vector<std::pair<std::string_view, Handler>> fields = {
-        {"version",
-         ignored("not a config key: the ekco package version is chosen by the installer")},
-        {"s3Override", ignored("not a config key: an installer download location")},
-        {"nodeUnreachableToleration", direct("node_unreachable_toleration")},
-        {"minReadyMasterNodeCount", direct("min_ready_master_nodes")},
-        {"minReadyWorkerNodeCount", direct("min_ready_worker_nodes")},
-        {"rookShouldUseAllNodes", negated("maintain_rook_storage_nodes", rook)},
-        {"rookShouldDisableReconcileMDSPlacement", negated("reconcile_rook_mds_placement", rook)},
-        {"rookShouldDisableReconcileCephCSIResources",
-         negated("reconcile_ceph_csi_resources", rook)},
-        {"shouldDisableRebootServices", boolean("disable_reboot_service")},
-        {"shouldDisableClearNodes", negated("clear_dead_nodes", true)},
-        {"shouldEnablePurgeNodes", boolean("purge_dead_nodes")},
-        {"autoUpgradeSchedule", direct("auto_upgrade_schedule")},
-        {"enableInternalLoadBalancer", boolean("enable_internal_load_balancer")},
-        {"shouldDisableRestartFailedEnvoyPods", negated("restart_failed_envoy_pods", contour)},
-        {"envoyPodsNotReadyDuration", direct("envoy_pods_not_ready_duration")},
-        {"minioShouldDisableManagement", negated("enable_ha_minio", minio)},
-        {"kotsadmShouldDisableManagement", negated("enable_ha_kotsadm", kotsadm)},
-        {"podImageOverrides",
-         [this](const YAML::Node& n, const std::string& src) {
-           if (n.IsNull()) return;
-           if (!n.IsSequence()) {
-             problems_.push_back({src, "", "want a list of \"original=overridden\" strings"});
-             return;
-           }
-           std::string joined;
-           for (const auto& item : n) {
-             if (!item.IsScalar()) {
-               problems_.push_back({src, "", "want a list of \"original=overridden\" strings"});
-               return;
-             }
-             if (item.Scalar().find(',') != std::string::npos) {
-               problems_.push_back(
-                   {src, "",
-                    "entry " + base::quoteForMessage(item.Scalar()) + " contains a comma"});
-               return;
-             }
-             if (!joined.empty()) joined += ',';
-             joined += item.Scalar();
-           }
-           loader_.setText("pod_image_overrides", joined, src);
-         }},
+    auto list = [this](std::string_view key) -> Handler {
+      return [this, key](const YAML::Node& n, const std::string& src) {
+        if (n.IsNull()) return;
+        if (!n.IsSequence()) {
+          problems_.push_back({src, "", "want a list of \"original=overridden\" strings"});
+          return;
+        }
+        std::string joined;
+        for (const auto& item : n) {
+          if (!item.IsScalar()) {
+            problems_.push_back({src, "", "want a list of \"original=overridden\" strings"});
+            return;
+          }
+          if (item.Scalar().find(',') != std::string::npos) {
+            problems_.push_back(
+                {src, "", "entry " + base::quoteForMessage(item.Scalar()) + " contains a comma"});
+            return;
+          }
+          if (!joined.empty()) joined += ',';
+          joined += item.Scalar();
+        }
+        loader_.setText(key, joined, src);
+      };
     };
+    constexpr std::string_view kPrefix = "spec.ekco.";
+    std::vector<std::pair<std::string_view, Handler>> fields;
+    for (const KurlField& f : kurlFields()) {
+      if (!f.path.starts_with(kPrefix)) continue;
+      const std::string_view field = f.path.substr(kPrefix.size());
+      switch (f.how) {
+        case KurlHow::kValue:
+          fields.emplace_back(field, direct(f.key));
+          break;
+        case KurlHow::kBoolean:
+          fields.emplace_back(field, boolean(f.key));
+          break;
+        case KurlHow::kNegated:
+          fields.emplace_back(field, negated(f.key, present.at(f.needs)));
+          break;
+        case KurlHow::kList:
+          fields.emplace_back(field, list(f.key));
+          break;
+        case KurlHow::kNotAKey:
+          fields.emplace_back(field, ignored(f.why));
+          break;
+        case KurlHow::kPresence:
+          break;
+      }
+    }
     std::set<std::string> seen;
     for (const auto& kv : ekco) {
       const std::string field = kv.first.Scalar();
@@ -214,6 +222,102 @@ class Converter {
 };
 
 }  // namespace
+
+const std::vector<KurlField>& kurlFields() {
+  static const std::vector<KurlField> fields = {
+      // What kURL's configmap template renders from the add-ons present (addonPresent: the
+      // section names a version), before any spec.ekco field.
+      {"spec.rook", KurlHow::kPresence, "maintain_rook_storage_nodes", "rook"},
+      {"spec.rook", KurlHow::kPresence, "reconcile_rook_mds_placement", "rook"},
+      {"spec.rook", KurlHow::kPresence, "reconcile_ceph_csi_resources", "rook"},
+      {"spec.contour", KurlHow::kPresence, "restart_failed_envoy_pods", "contour"},
+      {"spec.minio", KurlHow::kPresence, "enable_ha_minio", "minio",
+       "OpenEBS's local PV: spec.openebs.isLocalPVEnabled"},
+      {"spec.kotsadm", KurlHow::kPresence, "enable_ha_kotsadm", "kotsadm",
+       "OpenEBS's local PV: spec.openebs.isLocalPVEnabled"},
+      // The add-on sections' own fields (Converter::mapRook, the MinIO namespace).
+      {"spec.rook.minimumNodeCount", KurlHow::kValue, "rook_minimum_node_count", "rook"},
+      {"spec.rook.storageClassName", KurlHow::kValue, "rook_storage_class", "rook"},
+      {"spec.rook.nodes", KurlHow::kValue, "rook_storage_nodes", "rook", "as YAML text"},
+      {"spec.rook.version", KurlHow::kValue, "rook_priority_class", "rook",
+       "node-critical for Rook 1.0.4"},
+      {"spec.minio.namespace", KurlHow::kValue, "minio_namespace", "minio"},
+      // spec.ekco: the fields of the kurlkinds Ekco struct, plus kotsadmShouldDisableManagement,
+      // which kURL's yamltobash reads.
+      {"spec.ekco.version", KurlHow::kNotAKey, "", "",
+       "not a config key: the ekco package version is chosen by the installer"},
+      {"spec.ekco.s3Override", KurlHow::kNotAKey, "", "",
+       "not a config key: an installer download location"},
+      {"spec.ekco.nodeUnreachableToleration", KurlHow::kValue, "node_unreachable_toleration"},
+      {"spec.ekco.minReadyMasterNodeCount", KurlHow::kValue, "min_ready_master_nodes"},
+      {"spec.ekco.minReadyWorkerNodeCount", KurlHow::kValue, "min_ready_worker_nodes"},
+      {"spec.ekco.rookShouldUseAllNodes", KurlHow::kNegated, "maintain_rook_storage_nodes", "rook"},
+      {"spec.ekco.rookShouldDisableReconcileMDSPlacement", KurlHow::kNegated,
+       "reconcile_rook_mds_placement", "rook"},
+      {"spec.ekco.rookShouldDisableReconcileCephCSIResources", KurlHow::kNegated,
+       "reconcile_ceph_csi_resources", "rook"},
+      {"spec.ekco.shouldDisableRebootServices", KurlHow::kBoolean, "disable_reboot_service"},
+      {"spec.ekco.shouldDisableClearNodes", KurlHow::kNegated, "clear_dead_nodes"},
+      {"spec.ekco.shouldEnablePurgeNodes", KurlHow::kBoolean, "purge_dead_nodes"},
+      {"spec.ekco.autoUpgradeSchedule", KurlHow::kValue, "auto_upgrade_schedule"},
+      {"spec.ekco.enableInternalLoadBalancer", KurlHow::kBoolean, "enable_internal_load_balancer"},
+      {"spec.ekco.shouldDisableRestartFailedEnvoyPods", KurlHow::kNegated,
+       "restart_failed_envoy_pods", "contour"},
+      {"spec.ekco.envoyPodsNotReadyDuration", KurlHow::kValue, "envoy_pods_not_ready_duration"},
+      {"spec.ekco.minioShouldDisableManagement", KurlHow::kNegated, "enable_ha_minio", "minio"},
+      {"spec.ekco.kotsadmShouldDisableManagement", KurlHow::kNegated, "enable_ha_kotsadm",
+       "kotsadm"},
+      {"spec.ekco.podImageOverrides", KurlHow::kList, "pod_image_overrides"},
+  };
+  return fields;
+}
+
+namespace {
+
+// "Rook", "MinIO with OpenEBS's local PV", ...: a KurlField::needs for people.
+std::string addonName(std::string_view needs) {
+  if (needs == "rook") return "Rook";
+  if (needs == "contour") return "Contour";
+  if (needs == "minio") return "MinIO with OpenEBS's local PV";
+  if (needs == "kotsadm") return "KOTS with OpenEBS's local PV";
+  return std::string(needs);
+}
+
+}  // namespace
+
+std::string describeKurlField(const KurlField& f) {
+  std::string how;
+  switch (f.how) {
+    case KurlHow::kValue:
+      how = "its value";
+      break;
+    case KurlHow::kBoolean:
+      how = "its boolean";
+      break;
+    case KurlHow::kNegated:
+      how =
+          f.needs.empty() ? std::string("negated") : "negated; false without " + addonName(f.needs);
+      break;
+    case KurlHow::kList:
+      how = "its list, comma-joined";
+      break;
+    case KurlHow::kPresence:
+      how = "true when " + addonName(f.needs) + " is present";
+      break;
+    case KurlHow::kNotAKey:
+      return "not configuration (a warning says so): " + std::string(f.why);
+  }
+  if (!f.why.empty()) how += "; " + std::string(f.why);
+  return how;
+}
+
+std::vector<std::string> kurlSourcesOf(std::string_view key) {
+  std::vector<std::string> out;
+  for (const KurlField& f : kurlFields()) {
+    if (f.key == key) out.push_back(fmt::format("{} ({})", f.path, describeKurlField(f)));
+  }
+  return out;
+}
 
 KurlConversion configFromKurlInstaller(std::string_view yaml, const std::string& name) {
   KurlConversion bad;

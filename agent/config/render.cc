@@ -28,40 +28,56 @@ bool mightReadAsNonString(const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+// `d`'s value in `cfg`, as `config show` writes it.
+void emitValue(YAML::Emitter& out, const Config& cfg, const KeyDef& d) {
+  std::visit(
+      [&](auto member) {
+        using M = decltype(member);
+        if constexpr (std::is_same_v<M, std::monostate>) {
+          out << YAML::Null;
+        } else if constexpr (std::is_same_v<M, bool Config::*>) {
+          out << (cfg.*member);
+        } else if constexpr (std::is_same_v<M, int64_t Config::*>) {
+          out << static_cast<long long>(cfg.*member);
+        } else if constexpr (std::is_same_v<M, Duration Config::*>) {
+          out << base::formatDuration(cfg.*member);
+        } else if constexpr (std::is_same_v<M, std::string Config::*>) {
+          const std::string& s = cfg.*member;
+          if (mightReadAsNonString(s)) {
+            out << YAML::DoubleQuoted << s;
+          } else {
+            out << s;
+          }
+        } else {
+          out << YAML::Flow << YAML::BeginSeq;
+          for (const std::string& s : cfg.*member) out << s;
+          out << YAML::EndSeq;
+        }
+      },
+      d.field);
+}
+
+}  // namespace
+
 std::string renderConfigYaml(const Config& cfg) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   for (const KeyDef& d : keyDefs()) {
     if (d.info.ignored || !d.info.alias_of.empty()) continue;
     out << YAML::Key << std::string(d.info.key) << YAML::Value;
-    std::visit(
-        [&](auto member) {
-          using M = decltype(member);
-          if constexpr (std::is_same_v<M, std::monostate>) {
-            out << YAML::Null;
-          } else if constexpr (std::is_same_v<M, bool Config::*>) {
-            out << (cfg.*member);
-          } else if constexpr (std::is_same_v<M, int64_t Config::*>) {
-            out << static_cast<long long>(cfg.*member);
-          } else if constexpr (std::is_same_v<M, Duration Config::*>) {
-            out << base::formatDuration(cfg.*member);
-          } else if constexpr (std::is_same_v<M, std::string Config::*>) {
-            const std::string& s = cfg.*member;
-            if (mightReadAsNonString(s)) {
-              out << YAML::DoubleQuoted << s;
-            } else {
-              out << s;
-            }
-          } else {
-            out << YAML::Flow << YAML::BeginSeq;
-            for (const std::string& s : cfg.*member) out << s;
-            out << YAML::EndSeq;
-          }
-        },
-        d.field);
+    emitValue(out, cfg, d);
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+std::string renderKeyValue(const Config& cfg, const KeyDef& d) {
+  if (d.info.ignored || !d.info.alias_of.empty()) return "";
+  YAML::Emitter out;
+  emitValue(out, cfg, d);
+  return out.c_str();
 }
 
 Config redactSecrets(Config cfg) {

@@ -94,6 +94,25 @@ TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_THAT(cli({"frobnicate"}).err, HasSubstr("Run 'ekco --help' for usage.\n"));
 }
 
+TEST(Cli, ConfigReferenceAndExplain) {
+  CliRun md = cli({"config", "reference"});
+  EXPECT_EQ(md.code, kExitOk) << md.err;
+  EXPECT_THAT(md.out, HasSubstr("<a id=\"key-purge_dead_nodes\"></a>"));
+  CliRun man = cli({"config", "reference", "--format", "man"});
+  EXPECT_EQ(man.code, kExitOk) << man.err;
+  EXPECT_THAT(man.out, ::testing::StartsWith(".TH EKCO\\-CONFIG 5"));
+  EXPECT_EQ(cli({"config", "reference", "--format", "html"}).code, kExitUsage);
+  CliRun one = cli({"config", "show", "--explain", "purge_dead_nodes"});
+  EXPECT_EQ(one.code, kExitOk) << one.err;
+  EXPECT_THAT(one.out, ::testing::StartsWith("purge_dead_nodes: Automatically purge dead nodes\n"));
+  CliRun bad = cli({"config", "show", "--explain", "purge_dead_node"});
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_EQ(bad.err,
+            "error: config show --explain: \"purge_dead_node\": no such key (did you mean "
+            "purge_dead_nodes?)\n");
+  EXPECT_EQ(bad.out, "");
+}
+
 TEST(Cli, ConfigCheckSaysOkForTheOfficialConfig) {
   std::string path = EKCO_SOURCE_DIR "/packaging/config.yaml";
   CliRun r = cli({"config", "check", path});

@@ -1,6 +1,7 @@
 #include "agent/config/kurl_installer.h"
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -144,6 +145,118 @@ TEST(KurlInstaller, RejectsWhatIsNotAnInstaller) {
                                             "x")
                         .problems),
               ElementsAre("x:4 (spec.ekco): want a mapping"));
+}
+
+// The table the conversion runs from (and the configuration reference prints) says what the
+// conversion does: every field, set alone in a spec with every add-on present, changes its key
+// the way the row says; every add-on's presence sets its keys.
+TEST(KurlInstaller, EveryRowOfTheFieldTableIsWhatTheConversionDoes) {
+  const std::string addons =
+      "  rook: {version: 1.12.x}\n  contour: {version: 1.27.x}\n  minio: {version: 2023-x}\n"
+      "  kotsadm: {version: 1.100.x}\n  openebs: {version: 3.x, isLocalPVEnabled: true}\n";
+  const auto convert = [&](const std::string& more) {
+    return configFromKurlInstaller(
+        "apiVersion: cluster.kurl.sh/v1beta1\nkind: Installer\n"
+        "metadata: {name: x}\nspec:\n" +
+            addons + more,
+        "installer.yaml");
+  };
+  const auto value = [](const Config& c, std::string_view key) {
+    const std::string yaml = "\n" + renderConfigYaml(c);
+    const std::string prefix = "\n" + std::string(key) + ": ";
+    const auto at = yaml.find(prefix);
+    if (at == std::string::npos) return std::string("<absent>");
+    const auto start = at + prefix.size();
+    return yaml.substr(start, yaml.find('\n', start) - start);
+  };
+  const KurlConversion base = convert("");
+  ASSERT_THAT(lines(base.problems), IsEmpty());
+  // A value each value-row's key does not have by default.
+  const std::map<std::string_view, std::string> sample = {
+      {"node_unreachable_toleration", "7m13s"},
+      {"min_ready_master_nodes", "3"},
+      {"min_ready_worker_nodes", "2"},
+      {"auto_upgrade_schedule", "Sat 17:30"},
+      {"envoy_pods_not_ready_duration", "9m"},
+      {"rook_minimum_node_count", "4"},
+      {"rook_storage_class", "fast"},
+      {"rook_priority_class", "1.0.4"},
+      {"rook_storage_nodes", "[{name: node-a}]"},
+      {"minio_namespace", "minio-x"}};
+  int checked = 0;
+  for (const KurlField& f : kurlFields()) {
+    SCOPED_TRACE(std::string(f.path));
+    if (f.how == KurlHow::kPresence) {
+      EXPECT_EQ(value(base.config, f.key), "true");
+      const std::string section = std::string(f.path.substr(f.path.rfind('.') + 1));
+      std::string without = addons;
+      const auto line = without.find("  " + section + ":");
+      ASSERT_NE(line, std::string::npos);
+      without.erase(line, without.find('\n', line) + 1 - line);
+      KurlConversion c = configFromKurlInstaller(
+          "apiVersion: cluster.kurl.sh/v1beta1\nkind: Installer\nmetadata: {name: x}\nspec:\n" +
+              without,
+          "installer.yaml");
+      EXPECT_EQ(value(c.config, f.key), "false");
+      ++checked;
+      continue;
+    }
+    // The field, nested under its section: spec.ekco.x → "  ekco:\n    x: V".
+    const std::string_view rest = f.path.substr(std::string_view("spec.").size());
+    const std::string section(rest.substr(0, rest.find('.')));
+    const std::string field(rest.substr(rest.find('.') + 1));
+    std::string v;
+    switch (f.how) {
+      case KurlHow::kValue:
+        v = sample.at(f.key);
+        break;
+      case KurlHow::kBoolean:
+        v = value(base.config, f.key) == "true" ? "false" : "true";
+        break;
+      case KurlHow::kNegated:
+        v = "true";
+        break;
+      case KurlHow::kList:
+        v = "[a=b]";
+        break;
+      case KurlHow::kNotAKey:
+        v = "x";
+        break;
+      case KurlHow::kPresence:
+        break;
+    }
+    // The add-on sections are already in `addons`: their fields go into a second spec whose
+    // section carries the version too.
+    std::string spec;
+    if (section == "ekco") {
+      spec = "  ekco:\n    " + field + ": " + v + "\n";
+    } else {
+      std::string with = addons;
+      const auto line = with.find("  " + section + ":");
+      with.erase(line, with.find('\n', line) + 1 - line);
+      KurlConversion c = configFromKurlInstaller(
+          "apiVersion: cluster.kurl.sh/v1beta1\nkind: Installer\nmetadata: {name: x}\nspec:\n" +
+              with + "  " + section + ":\n" + (field == "version" ? "" : "    version: 1.12.x\n") +
+              "    " + field + ": " + v + "\n",
+          "installer.yaml");
+      ASSERT_THAT(lines(c.problems), IsEmpty());
+      EXPECT_NE(value(c.config, f.key), value(base.config, f.key)) << f.key;
+      ++checked;
+      continue;
+    }
+    KurlConversion c = convert(spec);
+    ASSERT_THAT(lines(c.problems), IsEmpty());
+    if (f.how == KurlHow::kNotAKey) {
+      EXPECT_THAT(lines(c.notices), ::testing::Contains(HasSubstr(std::string(f.why))));
+    } else if (f.how == KurlHow::kNegated) {
+      EXPECT_EQ(value(base.config, f.key), "true") << f.key;
+      EXPECT_EQ(value(c.config, f.key), "false") << f.key;
+    } else {
+      EXPECT_NE(value(c.config, f.key), value(base.config, f.key)) << f.key;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(kurlFields().size()));
 }
 
 }  // namespace
