@@ -311,14 +311,6 @@ std::string describeKurlField(const KurlField& f) {
   return how;
 }
 
-std::vector<std::string> kurlSourcesOf(std::string_view key) {
-  std::vector<std::string> out;
-  for (const KurlField& f : kurlFields()) {
-    if (f.key == key) out.push_back(fmt::format("{} ({})", f.path, describeKurlField(f)));
-  }
-  return out;
-}
-
 KurlConversion configFromKurlInstaller(std::string_view yaml, const std::string& name) {
   KurlConversion bad;
   YAML::Node root;

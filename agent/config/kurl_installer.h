@@ -41,8 +41,5 @@ const std::vector<KurlField>& kurlFields();
 // What the field does to its key, for people: "its value", "negated; false without Rook",
 // "true when Rook is present", ...
 std::string describeKurlField(const KurlField& f);
-// "spec.ekco.shouldDisableClearNodes (negated)", ...: how kURL sets `key`, for the reference;
-// empty when kURL does not set it.
-std::vector<std::string> kurlSourcesOf(std::string_view key);
 
 }  // namespace ekco::agent

@@ -55,9 +55,10 @@ KeyReference referenceOf(const KeyDef& d) {
   r.type = std::string(typeName(k.kind));
   r.default_value = renderKeyValue(Config{}, d);
   r.environment = "EKCO_" + upper(k.key);
-  if (k.key == "log_level") r.environment += " (or EKCO's LOG_LEVEL, under it)";
   r.flag = "--" + kebab(k.key);
-  r.kurl = kurlSourcesOf(k.key);
+  for (const KurlField& f : kurlFields()) {
+    if (f.key == k.key) r.kurl.push_back({std::string(f.path), describeKurlField(f)});
+  }
   r.help = std::string(k.help);
   if (!k.alias_of.empty()) {
     r.status = fmt::format("alias of {}", k.alias_of);
@@ -69,6 +70,7 @@ KeyReference referenceOf(const KeyDef& d) {
   } else {
     r.status = "acted on";
   }
+  r.from_ekco = k.from_ekco;
   r.ekco = !k.from_ekco          ? "new in ekco"
            : k.ekco_note.empty() ? "as in EKCO"
                                  : std::string(k.ekco_note);
@@ -98,12 +100,12 @@ std::string markdown() {
       "agent/config/kurl_installer.cc (scripts/gen-docs); edit those, not this part. -->\n\n"
       "| key | type | default | kURL Installer | EKCO |\n|---|---|---|---|---|\n";
   for (const KeyReference& r : refs) {
-    std::vector<std::string> kurl;
-    for (const std::string& k : r.kurl) kurl.push_back(k.substr(0, k.find(" (")));
+    std::vector<std::string_view> kurl;
+    for (const KeyReference::KurlSource& k : r.kurl) kurl.push_back(k.path);
     out += fmt::format("| [`{}`](#{}) | {} | {} | {} | {} |\n", r.key, anchor(r.key),
                        r.default_value.empty() ? "–" : r.type, cell(code(r.default_value)),
                        kurl.empty() ? "–" : cell(fmt::format("`{}`", fmt::join(kurl, "`, `"))),
-                       r.ekco == "new in ekco" ? "new" : "EKCO's");
+                       r.from_ekco ? "EKCO's" : "new");
   }
   // The kURL Installer's fields, in the conversion's own table.
   out +=
@@ -122,14 +124,10 @@ std::string markdown() {
     } else {
       out += fmt::format("- type: {}\n", r.type);
     }
-    out += fmt::format("- environment: `{}`; flag: `{}`\n",
-                       r.environment.substr(0, r.environment.find(' ')), r.flag);
+    out += fmt::format("- environment: `{}`; flag: `{}`\n", r.environment, r.flag);
     if (r.key == "log_level") out += "- also EKCO's `LOG_LEVEL` (`EKCO_LOG_LEVEL` wins)\n";
-    for (const std::string& k : r.kurl) {
-      const auto paren = k.find(" (");
-      out += paren == std::string::npos
-                 ? fmt::format("- kURL Installer: `{}`\n", k)
-                 : fmt::format("- kURL Installer: `{}`{}\n", k.substr(0, paren), k.substr(paren));
+    for (const KeyReference::KurlSource& k : r.kurl) {
+      out += fmt::format("- kURL Installer: `{}` ({})\n", k.path, k.how);
     }
     out += fmt::format("- EKCO: {}\n- {}\n", r.ekco, r.status);
   }
@@ -176,9 +174,11 @@ std::string man() {
   for (const KeyReference& r : keyReferences()) {
     out += fmt::format(".TP\n.B {}\n{}.\n.br\nType: {}", roff(r.key), roff(r.help), r.type);
     if (!r.default_value.empty()) out += fmt::format("; default: {}", roff(r.default_value));
-    out += fmt::format(".\n.br\nEnvironment: {}; flag: \\fB{}\\fR.\n",
-                       roff(r.environment.substr(0, r.environment.find(' '))), roff(r.flag));
-    for (const std::string& k : r.kurl) out += fmt::format(".br\nkURL Installer: {}.\n", roff(k));
+    out += fmt::format(".\n.br\nEnvironment: {}; flag: \\fB{}\\fR.\n", roff(r.environment),
+                       roff(r.flag));
+    for (const KeyReference::KurlSource& k : r.kurl) {
+      out += fmt::format(".br\nkURL Installer: {} ({}).\n", roff(k.path), roff(k.how));
+    }
     out += fmt::format(
         ".br\nEKCO: {}.\n.br\n{}.\n", roff(r.ekco),
         roff(std::string(1,
@@ -238,9 +238,11 @@ Result<std::string> explainKey(std::string_view key) {
     };
     row("type", r.type);
     if (!r.default_value.empty()) row("default", r.default_value);
-    row("environment", r.environment);
+    row("environment",
+        r.key == "log_level" ? r.environment + " (or EKCO's LOG_LEVEL, under it)" : r.environment);
     row("flag", r.flag);
-    for (const std::string& k : r.kurl) row("kURL", k);
+    for (const KeyReference::KurlSource& k : r.kurl)
+      row("kURL", fmt::format("{} ({})", k.path, k.how));
     row("EKCO", r.ekco);
     row("status", r.status);
     row("see", "docs/configuration.md#" + anchor(r.key) + ", ekco-config(5)");

@@ -17,16 +17,22 @@ namespace ekco::agent {
 // One key as the reference describes it.
 struct KeyReference {
   std::string key;
-  std::string type;               // "duration", "bool", "int", "string", "list"
-  std::string default_value;      // as `config show` prints it; "" for an ignored key or an alias
-  std::string environment;        // EKCO_NODE_UNREACHABLE_TOLERATION
-  std::string flag;               // --node-unreachable-toleration
-  std::vector<std::string> kurl;  // the kURL Installer fields that set it
+  std::string type;           // "duration", "bool", "int", "string", "list"
+  std::string default_value;  // as `config show` prints it; "" for an ignored key or an alias
+  std::string environment;    // EKCO_NODE_UNREACHABLE_TOLERATION
+  std::string flag;           // --node-unreachable-toleration
+  // The kURL Installer fields that set it: each field's path and what it does to the key.
+  struct KurlSource {
+    std::string path;  // "spec.ekco.shouldDisableClearNodes"
+    std::string how;   // "negated"
+  };
+  std::vector<KurlSource> kurl;
   std::string help;
   // "acted on"; "ignored: ..." (accepted with a warning); "no effect in ekco: ..." (a warning
   // when set to anything but its default); "alias of KEY".
   std::string status;
-  std::string ekco;  // "new in ekco", "as in EKCO", or what differs from EKCO
+  bool from_ekco = false;  // EKCO had the key
+  std::string ekco;        // "new in ekco", "as in EKCO", or what differs from EKCO
 };
 
 // Every key, in the keys table's order.
