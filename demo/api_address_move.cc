@@ -200,13 +200,8 @@ void ApiAddressMove::run(const Run& r) {
         if (restarts > seen) {
           seen = restarts;
           std::this_thread::sleep_for(300ms);  // kubelet starting
-          (void)api->put(
-              {{"apiVersion", "coordination.k8s.io/v1"},
-               {"kind", "Lease"},
-               {"metadata", {{"name", h.node->name}, {"namespace", "kube-node-lease"}}},
-               {"spec",
-                {{"holderIdentity", h.node->name},
-                 {"renewTime", kube::formatRfc3339Micro(std::chrono::system_clock::now())}}}});
+          (void)api->put(kubesim::nodeLeaseObject(
+              h.node->name, kube::formatRfc3339Micro(std::chrono::system_clock::now())));
         }
         std::this_thread::sleep_for(50ms);
       }

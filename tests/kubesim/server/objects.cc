@@ -373,6 +373,13 @@ json kubernetesEndpointSlice(const std::string& name, const std::vector<std::str
           {"ports", {{{"name", "https"}, {"port", port}, {"protocol", "TCP"}}}}};
 }
 
+json nodeLeaseObject(const std::string& node, const std::string& renew_time) {
+  return {{"apiVersion", "coordination.k8s.io/v1"},
+          {"kind", "Lease"},
+          {"metadata", {{"name", node}, {"namespace", "kube-node-lease"}}},
+          {"spec", {{"holderIdentity", node}, {"renewTime", renew_time}}}};
+}
+
 std::string kubeApiserverManifest(const std::string& advertise_address, int port) {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\n  namespace: "
          "kube-system\nspec:\n  containers:\n  - name: kube-apiserver\n    image: "

@@ -231,6 +231,9 @@ nlohmann::json unreachableNode(nlohmann::json node, const std::string& since);
 // ready endpoint per address, port "https".
 nlohmann::json kubernetesEndpointSlice(const std::string& name,
                                        const std::vector<std::string>& addresses, int port);
+// kube-node-lease/<node>: the kubelet's heartbeat Lease, renewed at `renew_time` (RFC 3339 with
+// microseconds, as kubelets write it).
+nlohmann::json nodeLeaseObject(const std::string& node, const std::string& renew_time);
 // A primary's /etc/kubernetes/manifests/kube-apiserver.yaml as kubeadm writes it, with the two
 // flags ekco reads the apiserver's address from (--advertise-address, --secure-port): for host
 // roots whose apiserver is a kubesim listener.

@@ -73,13 +73,6 @@ struct ClusterNode {
 // A port nobody listens on at `ip` now (0 when there is none).
 std::uint16_t freePort(const std::string& ip) { return kubesim::freeLoopbackPort(ip).value_or(0); }
 
-json leaseOf(const std::string& node, base::WallTime renew) {
-  return {{"apiVersion", "coordination.k8s.io/v1"},
-          {"kind", "Lease"},
-          {"metadata", {{"name", node}, {"namespace", "kube-node-lease"}}},
-          {"spec", {{"holderIdentity", node}, {"renewTime", kube::formatRfc3339Micro(renew)}}}};
-}
-
 class ChangeClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -166,7 +159,8 @@ class ChangeClusterTest : public ::testing::Test {
     std::vector<std::string> primaries;
     for (auto& n : nodes_) {
       objects.push_back(kubesim::readyNodeObject(n->name, n->ip, n->primary));
-      objects.push_back(leaseOf(n->name, std::chrono::system_clock::now()));
+      objects.push_back(kubesim::nodeLeaseObject(
+          n->name, kube::formatRfc3339Micro(std::chrono::system_clock::now())));
       if (n->primary) primaries.push_back(n->ip);
     }
     for (int attempt = 0; attempt < 5 && !server_; ++attempt) {
@@ -237,7 +231,8 @@ class ChangeClusterTest : public ::testing::Test {
           seen = restarts;
           if (raw->has_kubelet) {
             std::this_thread::sleep_for(std::chrono::milliseconds(raw->kubelet_delay_ms.load()));
-            (void)server_->put(leaseOf(raw->name, std::chrono::system_clock::now()));
+            (void)server_->put(kubesim::nodeLeaseObject(
+                raw->name, kube::formatRfc3339Micro(std::chrono::system_clock::now())));
           }
         }
         std::this_thread::sleep_for(50ms);

@@ -42,13 +42,6 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-json leaseOf(const std::string& node, const std::string& renew) {
-  return {{"apiVersion", "coordination.k8s.io/v1"},
-          {"kind", "Lease"},
-          {"metadata", {{"name", node}, {"namespace", "kube-node-lease"}}},
-          {"spec", {{"holderIdentity", node}, {"renewTime", renew}}}};
-}
-
 // One node: its host root, its systemd and its kubelet.
 struct SimNode {
   std::string name;
@@ -66,20 +59,20 @@ class ChangeSimTest : public ::testing::Test {
   void SetUp() override {
     pki_.make(300);
     const std::string pki_dir = cp1Root() + "/etc/kubernetes/pki";
-    auto server =
-        kubesim::Server::start({.out_dir = dir_.path() + "/sim",
-                                .objects = {{{"apiVersion", "v1"},
-                                             {"kind", "Namespace"},
-                                             {"metadata", {{"name", "kurl"}}}},
-                                            {{"apiVersion", "v1"},
-                                             {"kind", "Namespace"},
-                                             {"metadata", {{"name", "kube-node-lease"}}}},
-                                            testing::readyNode("cp-1", true),
-                                            testing::readyNode("worker-1", false),
-                                            leaseOf("cp-1", "2026-01-01T00:00:00.000000Z"),
-                                            leaseOf("worker-1", "2026-01-01T00:00:00.000000Z")},
-                                .serving_cert_file = pki_dir + "/apiserver.crt",
-                                .serving_key_file = pki_dir + "/apiserver.key"});
+    auto server = kubesim::Server::start(
+        {.out_dir = dir_.path() + "/sim",
+         .objects = {{{"apiVersion", "v1"},
+                      {"kind", "Namespace"},
+                      {"metadata", {{"name", "kurl"}}}},
+                     {{"apiVersion", "v1"},
+                      {"kind", "Namespace"},
+                      {"metadata", {{"name", "kube-node-lease"}}}},
+                     testing::readyNode("cp-1", true),
+                     testing::readyNode("worker-1", false),
+                     kubesim::nodeLeaseObject("cp-1", "2026-01-01T00:00:00.000000Z"),
+                     kubesim::nodeLeaseObject("worker-1", "2026-01-01T00:00:00.000000Z")},
+         .serving_cert_file = pki_dir + "/apiserver.crt",
+         .serving_key_file = pki_dir + "/apiserver.key"});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
     port_ = server_->url().substr(server_->url().rfind(':') + 1);
@@ -125,8 +118,8 @@ class ChangeSimTest : public ::testing::Test {
             seen = restarts;
             if (raw->kubelet_comes_back) {
               std::this_thread::sleep_for(100ms);
-              (void)server_->put(
-                  leaseOf(raw->name, kube::formatRfc3339Micro(std::chrono::system_clock::now())));
+              (void)server_->put(kubesim::nodeLeaseObject(
+                  raw->name, kube::formatRfc3339Micro(std::chrono::system_clock::now())));
             }
           }
           std::this_thread::sleep_for(20ms);
