@@ -13,6 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/cli/agent_cmd.h"
+#include "agent/cli/completion.h"
+#include "agent/cli/definition.h"
+#include "agent/cli/manual.h"
 #include "agent/cli/status_cmd.h"
 #include "agent/config/config.h"
 #include "agent/config/kurl_installer.h"
@@ -293,6 +296,7 @@ class ConfigCommands final : public Command {
     check_ = config->add_subcommand(
         "check", "Validate a config.yaml: prints 'FILE: ok', or one line per problem and exit 2");
     check_->add_option("FILE", check_file_, "The config file")->required();
+    setExitStatus(check_, "0 valid (warnings allowed); 2 one error line per problem");
 
     show_ = config->add_subcommand(
         "show", "Print the effective configuration (file, then EKCO_* environment, then flags)");
@@ -310,6 +314,7 @@ class ConfigCommands final : public Command {
                       "Describe one key instead (type, default, environment variable, flag, "
                       "kURL Installer field, EKCO, whether ekco acts on it)");
     addConfigFlags(show_, show_flags_);
+    setExitStatus(show_, "0 printed; 2 a bad config or flag, or no such --explain key");
 
     reference_ = config->add_subcommand(
         "reference",
@@ -321,6 +326,7 @@ class ConfigCommands final : public Command {
     from_kurl_ = config->add_subcommand(
         "from-kurl", "Print the config.yaml equivalent to a kURL Installer spec (spec.ekco.*)");
     from_kurl_->add_option("INSTALLER", kurl_file_, "The kURL Installer YAML file")->required();
+    setExitStatus(from_kurl_, "0 converted; 2 the file cannot be read or the spec is invalid");
   }
   bool parsed() const override {
     return check_->parsed() || show_->parsed() || from_kurl_->parsed() || reference_->parsed();
@@ -385,6 +391,9 @@ class StatusCommand final : public Command {
                      "Ask only /healthz or /readyz and print one line (a DaemonSet probe)")
         ->check(CLI::IsMember({"healthz", "readyz"}))
         ->excludes(status_json);
+    setExitStatus(app_,
+                  "0 ready (--probe: it answered 200); 1 degraded (--probe: another answer); "
+                  "2 the socket cannot be reached, or a bad config");
   }
   bool parsed() const override { return app_->parsed(); }
   int run(const std::string& /*log_level*/, const CliEnv& env) override {
@@ -418,6 +427,11 @@ class AgentCommand final : public Command {
     app_->add_flag("--dry-run", args_.dry_run,
                    "Decide and log plans, change nothing in the cluster or on the host");
     addConfigFlags(app_, flags_);
+    setExitStatus(app_,
+                  "0 after a clean stop (SIGTERM); 1 it could not start (no kubeconfig, another "
+                  "agent on the socket), a thread failed, or it stopped to be started again "
+                  "(its kubeconfig moved: systemd or the kubelet restarts it); 2 a bad config "
+                  "or flag");
   }
   bool parsed() const override { return app_->parsed(); }
   int run(const std::string& log_level, const CliEnv& env) override {
@@ -468,6 +482,10 @@ class RenderCommands final : public Command {
         ->required();
     units_->add_option("--bin", units_args_.bin,
                        "The ekco binary the units run (default /usr/bin/ekco)");
+    for (CLI::App* sub : {haproxy_, manifest_}) {
+      setExitStatus(sub, "0 printed; 2 a bad value (one error line)");
+    }
+    setExitStatus(units_, "0 written; 1 a file could not be written; 2 a bad config or value");
   }
   bool parsed() const override {
     return haproxy_->parsed() || manifest_->parsed() || units_->parsed();
@@ -484,6 +502,54 @@ class RenderCommands final : public Command {
   CLI::App* units_ = nullptr;
   RenderArgs args_{};
   RenderUnitsArgs units_args_{};
+};
+
+// `ekco manual` and `ekco completion`: ekco(8), docs/commands.md and the bash completion, from
+// the command line as every command of the table added itself to it.
+class DocsCommands final : public Command {
+ public:
+  explicit DocsCommands(const std::vector<std::unique_ptr<Command>>& table) : table_(table) {}
+  void add(CLI::App& root) override {
+    root_ = &root;
+    manual_ = root.add_subcommand(
+        "manual",
+        "Print the manual generated from the command line: the ekco(8) man page, or "
+        "with --format markdown docs/commands.md");
+    manual_->add_option("--format", manual_format_, "man (default) or markdown")
+        ->check(CLI::IsMember({"man", "markdown"}));
+    completion_ = root.add_subcommand(
+        "completion", "Print the shell completion script (the packages install it for bash)");
+    completion_->add_option("SHELL", shell_, "The shell")
+        ->required()
+        ->check(CLI::IsMember({"bash"}));
+  }
+  bool parsed() const override { return manual_->parsed() || completion_->parsed(); }
+  int run(const std::string& /*log_level*/, const CliEnv& env) override {
+    std::vector<ArgumentValues> values = {{.command = "", .option = "--log-level", .values = {}}};
+    for (base::LogLevel level : {base::LogLevel::kDebug, base::LogLevel::kInfo,
+                                 base::LogLevel::kWarn, base::LogLevel::kError}) {
+      values.front().values.emplace_back(base::logLevelName(level));
+    }
+    for (const auto& command : table_) {
+      for (ArgumentValues& v : command->argumentValues()) values.push_back(std::move(v));
+    }
+    const CommandDef definition = defineCommandLine(*root_, values);
+    if (completion_->parsed()) {
+      *env.out << renderBashCompletion(definition);
+    } else {
+      *env.out << renderManual(
+          definition, manual_format_ == "markdown" ? ManualFormat::kMarkdown : ManualFormat::kMan);
+    }
+    return kExitOk;
+  }
+
+ private:
+  const std::vector<std::unique_ptr<Command>>& table_;
+  CLI::App* root_ = nullptr;
+  CLI::App* manual_ = nullptr;
+  std::string manual_format_ = "man";
+  CLI::App* completion_ = nullptr;
+  std::string shell_{};
 };
 
 // Every command, in the order `ekco --help` lists them: the commands no feature owns are here,
@@ -524,7 +590,8 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
   std::string log_level_flag;
   app.add_option("--log-level,--log_level", log_level_flag,
                  "debug, info, warn or error (default: log_level from the config, else info)");
-  const std::vector<std::unique_ptr<Command>> table = commandTable();
+  std::vector<std::unique_ptr<Command>> table = commandTable();
+  table.push_back(std::make_unique<DocsCommands>(table));
   for (const auto& command : table) command->add(app);
 
   if (auto exit_code = parseArgs(app, args, env)) return *exit_code;

@@ -134,22 +134,6 @@ std::string markdown() {
   return out;
 }
 
-// roff text: a backslash is \e, a line must not start with a control character, and a hyphen
-// in an option or key name is \-.
-std::string roff(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\')
-      out += "\\e";
-    else if (c == '-')
-      out += "\\-";
-    else
-      out += c;
-  }
-  if (!out.empty() && (out.front() == '.' || out.front() == '\'')) out.insert(0, "\\&");
-  return out;
-}
-
 std::string man() {
   std::string out = fmt::format(
       ".TH EKCO\\-CONFIG 5 \"\" \"ekco {}\" \"File Formats Manual\"\n"
@@ -172,18 +156,18 @@ std::string man() {
       ".SH KEYS\n",
       EKCO_VERSION);
   for (const KeyReference& r : keyReferences()) {
-    out += fmt::format(".TP\n.B {}\n{}.\n.br\nType: {}", roff(r.key), roff(r.help), r.type);
-    if (!r.default_value.empty()) out += fmt::format("; default: {}", roff(r.default_value));
-    out += fmt::format(".\n.br\nEnvironment: {}; flag: \\fB{}\\fR.\n", roff(r.environment),
-                       roff(r.flag));
+    out += fmt::format(".TP\n.B {}\n{}.\n.br\nType: {}", roffText(r.key), roffText(r.help), r.type);
+    if (!r.default_value.empty()) out += fmt::format("; default: {}", roffText(r.default_value));
+    out += fmt::format(".\n.br\nEnvironment: {}; flag: \\fB{}\\fR.\n", roffText(r.environment),
+                       roffText(r.flag));
     for (const KeyReference::KurlSource& k : r.kurl) {
-      out += fmt::format(".br\nkURL Installer: {} ({}).\n", roff(k.path), roff(k.how));
+      out += fmt::format(".br\nkURL Installer: {} ({}).\n", roffText(k.path), roffText(k.how));
     }
     out += fmt::format(
-        ".br\nEKCO: {}.\n.br\n{}.\n", roff(r.ekco),
-        roff(std::string(1,
-                         static_cast<char>(std::toupper(static_cast<unsigned char>(r.status[0])))) +
-             r.status.substr(1)));
+        ".br\nEKCO: {}.\n.br\n{}.\n", roffText(r.ekco),
+        roffText(std::string(
+                     1, static_cast<char>(std::toupper(static_cast<unsigned char>(r.status[0])))) +
+                 r.status.substr(1)));
   }
   out +=
       ".SH ENVIRONMENT\n"
@@ -264,6 +248,20 @@ Result<std::string> explainKey(std::string_view key) {
                   names.empty() ? std::string()
                                 : fmt::format(" (did you mean {}?)", fmt::join(names, ", "))),
       ErrorCode::kNotFound);
+}
+
+std::string roffText(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\')
+      out += "\\e";
+    else if (c == '-')
+      out += "\\-";
+    else
+      out += c;
+  }
+  if (!out.empty() && (out.front() == '.' || out.front() == '\'')) out.insert(0, "\\&");
+  return out;
 }
 
 }  // namespace ekco::agent

@@ -47,4 +47,8 @@ std::string renderConfigReference(ReferenceFormat format);
 // (and the closest keys) when there is no such key.
 base::Result<std::string> explainKey(std::string_view key);
 
+// Text for a man page's body: a backslash is \e, a hyphen \-, and a line does not start with a
+// control character (ekco-config(5) and ekco(8) both use it).
+std::string roffText(std::string_view s);
+
 }  // namespace ekco::agent

@@ -6,6 +6,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "agent/edge/cli_env.h"
 
@@ -14,6 +16,22 @@ class App;
 }  // namespace CLI
 
 namespace ekco::agent {
+
+// The values an argument takes that its parser does not list (certificate names, which the
+// command checks itself): `ekco completion bash` offers them, `ekco manual` lists them.
+struct ArgumentValues {
+  std::string command;  // the subcommand's path below `ekco`: "certs renew"
+  std::string option;   // a positional's name ("NAME") or an option's long name ("--format")
+  std::vector<std::string> values;
+};
+
+// What a command's exit codes mean ("0 purged; 1 refused or failed ...; 2 bad usage"): shown
+// at the end of its --help (CLI11's footer) and in ekco(8) and docs/commands.md. Set it on the
+// command that runs, not on a group: CLI11 copies a parent's footer into the subcommands added
+// after it.
+void setExitStatus(CLI::App* app, std::string_view text);
+// "" when the command has none of its own (the convention of cli_env.h applies).
+std::string exitStatusOf(const CLI::App& app);
 
 class Command {
  public:
@@ -25,6 +43,8 @@ class Command {
   virtual bool parsed() const = 0;
   // Runs it; `log_level` is the root's --log-level ("" when absent). Returns the exit code.
   virtual int run(const std::string& log_level, const CliEnv& env) = 0;
+  // What its arguments take beyond what CLI11 knows (an IsMember check lists its own values).
+  virtual std::vector<ArgumentValues> argumentValues() const { return {}; }
 };
 
 }  // namespace ekco::agent

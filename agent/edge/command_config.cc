@@ -33,7 +33,7 @@ void addConfigFlags(CLI::App* app, FlagValues& values) {
     } else {
       opt = app->add_option(names, target, std::string(k.help));
     }
-    opt->group(k.ignored ? "Ignored EKCO settings" : "Configuration (override config.yaml)");
+    opt->group(k.ignored ? kIgnoredFlagGroup : kConfigFlagGroup);
   }
 }
 

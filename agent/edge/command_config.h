@@ -28,6 +28,9 @@ using FlagValues = std::map<std::string, std::string>;
 // an alias (`--min-ready-master-nodes` and `--min_ready_master_nodes`). Values are kept as text
 // and go through ConfigLoader::setFlag, so flags are typed and checked exactly like the file.
 void addConfigFlags(CLI::App* app, FlagValues& values);
+// The CLI11 groups of those flags (`--help` lists them apart; ekco(8) summarises them).
+inline constexpr const char* kConfigFlagGroup = "Configuration (override config.yaml)";
+inline constexpr const char* kIgnoredFlagGroup = "Ignored EKCO settings";
 // --config (`config_help` says what the command reads from it), --kubeconfig and --host-root: the
 // flags of a command that acts on this host with the cluster's credentials (hostCommandConfig).
 void addHostCommandFlags(CLI::App* app, std::string& config, std::string& kubeconfig,

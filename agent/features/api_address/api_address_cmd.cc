@@ -104,6 +104,9 @@ class SetKubeconfigServerCommand final : public Command {
         "Point this node's kubelet.conf (and, with --admin, admin.conf and the component "
         "kubeconfigs that use the same address) at another API server address, restart "
         "kubelet and verify it works through it; restore everything if not (EKCO's command)");
+    setExitStatus(app_,
+                  "0 switched, or already there; 1 failed, and every file restored; 2 bad "
+                  "usage or a file that is not a kubeconfig");
     app_->add_option("--server", args_.server, "The new address, https://HOST[:PORT]")->required();
     app_->add_flag("--admin", args_.admin,
                    "A control-plane node: admin.conf, super-admin.conf, controller-manager.conf "
@@ -317,6 +320,10 @@ class ChangeLoadBalancerCommand final : public Command {
         "apiserver certificate gains it (each re-issue under the disruption Lease), then every "
         "node's kubeconfigs point at it, one node at a time, carried out by the agents and "
         "resumed after any restart; ends with `Result: success` or `Result: <reason>`");
+    setExitStatus(app_,
+                  "0 Result: success; 1 Result: the reason, also when --timeout passes "
+                  "first (the change goes on); 2 a bad flag, --internal without "
+                  "enable_internal_load_balancer, or another change under way");
     app_->add_option("--server", args_.server, "The new address, https://HOST[:PORT]")->required();
     app_->add_flag("--internal", args_.internal,
                    "The address is the internal load balancer's (https://localhost:6444): it "

@@ -426,6 +426,9 @@ void addCertsCommands(CLI::App& app, CertsCli& c) {
       "check",
       "List every kubeadm certificate of this node with its expiry, residual time, CA, issuer "
       "and whether ekco would renew it; exit 1 if any is within rotate_certs_ttl");
+  setExitStatus(c.check,
+                "0 every certificate present is readable and outside rotate_certs_ttl; 1 "
+                "otherwise; 2 a bad config");
   c.check->add_option("--config", c.check_config,
                       "Config file (default /etc/ekco/config.yaml; absent means all "
                       "defaults)");
@@ -442,6 +445,10 @@ void addCertsCommands(CLI::App& app, CertsCli& c) {
       "renew",
       "Renew this node's certificates now (those within rotate_certs_ttl, or NAME...), under "
       "the cluster's disruption Lease; restart the static pods that load them and verify");
+  setExitStatus(c.renew,
+                "0 renewed and verified, or nothing due; 1 failed (restored), a named one "
+                "cannot be renewed here, or another primary holds the Lease; 2 bad usage "
+                "or an unknown name");
   c.renew->add_option("NAME", c.renew_args.names,
                       "Certificates to renew (kubeadm's names: apiserver, admin.conf, ...)");
   c.renew->add_option("--config", c.renew_config,
@@ -466,6 +473,15 @@ class CertsCommands final : public Command {
  public:
   void add(CLI::App& root) override { addCertsCommands(root, c_); }
   bool parsed() const override { return c_.check->parsed() || c_.renew->parsed(); }
+  std::vector<ArgumentValues> argumentValues() const override {
+    // kubeadm's names (the directories do not change them); the cluster's, for --cluster, are
+    // in that flag's help.
+    ArgumentValues names{.command = "certs renew", .option = "NAME", .values = {}};
+    for (const CertSpec& s : kubeadmCertificates("/etc/kubernetes/pki", "/etc/kubernetes")) {
+      names.values.push_back(s.name);
+    }
+    return {std::move(names)};
+  }
   int run(const std::string& log_level, const CliEnv& env) override {
     if (c_.check->parsed()) {
       auto config = hostCommandConfig(c_.check_config, nullptr, nullptr, log_level,
@@ -500,6 +516,7 @@ class RotateKotsadmCertsCommand final : public Command {
         "rotate-kotsadm-certs",
         "Renew the kotsadm UI's self-signed certificate (secret kurl_proxy_cert_secret) now if "
         "it expires within --ttl (EKCO's command; as `ekco certs renew --cluster kurl-proxy`)");
+    setExitStatus(app_, "0 renewed, or not due; 1 failed; 2 bad usage or config");
     app_->add_option("--ttl", ttl_,
                      "Renew if it expires within this long (Go syntax; default 4320h, 180 days)");
     app_->add_flag("--dry-run", args_.dry_run, "Say what would be renewed; change nothing");
@@ -537,8 +554,11 @@ class RegenCertCommand final : public Command {
     app_ = root.add_subcommand(
         "regen-cert",
         "Re-issue this node's apiserver certificate with names added or dropped (IP addresses "
-        "or DNS names), keeping its subject, other names, usages and expiry; restart the "
-        "apiserver and verify, as `certs renew` does (EKCO's command)");
+        "or DNS names), keeping its subject, other names, usages and expiry; verify that the "
+        "apiserver serves it (it reloads the file itself) (EKCO's command)");
+    setExitStatus(app_,
+                  "0 re-issued and verified, or it already has exactly those names; 1 "
+                  "failed (restored); 2 bad usage, a bad name or a name that must stay");
     app_->add_option("--add-alt-names", add_, "Names to add (comma-separated)")->delimiter(',');
     app_->add_option("--drop-alt-names", drop_, "Names to drop (comma-separated)")->delimiter(',');
     app_->add_option("--node-name", args_.node_name,

@@ -93,7 +93,8 @@ std::unique_ptr<Command> certsCommands();
 // `ekco regen-cert [--add-alt-names A,B] [--drop-alt-names C]`: EKCO's command, re-issuing
 // /etc/kubernetes/pki/apiserver.crt with other subjectAltNames (IP addresses or DNS names),
 // keeping its subject, other names, usages, key type and expiry, with `certs renew`'s backup,
-// Lease, restart, verification and restore. Exit codes as `certs renew`'s.
+// Lease, verification and restore (the apiserver reloads its serving certificate from disk, so
+// nothing is restarted). Exit codes as `certs renew`'s.
 std::unique_ptr<Command> regenCertCommand();
 
 // `ekco rotate-kotsadm-certs [--ttl DURATION]`: EKCO's manual kurl-proxy renewal, as

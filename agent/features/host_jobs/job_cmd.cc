@@ -208,6 +208,10 @@ class JobCommands final : public Command {
     job->require_subcommand(1);
     CLI::App* run =
         job->add_subcommand("run", "Create a HostJob: ekco job run [--selector SEL] -- CMD ARGS");
+    setExitStatus(run,
+                  "0 created (--wait: completed and no node failed); 1 the API failed, a node "
+                  "failed, or --wait's time ran out; 2 bad usage or a spec the agents would "
+                  "reject");
     run->add_option("--name", args_.name, "The HostJob's name (default: ekco-job-<time>)");
     run->add_option("--selector", args_.selector,
                     "Nodes, in label-selector syntax: key=value, key!=value, key, !key, key in "
@@ -221,6 +225,9 @@ class JobCommands final : public Command {
         ->required()
         ->expected(-1);
     CLI::App* status = job->add_subcommand("status", "A HostJob node by node");
+    setExitStatus(status,
+                  "0 no node failed or was rejected so far; 1 one did, or the API failed; 2 "
+                  "bad usage");
     status->add_option("NAME", args_.name, "The HostJob")->required();
     status->add_flag("--json", args_.json, "Print the HostJob's status as JSON");
     for (CLI::App* sub : {run, status}) {

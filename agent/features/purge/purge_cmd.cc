@@ -80,7 +80,7 @@ int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const C
                          .min_ready_worker_nodes = config.min_ready_worker_nodes});
   };
   if (auto refused = guard()) {
-    *env.err << "error: purge-node: " << *refused << "\n";
+    *env.err << "error: purge-node: " << *refused << " (see docs/features/purge.md#guards)\n";
     return kExitFailure;
   }
 
@@ -106,7 +106,7 @@ int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const C
 
   // The guards again, right before acting: the cluster may have changed while we asked.
   if (auto refused = guard()) {
-    *env.err << "error: purge-node: " << *refused << "\n";
+    *env.err << "error: purge-node: " << *refused << " (see docs/features/purge.md#guards)\n";
     return kExitFailure;
   }
   base::logInfo("purge-node: purging", {{"node", args.node}, {"by", self.empty() ? "-" : self}});
@@ -139,6 +139,9 @@ class PurgeNodeCommand final : public Command {
         "purge-node",
         "Remove a node from the cluster for good: its Rook OSDs, its kubeadm and etcd "
         "membership, then the Node (also installed as ekco-purge-node)");
+    setExitStatus(app_,
+                  "0 purged (--dry-run: the plan printed); 1 refused or failed (the Node "
+                  "stays: run it again); 2 bad usage or config");
     app_->add_option("NAME", args_.node, "The node to purge")->required();
     app_->add_option("--config", config_,
                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");

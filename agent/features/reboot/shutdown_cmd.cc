@@ -191,6 +191,12 @@ class RebootCommands final : public Command {
       cli->app->add_flag("--dry-run", cli->args.dry_run, "Log what would be done, change nothing");
       addConfigFlags(cli->app, cli->flags);
     }
+    setExitStatus(shutdown_.app,
+                  "0 every step succeeded; 1 a step failed (the others were done); 2 a bad "
+                  "config or node name");
+    setExitStatus(startup_.app,
+                  "0 uncordoned, nothing to do, or the node never joined; 1 the API stayed "
+                  "unreachable or a patch failed; 2 a bad config or node name");
   }
   bool parsed() const override { return shutdown_.app->parsed() || startup_.app->parsed(); }
   int run(const std::string& log_level, const CliEnv& env) override {

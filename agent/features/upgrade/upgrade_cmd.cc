@@ -90,6 +90,10 @@ class UpgradeCommand final : public Command {
         root.add_subcommand("upgrade",
                             "Auto-upgrade (ekco-upgrade.timer): re-run the kURL installer when its "
                             "X-Kurl-Hash changed (single-node clusters only)");
+    setExitStatus(app_,
+                  "0 upgraded, or nothing to do (no URL, up to date, the first run, another "
+                  "run holds the lock, more than one node, maintenance mode); 1 the check, "
+                  "the download or the installer failed; 2 a bad flag or config");
     app_->add_option("--config", config_,
                      "Config file (default /etc/ekco/config.yaml; absent means all defaults)");
     app_->add_option("--url", args_.url,
