@@ -224,13 +224,21 @@ void ConfigLoader::loadYaml(std::string_view text, const std::string& name) {
   }
 }
 
+namespace {
+// Where a key is explained: its entry in the generated reference (an anchor every key has;
+// scripts/check-links checks the pointers written in the sources).
+std::string docPointer(const std::string& key) {
+  return "(see docs/configuration.md#key-" + key + ")";
+}
+}  // namespace
+
 void ConfigLoader::assign(const KeyDef& def, const RawValue& raw, const std::string& source) {
   const std::string key(def.info.key);
   if (def.info.ignored) {
     // The help of an ignored key starts "Ignored: ..." already (it is also `--help`'s text).
     std::string_view why = def.info.help;
     if (why.starts_with("Ignored: ")) why.remove_prefix(9);
-    notices_.push_back({source, key, "ignored: " + std::string(why)});
+    notices_.push_back({source, key, "ignored: " + std::string(why) + " " + docPointer(key)});
     sources_[key] = source;
     return;
   }
@@ -280,7 +288,9 @@ void ConfigLoader::assign(const KeyDef& def, const RawValue& raw, const std::str
   if (!ok) return;
   sources_[key] = source;
   if (!def.info.compat.empty() && !hasDefaultValue(def)) {
-    notices_.push_back({source, key, "no effect in ekco: " + std::string(def.info.compat)});
+    notices_.push_back(
+        {source, key,
+         "no effect in ekco: " + std::string(def.info.compat) + " " + docPointer(key)});
   }
 }
 

@@ -80,8 +80,10 @@ const std::vector<KeyDef>& keyDefs() {
       EKCO_KEY(certificates_dir, kString, "Kubernetes PKI directory on the host").fromEkco(),
       EKCO_KEY(rotate_certs, kBool, "Renew control-plane certificates before they expire")
           .fromEkco(),
-      EKCO_KEY(rotate_certs_namespace, kString,
-               "Namespace EKCO ran its rotate-certs pods in (kept for compatibility)")
+      EKCO_COMPAT_KEY(rotate_certs_namespace, kString,
+                      "Namespace EKCO ran its rotate-certs pods in (kept for compatibility)",
+                      "EKCO kept its rotation gate ConfigMap there; ekco schedules renewals "
+                      "itself and does not read it")
           .fromEkco("EKCO kept its rotation gate ConfigMap there; ekco schedules renewals itself "
                     "and does not read it"),
       EKCO_KEY(rotate_certs_check_interval, kDuration, "How often certificates are checked")

@@ -1,8 +1,8 @@
 // Which pods stuck terminating on dead nodes are due to be force-deleted, and when the others
 // will be: the clear-nodes decision (agent/features/clear/clear_nodes.h acts on it), pure. It is
 // here, below the features, because the purge reads it too: it holds a dead node until no pod
-// on it is still due for clearing (EKCO cleared before it purged; once the Node is gone
-// clear-nodes no longer sees its pods).
+// on it is still due for clearing (EKCO purged, then cleared, in one pass over a node; here the
+// clearing goes first because once the Node is gone clear-nodes no longer sees its pods).
 //
 // A pod is due once both thresholds have passed (node_health.h for "dead"):
 //   its node is dead:           unreachable since T  and  now >= T + node_unreachable_toleration

@@ -272,12 +272,14 @@ void ClearNodesController::noteStorm(const StormAssessment& storm) {
                   {{"unreachable", storm.unreachable}, {"total", storm.total}});
   }
   if (options_.effects.dry_run) return;
-  options_.effects.event({.involved_resource = kube::resources::kLeases,
-                          .involved_namespace = options_.lease_namespace,
-                          .involved_name = options_.lease_name,
-                          .reason = started ? "StormGuardActive" : "StormGuardCleared",
-                          .message = message,
-                          .type = started ? "Warning" : "Normal"});
+  options_.effects.event(
+      {.involved_resource = kube::resources::kLeases,
+       .involved_namespace = options_.lease_namespace,
+       .involved_name = options_.lease_name,
+       .reason = started ? "StormGuardActive" : "StormGuardCleared",
+       .message =
+           started ? message + " (see docs/features/clear-nodes.md#the-storm-guard)" : message,
+       .type = started ? "Warning" : "Normal"});
 }
 
 base::Result<bool> ClearNodesController::forceDelete(const PodToClear& item) {

@@ -75,7 +75,8 @@ void KubeletCsrApprovalController::refused(const kube::CertificateSigningRequest
                           .involved_name = csr.name,
                           .involved_uid = csr.uid,
                           .reason = "KubeletCSRNotApproved",
-                          .message = "ekco left this CSR pending: rule " + why,
+                          .message = "ekco left this CSR pending: rule " + why +
+                                     " (see docs/features/csr-approval.md#safety-rules)",
                           .type = "Warning"});
 }
 

@@ -210,7 +210,9 @@ base::Result<ReconcileResult> HostJobs::reconcile() {
         errors.push_back(w.error());
         continue;
       }
-      event(job.name, job.uid, "JobRejected", o_.node_name + ": nothing run: " + rejection,
+      event(job.name, job.uid, "JobRejected",
+            o_.node_name + ": nothing run: " + rejection +
+                " (see docs/features/host-jobs.md#safety-rules)",
             "Warning");
       continue;
     }

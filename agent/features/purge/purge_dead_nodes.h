@@ -36,8 +36,9 @@ struct PurgeDeadNodesOptions {
   std::int64_t storm_guard_percent = 55;
   PurgeOptions purge{};  // certificates_dir, maintain_rook_storage_nodes, dry_run, callbacks
   // Order with clear-nodes, as data rather than a call: while clear_dead_nodes is on, a dead
-  // node is held while pods stuck on it are due for clear-nodes' force delete (EKCO cleared
-  // before it purged; once the Node is gone clear-nodes no longer sees its pods). The two run
+  // node is held while pods stuck on it are due for clear-nodes' force delete (EKCO purged, then
+  // cleared; here the clearing goes first because once the Node is gone clear-nodes no longer
+  // sees its pods). The two run
   // on the leader's worker; clear-nodes' deletes change the pod cache, which wakes this
   // controller again. nullopt: clear-nodes is off. Not applied under dry_run (nothing is
   // cleared then, and the plan should still show).

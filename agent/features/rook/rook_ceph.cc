@@ -288,7 +288,7 @@ Result<bool> RookCephController::decreaseAllowed(Pass& pass, const rook::OsdTree
     kube::EventSpec event = involved;
     event.reason = "ReplicationDecreaseRefused";
     event.type = "Warning";
-    event.message = "ekco did " + line;
+    event.message = "ekco did " + line + " (see docs/features/rook.md#safety-rules)";
     options_.effects.event(event);
   }
   return false;

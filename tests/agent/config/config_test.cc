@@ -508,7 +508,7 @@ TEST(Config, IgnoredEkcoKeysAreAcceptedWithANotice) {
   // Issue 25: said once ("ignored: Ignored: ..." repeated itself).
   EXPECT_EQ(l.notices()[0].toString(),
             "config.yaml:1: rotate_certs_image: ignored: EKCO's rotate-certs pod image; ekco "
-            "renews on the host");
+            "renews on the host (see docs/configuration.md#key-rotate_certs_image)");
 }
 
 TEST(Config, DeprecatedContourCertNamespaceFeedsContourNamespaceOnlyWhenUnset) {

@@ -331,6 +331,9 @@ TEST_F(ClearNodesTest, StormGuardBlocksReportsAndRecordsOneEventPerStorm) {
   EXPECT_EQ(active[0]["involvedObject"]["name"], "ekco-leader");
   EXPECT_EQ(active[0]["metadata"]["namespace"], "kurl");
   EXPECT_EQ(active[0]["type"], "Warning");
+  // It points at the page that explains the guard rather than repeating it (issue 38).
+  EXPECT_THAT(active[0]["message"].get<std::string>(),
+              ::testing::EndsWith("(see docs/features/clear-nodes.md#the-storm-guard)"));
 
   // node-c comes back: 1 of 3, the storm is over and node-b's pod is cleared.
   put(nodeJson("node-c", "True"));

@@ -813,7 +813,8 @@ TEST_F(KubeletCsrApprovalTest, RecordsEachNodesApprovedSansAndEmitsAnEventWhenTh
   EXPECT_THAT(events("KubeletCSRNotApproved"),
               ::testing::ElementsAre(HasSubstr(
                   "csr-b1: ekco left this CSR pending: rule other-node: SANs of another node: "
-                  "\"203.0.113.5\" (last approved for Node \"node-a\")")));
+                  "\"203.0.113.5\" (last approved for Node \"node-a\") (see "
+                  "docs/features/csr-approval.md#safety-rules)")));
 
   // node-a renews for its new address: recorded, and a Warning Event says from what to what.
   putCsr("csr-a3", with_ips(nodeA(), {"10.0.0.9"}));

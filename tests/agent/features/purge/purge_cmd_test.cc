@@ -189,6 +189,7 @@ TEST_F(PurgeCmdTest, InheritsTheAgentsConfigMapAndSaysWhichSourceSetIt) {
     CliRun refused = purge({"w-1", "--yes"});
     EXPECT_EQ(refused.code, kExitFailure);
     EXPECT_THAT(refused.err, HasSubstr("cannot purge worker: 1 ready workers"));
+    EXPECT_THAT(refused.err, HasSubstr(" (see docs/features/purge.md#guards)\n"));
     EXPECT_THAT(log.text(),
                 HasSubstr("sources=\"configmap kurl/ekco-config (1 key); defaults for the rest\""));
     EXPECT_TRUE(server_->get("nodes", "", "w-1"));
