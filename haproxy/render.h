@@ -2,7 +2,7 @@
 // /etc/haproxy/haproxy.cfg, a TCP proxy on the node's loopback to every kube-apiserver, and the
 // static pod /etc/kubernetes/manifests/haproxy.yaml that runs it. Both follow EKCO
 // (pkg/internallb/haproxy.cfg and haproxy.yaml) closely enough that a node EKCO set up keeps
-// working, with the changes README.md "Internal load balancer (rendering)" lists.
+// working, with the changes docs/features/load-balancer.md lists.
 //
 // Every value that reaches a file is validated first (endpoints, bind address, image): nothing is
 // spliced in raw, so a value with a space, newline, quote or '#' cannot add a directive or a YAML

@@ -1,6 +1,6 @@
 // The key table of ekco's configuration: each key's name, type, help and the Config field it
 // sets (agent/config/keys.cc). Internal to agent/config/: the loader, `config show` and the
-// README table read it.
+// generated reference (docs/configuration.md) read it.
 #pragma once
 
 #include <string>
@@ -27,7 +27,7 @@ struct KeyDef {
   }
 };
 
-// Every key, in the order of `config show` and of the README table.
+// Every key, in the order of `config show` and of the reference (docs/configuration.md).
 const std::vector<KeyDef>& keyDefs();
 // The key's definition, or nullptr.
 const KeyDef* findKey(std::string_view key);

@@ -3,7 +3,7 @@
 //
 //   GET /healthz  200 "ok\n" while the manager loop is alive, else 503 "<reason>\n" (liveness)
 //   GET /readyz   200 "ok\n" once caches are synced and the API answers, else 503 "<reason>\n"
-//   GET /status   200, application/json: the agent's status document (see README.md)
+//   GET /status   200, application/json: the agent's status document (see docs/monitoring.md)
 //   GET /metrics  200, text/plain; version=0.0.4: the Prometheus registry
 // Any other path is 404; any other method (HEAD included) is 405 with "Allow: GET". A handler
 // that was not supplied makes its path 404; a handler that throws answers 500.

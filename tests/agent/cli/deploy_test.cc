@@ -3,7 +3,7 @@
 // the agent (host root, node name, config mount, probes the `ekco` CLI accepts), the ConfigMap
 // equal to the packaged config, the two DaemonSets (control-plane nodes as kurl/ekco, every other
 // node as kurl/ekco-node, which never leads), and the RBAC rules answering `kubectl auth can-i`
-// for both ServiceAccounts exactly as README's Permissions tables say (the worker's through
+// for both ServiceAccounts exactly as docs/permissions.md's tables say (the worker's through
 // `--as=system:serviceaccount:kurl:ekco-node`, impersonated by the admin). That the agents need no
 // more than these rules — and use every one of them — is proven by
 // tests/agent/features/purge/purge_e2e_test.cc (kurl/ekco) and
@@ -498,7 +498,7 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
         << name;
   }
 
-  // README's Permissions table, row by row, and what it leaves out.
+  // docs/permissions.md's table, row by row, and what it leaves out.
   struct Case {
     std::vector<std::string> args;
     const char* answer;
@@ -657,7 +657,7 @@ TEST_F(DeployKubectlTest, KubectlCreatesEverythingAndTheRulesAreExactlyTheTable)
     EXPECT_EQ(canI(c.args), std::string(c.answer) + "\n") << "kubectl auth can-i " << what;
   }
 
-  // The worker account (deploy/10-rbac-node.yaml; README's Permissions, "ekco-node"): root on
+  // The worker account (deploy/10-rbac-node.yaml; docs/permissions.md, "ekco-node"): root on
   // a worker holds this token, so no cluster-wide write and no secret, only what the worker's
   // agent uses (tests/agent/runtime/agent_worker_rbac_test.cc runs it with these rules).
   const std::vector<Case> worker_cases = {
@@ -776,7 +776,7 @@ TEST_F(DeployKubectlTest, TheHostJobSchemaRefusesWronglyTypedFieldsAtCreate) {
   EXPECT_EQ(stored["command"], json({"/bin/rm", "-rf", "ecs"}));
   EXPECT_EQ(stored["nodeSelectorTerms"][1]["matchFields"][0]["values"], json({"node-a"}));
 
-  // The README's example, as its comment says to create it.
+  // The documented example, as its comment says to create it.
   base::ProcessResult example =
       kubectl({"create", "-f", kSource + "/docs/examples/hostjob-clean-worker-dir.yaml"});
   EXPECT_EQ(example.exit_code, 0) << example.stderr_data;
