@@ -18,6 +18,9 @@ using nlohmann::json;
 namespace {
 
 constexpr std::string_view kNone = "-";
+// Where each problem the table can show is explained, with what to do (issue 38).
+constexpr std::string_view kProblemsPointer =
+    "see docs/operations.md#troubleshooting: what each problem means and what to do";
 // Shares its value with kExitUsage: a probe cannot tell the two apart, and need not.
 constexpr int kExitUnreachable = 2;
 
@@ -328,6 +331,7 @@ std::string renderStatusTable(const json& status, const Readiness& readiness, ba
                                           timeField(n, "since", now), field(n, "reason")};
         });
   }
+  if (!readiness.ready) out += "\n" + std::string(kProblemsPointer) + "\n";
   return out;
 }
 
@@ -391,7 +395,8 @@ int runStatus(const StatusOptions& options, std::ostream& out, std::ostream& err
   }
 
   if (options.json) {
-    if (!readiness.ready) err << "degraded: " << readiness.reason << "\n";
+    if (!readiness.ready)
+      err << "degraded: " << readiness.reason << " (" << kProblemsPointer << ")\n";
   } else {
     out << renderStatusTable(doc, readiness, clock.wallNow());
   }

@@ -420,6 +420,9 @@ TEST_F(StatusCommand, ExitsOneAndPrintsTheReasonWhenDegraded) {
   CliRun r = cli({"status", "--socket", path_});
   EXPECT_EQ(r.code, kExitFailure);
   EXPECT_THAT(r.out, HasSubstr("ready:              no (caches not synced: pods)\n"));
+  EXPECT_THAT(r.out, ::testing::EndsWith(
+                         "\nsee docs/operations.md#troubleshooting: what each problem means and "
+                         "what to do\n"));
   EXPECT_THAT(r.out, HasSubstr("node:               node-a\n"));
 }
 
@@ -437,7 +440,9 @@ TEST_F(StatusCommand, JsonWhenDegradedExitsOneWithTheReasonOnStderr) {
   CliRun r = cli({"status", "--json", "--socket", path_});
   EXPECT_EQ(r.code, kExitFailure);
   EXPECT_EQ(json::parse(r.out), served());
-  EXPECT_EQ(r.err, "degraded: caches not synced: pods\n");
+  EXPECT_EQ(r.err,
+            "degraded: caches not synced: pods (see docs/operations.md#troubleshooting: what each "
+            "problem means and what to do)\n");
 }
 
 TEST_F(StatusCommand, ProbesAskOnlyTheirEndpointAndPrintOneLine) {
