@@ -1,27 +1,21 @@
 #include "agent/cli/definition.h"
 
 #include <algorithm>
-#include <cctype>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
 
 #include "agent/edge/command_config.h"
+#include "base/strings.h"
 
 namespace ekco::agent {
 namespace {
 
-bool summarisedGroup(const std::string& group) {
-  return group == kConfigFlagGroup || group == kIgnoredFlagGroup;
-}
-
 // "--host-root" -> "HOST_ROOT": the placeholder of an option's value.
 std::string metavarOf(std::string_view name) {
   while (!name.empty() && name.front() == '-') name.remove_prefix(1);
-  std::string out;
-  for (char c : name) {
-    out += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  }
+  std::string out = base::asciiUpper(name);
+  std::replace(out.begin(), out.end(), '-', '_');
   return out;
 }
 
@@ -56,6 +50,7 @@ OptionDef defineOption(const CLI::Option& opt) {
   def.repeated = def.positional && opt.get_items_expected_max() > 1;
   def.required = opt.get_required();
   def.help = opt.get_description();
+  def.group = opt.get_group();
   def.values = memberValues(opt.get_type_name());
   return def;
 }
@@ -66,21 +61,13 @@ CommandDef defineCommand(CLI::App& app, const std::string& path,
                  .help = app.get_description(),
                  .exit_status = exitStatusOf(app),
                  .options = {},
-                 .summarised = {},
                  .config_flags = {},
                  .subcommands = {}};
   std::vector<OptionDef> positionals;
   for (const CLI::Option* opt : app.get_options()) {
     if (opt == app.get_help_ptr() || opt == app.get_help_all_ptr()) continue;
     if (opt->get_group().empty()) continue;  // hidden
-    if (summarisedGroup(opt->get_group())) {
-      auto it = std::find_if(def.summarised.begin(), def.summarised.end(),
-                             [&](const auto& g) { return g.first == opt->get_group(); });
-      if (it == def.summarised.end()) {
-        def.summarised.emplace_back(opt->get_group(), 1);
-      } else {
-        ++it->second;
-      }
+    if (opt->get_group() == kConfigFlagGroup || opt->get_group() == kIgnoredFlagGroup) {
       def.config_flags.push_back(defineOption(*opt));
       continue;
     }

@@ -22,6 +22,7 @@ struct OptionDef {
   bool required = false;
   std::string metavar;  // the value's placeholder: "FORMAT", "NAME"
   std::string help;
+  std::string group;                // its CLI11 group ("" for the default one)
   std::vector<std::string> values;  // the values it takes, when known (IsMember, ArgumentValues)
 };
 
@@ -30,10 +31,9 @@ struct CommandDef {
   std::string help;
   std::string exit_status;         // its own exit codes (setExitStatus); "" when none
   std::vector<OptionDef> options;  // positionals last, in their order
-  // Options of a group that is summarised rather than listed (every configuration key as a
-  // flag): the group's name and how many.
-  std::vector<std::pair<std::string, int>> summarised;
-  std::vector<OptionDef> config_flags;  // those options themselves (the completion offers them)
+  // Every configuration key as a flag (command_config.h's groups): the manual summarises them,
+  // the completion offers them.
+  std::vector<OptionDef> config_flags;
   std::vector<CommandDef> subcommands;
 };
 

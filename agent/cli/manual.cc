@@ -1,17 +1,21 @@
 #include "agent/cli/manual.h"
 
+#include <algorithm>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "agent/config/reference.h"
 #include "agent/edge/command_config.h"
+#include "base/markup.h"
 #include "base/version_info.h"
 
 namespace ekco::agent {
 namespace {
+
+using base::markdownText;
+using base::roffText;
 
 // What is not in the command line's definition: exit codes, environment, files. Each entry is
 // a term and its text, shared by both formats.
@@ -84,15 +88,24 @@ std::string valuesNote(const OptionDef& o) {
   return fmt::format(" Values: {}.", fmt::join(o.values, ", "));
 }
 
-std::string summaryNote(const std::pair<std::string, int>& group, bool man) {
-  if (group.first == kConfigFlagGroup) {
-    return fmt::format(
+// What a command's configuration flags are, one sentence per group, without listing them.
+std::vector<std::string> configFlagNotes(const CommandDef& c, bool man) {
+  const auto count = [&c](const char* group) {
+    return std::count_if(c.config_flags.begin(), c.config_flags.end(),
+                         [group](const OptionDef& o) { return o.group == group; });
+  };
+  std::vector<std::string> out;
+  if (const auto n = count(kConfigFlagGroup); n > 0) {
+    out.push_back(fmt::format(
         "Every configuration key as a flag, {} of them (--node-unreachable-toleration=5m, "
         "--purge-dead-nodes): they override the file and the environment. See {}.",
-        group.second, man ? "ekco-config(5)" : "[configuration](configuration.md)");
+        n, man ? "ekco-config(5)" : "[configuration](configuration.md)"));
   }
-  return fmt::format("{} EKCO settings ekco ignores, accepted as flags with a warning.",
-                     group.second);
+  if (const auto n = count(kIgnoredFlagGroup); n > 0) {
+    out.push_back(
+        fmt::format("{} EKCO settings ekco ignores, accepted as flags with a warning.", n));
+  }
+  return out;
 }
 
 // --- roff --------------------------------------------------------------------------------
@@ -149,8 +162,8 @@ std::string man(const CommandDef& root) {
       out += fmt::format(".TP\n{}\n{}{}{}\n", manOptionTerm(o), manText(sentence(o.help)),
                          o.required && !o.positional ? " Required." : "", manText(valuesNote(o)));
     }
-    for (const auto& group : c->summarised) {
-      out += fmt::format(".PP\n{}\n", manText(summaryNote(group, true)));
+    for (const std::string& note : configFlagNotes(*c, true)) {
+      out += fmt::format(".PP\n{}\n", manText(note));
     }
     if (!c->exit_status.empty()) {
       out += fmt::format(".PP\nExit status: {}.\n", manText(c->exit_status));
@@ -165,28 +178,6 @@ std::string man(const CommandDef& root) {
 
 // --- Markdown ------------------------------------------------------------------------------
 
-// Markdown text: outside `code` spans, <, > and & are entities (help texts say "<time>"), and a
-// | in a table cell is escaped everywhere.
-std::string cell(std::string_view s) {
-  std::string out;
-  bool code = false;
-  for (char c : s) {
-    if (c == '`') code = !code;
-    if (c == '|') {
-      out += "\\|";
-    } else if (!code && c == '<') {
-      out += "&lt;";
-    } else if (!code && c == '>') {
-      out += "&gt;";
-    } else if (!code && c == '&') {
-      out += "&amp;";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string mdOptionTerm(const OptionDef& o) {
   if (o.positional) return fmt::format("`{}{}`", o.metavar, o.repeated ? "..." : "");
   std::string out = fmt::format("`{}`", fmt::join(o.names, "`, `"));
@@ -196,7 +187,8 @@ std::string mdOptionTerm(const OptionDef& o) {
 
 std::string mdEntries(std::string_view heading, const auto& entries) {
   std::string out = fmt::format("\n## {}\n\n| | |\n|---|---|\n", heading);
-  for (const Entry& e : entries) out += fmt::format("| `{}` | {} |\n", e.term, cell(e.text));
+  for (const Entry& e : entries)
+    out += fmt::format("| `{}` | {} |\n", e.term, markdownText(e.text));
   return out;
 }
 
@@ -218,23 +210,25 @@ std::string markdown(const CommandDef& root) {
       "options.\n\n| command | what it does |\n|---|---|\n";
   const std::vector<const CommandDef*> leaves = leafCommands(root);
   for (const CommandDef* c : leaves) {
-    out += fmt::format("| [`ekco {}`](#{}) | {} |\n", c->path, mdAnchor(*c), cell(c->help));
+    out += fmt::format("| [`ekco {}`](#{}) | {} |\n", c->path, mdAnchor(*c), markdownText(c->help));
   }
   out += "\n## Global options\n\nThey may follow the command.\n\n";
   for (const OptionDef& o : root.options) {
-    out += fmt::format("- {}: {}{}\n", mdOptionTerm(o), cell(sentence(o.help)), valuesNote(o));
+    out +=
+        fmt::format("- {}: {}{}\n", mdOptionTerm(o), markdownText(sentence(o.help)), valuesNote(o));
   }
   for (const CommandDef* c : leaves) {
     out += fmt::format("\n## `ekco {}`\n\n`{}`\n\n{}\n", c->path, synopsisOf(*c),
-                       cell(sentence(c->help)));
+                       markdownText(sentence(c->help)));
     if (!c->options.empty()) out += "\n| option | |\n|---|---|\n";
     for (const OptionDef& o : c->options) {
-      out += fmt::format("| {} | {}{}{} |\n", cell(mdOptionTerm(o)), cell(sentence(o.help)),
-                         o.required && !o.positional ? " Required." : "", cell(valuesNote(o)));
+      out += fmt::format(
+          "| {} | {}{}{} |\n", markdownText(mdOptionTerm(o)), markdownText(sentence(o.help)),
+          o.required && !o.positional ? " Required." : "", markdownText(valuesNote(o)));
     }
-    for (const auto& group : c->summarised) out += "\n" + summaryNote(group, false) + "\n";
+    for (const std::string& note : configFlagNotes(*c, false)) out += "\n" + note + "\n";
     if (!c->exit_status.empty()) {
-      out += fmt::format("\nExit status: {}.\n", cell(c->exit_status));
+      out += fmt::format("\nExit status: {}.\n", markdownText(c->exit_status));
     }
   }
   out += mdEntries("Exit status", kExitCodes);

@@ -1,6 +1,7 @@
 #include "agent/config/config.h"
 
 #include "agent/config/keys.h"
+#include "agent/config/reference.h"
 #include "agent/config/validate.h"
 
 #include <algorithm>
@@ -225,10 +226,9 @@ void ConfigLoader::loadYaml(std::string_view text, const std::string& name) {
 }
 
 namespace {
-// Where a key is explained: its entry in the generated reference (an anchor every key has;
-// scripts/check-links checks the pointers written in the sources).
+// Where a key is explained: its entry in the generated reference.
 std::string docPointer(const std::string& key) {
-  return "(see docs/configuration.md#key-" + key + ")";
+  return "(see docs/configuration.md#" + keyReferenceAnchor(key) + ")";
 }
 }  // namespace
 
@@ -335,7 +335,7 @@ void ConfigLoader::loadEnvironment(const std::vector<std::string>& env) {
     setText("log_level", it->second, "environment LOG_LEVEL");
   }
   for (const KeyDef& d : keyDefs()) {
-    std::string name = "EKCO_" + asciiUpper(d.info.key);
+    const std::string name = keyEnvironmentVariable(d.info.key);
     if (auto it = vars.find(name); it != vars.end()) {
       setText(d.info.key, it->second, "environment " + name);
     }
@@ -343,9 +343,15 @@ void ConfigLoader::loadEnvironment(const std::vector<std::string>& env) {
 }
 
 void ConfigLoader::setFlag(std::string_view key, std::string_view value) {
-  std::string flag(key);
+  setText(key, value, "flag " + keyFlag(key));
+}
+
+std::string keyEnvironmentVariable(std::string_view key) { return "EKCO_" + asciiUpper(key); }
+
+std::string keyFlag(std::string_view key) {
+  std::string flag = "--" + std::string(key);
   std::replace(flag.begin(), flag.end(), '_', '-');
-  setText(key, value, "flag --" + flag);
+  return flag;
 }
 
 Config ConfigLoader::finish() {

@@ -9,6 +9,7 @@
 #include "agent/config/config.h"
 #include "agent/config/keys.h"
 #include "agent/config/kurl_installer.h"
+#include "base/markup.h"
 #include "base/strings.h"
 #include "base/version_info.h"
 
@@ -16,7 +17,9 @@ namespace ekco::agent {
 
 using base::Error;
 using base::ErrorCode;
+using base::markdownText;
 using base::Result;
+using base::roffText;
 
 namespace {
 
@@ -36,26 +39,14 @@ std::string_view typeName(ValueKind kind) {
   return "string";
 }
 
-std::string upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string kebab(std::string_view s) {
-  std::string out(s);
-  std::replace(out.begin(), out.end(), '_', '-');
-  return out;
-}
-
 KeyReference referenceOf(const KeyDef& d) {
   const KeyInfo& k = d.info;
   KeyReference r;
   r.key = std::string(k.key);
   r.type = std::string(typeName(k.kind));
   r.default_value = renderKeyValue(Config{}, d);
-  r.environment = "EKCO_" + upper(k.key);
-  r.flag = "--" + kebab(k.key);
+  r.environment = keyEnvironmentVariable(k.key);
+  r.flag = keyFlag(k.key);
   for (const KurlField& f : kurlFields()) {
     if (f.key == k.key) r.kurl.push_back({std::string(f.path), describeKurlField(f)});
   }
@@ -77,21 +68,7 @@ KeyReference referenceOf(const KeyDef& d) {
   return r;
 }
 
-// Markdown: `|` in a table cell would end it.
-std::string cell(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|')
-      out += "\\|";
-    else
-      out += c;
-  }
-  return out;
-}
-
 std::string code(std::string_view s) { return s.empty() ? "–" : fmt::format("`{}`", s); }
-
-std::string anchor(std::string_view key) { return fmt::format("key-{}", key); }
 
 std::string markdown() {
   const std::vector<KeyReference> refs = keyReferences();
@@ -102,10 +79,11 @@ std::string markdown() {
   for (const KeyReference& r : refs) {
     std::vector<std::string_view> kurl;
     for (const KeyReference::KurlSource& k : r.kurl) kurl.push_back(k.path);
-    out += fmt::format("| [`{}`](#{}) | {} | {} | {} | {} |\n", r.key, anchor(r.key),
-                       r.default_value.empty() ? "–" : r.type, cell(code(r.default_value)),
-                       kurl.empty() ? "–" : cell(fmt::format("`{}`", fmt::join(kurl, "`, `"))),
-                       r.from_ekco ? "EKCO's" : "new");
+    out +=
+        fmt::format("| [`{}`](#{}) | {} | {} | {} | {} |\n", r.key, keyReferenceAnchor(r.key),
+                    r.default_value.empty() ? "–" : r.type, markdownText(code(r.default_value)),
+                    kurl.empty() ? "–" : markdownText(fmt::format("`{}`", fmt::join(kurl, "`, `"))),
+                    r.from_ekco ? "EKCO's" : "new");
   }
   // The kURL Installer's fields, in the conversion's own table.
   out +=
@@ -113,14 +91,16 @@ std::string markdown() {
       "What `ekco config from-kurl` does with each field (an add-on is present when its section "
       "has a `version`):\n\n| field | key | how |\n|---|---|---|\n";
   for (const KurlField& f : kurlFields()) {
-    out += fmt::format("| `{}` | {} | {} |\n", f.path,
-                       f.key.empty() ? "–" : fmt::format("[`{}`](#{})", f.key, anchor(f.key)),
-                       cell(describeKurlField(f)));
+    out += fmt::format(
+        "| `{}` | {} | {} |\n", f.path,
+        f.key.empty() ? "–" : fmt::format("[`{}`](#{})", f.key, keyReferenceAnchor(f.key)),
+        markdownText(describeKurlField(f)));
   }
   for (const KeyReference& r : refs) {
-    out += fmt::format("\n<a id=\"{}\"></a>\n### `{}`\n\n{}.\n\n", anchor(r.key), r.key, r.help);
+    out += fmt::format("\n<a id=\"{}\"></a>\n### `{}`\n\n{}.\n\n", keyReferenceAnchor(r.key), r.key,
+                       r.help);
     if (!r.default_value.empty()) {
-      out += fmt::format("- type: {}; default: {}\n", r.type, cell(code(r.default_value)));
+      out += fmt::format("- type: {}; default: {}\n", r.type, markdownText(code(r.default_value)));
     } else {
       out += fmt::format("- type: {}\n", r.type);
     }
@@ -201,6 +181,8 @@ std::size_t editDistance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::string keyReferenceAnchor(std::string_view key) { return fmt::format("key-{}", key); }
+
 std::vector<KeyReference> keyReferences() {
   std::vector<KeyReference> out;
   for (const KeyDef& d : keyDefs()) out.push_back(referenceOf(d));
@@ -229,7 +211,7 @@ Result<std::string> explainKey(std::string_view key) {
       row("kURL", fmt::format("{} ({})", k.path, k.how));
     row("EKCO", r.ekco);
     row("status", r.status);
-    row("see", "docs/configuration.md#" + anchor(r.key) + ", ekco-config(5)");
+    row("see", "docs/configuration.md#" + keyReferenceAnchor(r.key) + ", ekco-config(5)");
     return out;
   }
   std::vector<std::pair<std::size_t, std::string_view>> near;
@@ -248,20 +230,6 @@ Result<std::string> explainKey(std::string_view key) {
                   names.empty() ? std::string()
                                 : fmt::format(" (did you mean {}?)", fmt::join(names, ", "))),
       ErrorCode::kNotFound);
-}
-
-std::string roffText(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\')
-      out += "\\e";
-    else if (c == '-')
-      out += "\\-";
-    else
-      out += c;
-  }
-  if (!out.empty() && (out.front() == '.' || out.front() == '\'')) out.insert(0, "\\&");
-  return out;
 }
 
 }  // namespace ekco::agent

@@ -35,6 +35,9 @@ struct KeyReference {
   std::string ekco;        // "new in ekco", "as in EKCO", or what differs from EKCO
 };
 
+// A key's entry in docs/configuration.md: "key-min_ready_master_nodes".
+std::string keyReferenceAnchor(std::string_view key);
+
 // Every key, in the keys table's order.
 std::vector<KeyReference> keyReferences();
 
@@ -46,9 +49,5 @@ std::string renderConfigReference(ReferenceFormat format);
 // `ekco config show --explain KEY`: the key's entry as plain text; kNotFound naming the key
 // (and the closest keys) when there is no such key.
 base::Result<std::string> explainKey(std::string_view key);
-
-// Text for a man page's body: a backslash is \e, a hyphen \-, and a line does not start with a
-// control character (ekco-config(5) and ekco(8) both use it).
-std::string roffText(std::string_view s);
 
 }  // namespace ekco::agent

@@ -26,10 +26,6 @@ bool mightReadAsNonString(const std::string& s) {
   return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.';
 }
 
-}  // namespace
-
-namespace {
-
 // `d`'s value in `cfg`, as `config show` writes it.
 void emitValue(YAML::Emitter& out, const Config& cfg, const KeyDef& d) {
   std::visit(

@@ -1,7 +1,5 @@
 #include "agent/edge/command_config.h"
 
-#include <algorithm>
-
 #include <CLI/CLI.hpp>
 
 #include "base/log/log.h"
@@ -20,11 +18,9 @@ void addHostCommandFlags(CLI::App* app, std::string& config, std::string& kubeco
 void addConfigFlags(CLI::App* app, FlagValues& values) {
   for (const KeyInfo& k : configKeys()) {
     if (k.key == "log_level") continue;  // a global flag of the root command
-    std::string snake(k.key);
-    std::string kebab = snake;
-    std::replace(kebab.begin(), kebab.end(), '_', '-');
-    std::string names = "--" + kebab;
-    if (kebab != snake) names += ",--" + snake;
+    const std::string snake(k.key);
+    std::string names = keyFlag(snake);
+    if (names != "--" + snake) names += ",--" + snake;
     std::string& target = values[snake];
     CLI::Option* opt = nullptr;
     if (k.kind == ValueKind::kBool) {
@@ -40,9 +36,7 @@ void addConfigFlags(CLI::App* app, FlagValues& values) {
 void applyConfigFlags(const CLI::App* app, const FlagValues& values, ConfigLoader& loader) {
   for (const KeyInfo& k : configKeys()) {
     if (values.count(std::string(k.key)) == 0) continue;
-    std::string kebab(k.key);
-    std::replace(kebab.begin(), kebab.end(), '_', '-');
-    if (app->get_option("--" + kebab)->count() > 0) {
+    if (app->get_option(keyFlag(k.key))->count() > 0) {
       loader.setFlag(k.key, values.at(std::string(k.key)));
     }
   }
