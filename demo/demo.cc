@@ -1,4 +1,5 @@
-// ekco-demo: the real `ekco agent` on a simulated cluster, narrated (README, Quick start 1).
+// ekco-demo: the real `ekco agent` on a simulated cluster (demo/cluster.h), narrated (README,
+// Quick start 1).
 //
 // On loopback, with nothing installed system-wide and nothing left behind:
 //   - ekco-kubesim (in-process) serves a 5-node cluster: primaries cp-1..cp-3 (127.0.0.11-13),
@@ -48,6 +49,7 @@
 #include "base/os/process.h"
 #include "bench/bench_support.h"
 #include "demo/api_address_move.h"
+#include "demo/cluster.h"
 #include "demo/rook_join.h"
 #include "kube/decode/timestamp.h"
 #include "tests/ceph/ceph_fixture.h"
@@ -60,6 +62,17 @@ using ekco::bench::eventually;
 using ekco::bench::fail;
 using ekco::bench::g_children;
 using ekco::bench::readFile;
+using ekco::demo::apiserverSlice;
+using ekco::demo::clusterStatus;
+using ekco::demo::kDead;
+using ekco::demo::kFirstOsds;
+using ekco::demo::kJoining;
+using ekco::demo::kJoiningOsd;
+using ekco::demo::kNodes;
+using ekco::demo::manifests;
+using ekco::demo::nodeObject;
+using ekco::demo::NodeSpec;
+using ekco::demo::workloads;
 
 using namespace ekco;  // NOLINT
 namespace fs = std::filesystem;
@@ -76,23 +89,6 @@ constexpr const char* kNodeToken = "ekco-demo-node-service-account-token";
 constexpr const char* kNodeServiceAccount = "system:serviceaccount:kurl:ekco-node";
 constexpr int kToleration = 8;  // node_unreachable_toleration, seconds
 
-struct NodeSpec {
-  std::string name;
-  std::string ip;
-  bool primary;
-};
-const std::vector<NodeSpec> kNodes = {{"cp-1", "127.0.0.11", true},
-                                      {"cp-2", "127.0.0.12", true},
-                                      {"cp-3", "127.0.0.13", true},
-                                      {"worker-1", "127.0.0.21", false},
-                                      {"worker-2", "127.0.0.22", false}};
-constexpr std::size_t kDead = 2;  // cp-3
-// The node that joins later, and the OSDs: Rook runs one on cp-1 and cp-2 from the start and one
-// on the new node once ekco has added it to the CephCluster's storage nodes.
-const NodeSpec kJoining = {"worker-3", "127.0.0.23", false};
-const std::vector<std::pair<int, std::string>> kFirstOsds = {{0, "cp-1"}, {1, "cp-2"}};
-constexpr int kJoiningOsd = 12;  // an id above 9: EKCO's parser missed those
-
 const Steady::time_point g_start = Steady::now();
 
 // "[ 12.3s] text": every line of the narrative, stamped with the time since the demo started.
@@ -107,65 +103,6 @@ void heading(const std::string& text) {
 }
 
 std::string stamp(base::WallTime t) { return kube::formatRfc3339(t); }
-
-json nodeObject(const NodeSpec& n) {
-  json labels = {{"kubernetes.io/hostname", n.name}, {"kubernetes.io/os", "linux"}};
-  if (n.primary) labels["node-role.kubernetes.io/control-plane"] = "";
-  json node = {{"apiVersion", "v1"},
-               {"kind", "Node"},
-               {"metadata", {{"name", n.name}, {"labels", labels}}},
-               {"spec", json::object()},
-               {"status",
-                {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
-                 {"addresses",
-                  {{{"type", "InternalIP"}, {"address", n.ip}},
-                   {{"type", "Hostname"}, {"address", n.name}}}}}}};
-  if (n.primary) {
-    node["spec"]["taints"] = {
-        {{"key", "node-role.kubernetes.io/control-plane"}, {"effect", "NoSchedule"}}};
-  }
-  return node;
-}
-
-// default/kubernetes with one ready endpoint per live apiserver.
-json apiserverSlice(const std::vector<std::string>& ips) {
-  return kubesim::kubernetesEndpointSlice("kubernetes", ips, 6443);
-}
-
-std::string clusterStatus(const std::vector<NodeSpec>& primaries) {
-  std::string out = "apiEndpoints:\n";
-  for (const auto& n : primaries) {
-    out += "  " + n.name + ": {advertiseAddress: " + n.ip + ", bindPort: 6443}\n";
-  }
-  return out + "apiVersion: kubeadm.k8s.io/v1beta3\nkind: ClusterStatus\n";
-}
-
-// The workloads: on every node a web replica and a kube-proxy; on the primaries their
-// kube-apiserver (kubeadm's advertise-address annotation).
-std::vector<json> workloads() {
-  std::vector<json> out;
-  for (const auto& n : kNodes) {
-    out.push_back(
-        kubesim::runningPodObject("default", "web-5d8f7-" + n.name, n.name, {{"app", "web"}}));
-    out.push_back(kubesim::runningPodObject("kube-system", "kube-proxy-" + n.name, n.name,
-                                            {{"k8s-app", "kube-proxy"}}));
-    if (n.primary) {
-      out.push_back(kubesim::runningPodObject(
-          "kube-system", "kube-apiserver-" + n.name, n.name,
-          {{"component", "kube-apiserver"}, {"tier", "control-plane"}},
-          {{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint", n.ip + ":6443"}}));
-    }
-  }
-  out.push_back(kubesim::runningPodObject("default", "db-0", "cp-3", {{"app", "db"}}));
-  return out;
-}
-
-// Every object in the YAML files of `dir` (kubesim::loadManifestDir); the demo stops on an error.
-std::vector<json> manifests(const fs::path& dir) {
-  auto objects = kubesim::loadManifestDir(dir.string());
-  if (!objects) fail(objects.error().message());
-  return std::move(*objects);
-}
 
 struct Agent {
   std::string node;
