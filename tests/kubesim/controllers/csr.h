@@ -10,11 +10,11 @@
 //   set only through /status and never changed once set.
 // - updates: the main resource changes neither spec nor status, /status only status, /approval
 //   only status.conditions; conditions get lastUpdateTime/lastTransitionTime when unset.
-// - the signer for kubernetes.io/kube-apiserver-client, kube-apiserver-client-kubelet and
-//   kubelet-serving: once Approved, it issues status.certificate from the cluster CA with the
-//   request's subject, SANs and usages for spec.expirationSeconds (default and maximum one year,
-//   as --cluster-signing-duration), or adds a Failed condition (SignerValidationFailure) when
-//   the request does not fit the signer's rules.
+// - the signer (csr_signer.cc) for kubernetes.io/kube-apiserver-client,
+//   kube-apiserver-client-kubelet and kubelet-serving: once Approved, it issues status.certificate
+//   from the cluster CA with the request's subject, SANs and usages for spec.expirationSeconds
+//   (default and maximum one year, as --cluster-signing-duration), or adds a Failed condition
+//   (SignerValidationFailure) when the request does not fit the signer's rules.
 #pragma once
 
 #include <chrono>

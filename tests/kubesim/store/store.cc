@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <ctime>
 
 #include "tests/kubesim/apply/managed_fields.h"
 #include "tests/kubesim/apply/patch.h"
 #include "tests/kubesim/controllers/csr.h"
 #include "tests/kubesim/store/selector.h"
 #include "tests/kubesim/store/store_support.h"
+#include "tests/kubesim/validation/api_time.h"
 #include "tests/kubesim/validation/crd.h"
 #include "tests/kubesim/validation/defaults.h"
 #include "tests/kubesim/validation/types.h"
@@ -102,12 +102,7 @@ Reply statusReply(int code, std::string_view reason, std::string_view message,
 std::string objectKey(const std::string& ns, const std::string& name) { return ns + "/" + name; }
 
 std::string Store::nowText(std::chrono::seconds offset) const {
-  std::time_t t = std::chrono::system_clock::to_time_t(clock_.wallNow() + offset);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return formatApiTime(clock_.wallNow() + offset, /*micro=*/false);
 }
 
 std::string Store::newUid() {

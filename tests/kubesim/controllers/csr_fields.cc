@@ -1,0 +1,66 @@
+#include "tests/kubesim/controllers/csr_fields.h"
+
+#include <openssl/crypto.h>
+#include <openssl/pem.h>
+
+#include "tests/kubesim/validation/types.h"
+
+namespace ekco::kubesim::csr {
+
+using base::Error;
+using base::Result;
+using nlohmann::json;
+
+std::string text(const json& obj, std::initializer_list<const char*> path) {
+  const json* cur = &obj;
+  for (const char* p : path) {
+    if (!cur->is_object() || !cur->contains(p)) return {};
+    cur = &(*cur)[p];
+  }
+  return cur->is_string() ? cur->get<std::string>() : std::string();
+}
+
+json conditions(const json& csr) {
+  const json* status = csr.contains("status") ? &csr["status"] : nullptr;
+  if (status == nullptr || !status->is_object()) return json::array();
+  json c = status->value("conditions", json::array());
+  return c.is_array() ? c : json::array();
+}
+
+// certificates.ParseCSR + CheckSignature.
+Result<ReqPtr> parseRequest(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  char* name = nullptr;
+  char* header = nullptr;
+  unsigned char* data = nullptr;
+  long len = 0;
+  if (!bio || PEM_read_bio(bio.get(), &name, &header, &data, &len) != 1) {
+    return Error("PEM block type must be CERTIFICATE REQUEST");
+  }
+  const std::string type = name;
+  OPENSSL_free(name);
+  OPENSSL_free(header);
+  if (type != "CERTIFICATE REQUEST") {
+    OPENSSL_free(data);
+    return Error("PEM block type must be CERTIFICATE REQUEST");
+  }
+  const unsigned char* p = data;
+  ReqPtr req(d2i_X509_REQ(nullptr, &p, len));
+  OPENSSL_free(data);
+  if (!req)
+    return Error("asn1: structure error: the request is not a PKCS#10 CertificationRequest");
+  KeyPtr key(X509_REQ_get_pubkey(req.get()));
+  if (!key || X509_REQ_verify(req.get(), key.get()) != 1) {
+    return Error("x509: signature on the certificate request does not verify");
+  }
+  return req;
+}
+
+Result<std::string> requestPem(const json& csr) {
+  std::string error;
+  auto pem = decodeBase64(text(csr, {"spec", "request"}), &error);
+  if (!pem) return Error(error);
+  return *pem;
+}
+
+}  // namespace ekco::kubesim::csr
