@@ -176,7 +176,8 @@ std::optional<std::string> retainKeysError(const json& patch) {
       if (!k.is_string()) return "invalid patch format of retainKeys";
     }
     for (auto it = patch.begin(); it != patch.end(); ++it) {
-      if (it.key().rfind('$', 0) == 0) continue;
+      // A field the patch removes (null) need not be listed, as validatePatchWithRetainKeys.
+      if (it.key().rfind('$', 0) == 0 || it.value().is_null()) continue;
       if (std::find(retain->begin(), retain->end(), it.key()) == retain->end()) {
         return "The patch has key " + it.key() + " which is not in $retainKeys";
       }
@@ -192,6 +193,24 @@ std::optional<std::string> retainKeysError(const json& patch) {
 
 std::optional<std::string> strategicMergeKey(const std::string& field, const std::string& parent) {
   return mergeKeyFor(field, parent);
+}
+
+std::optional<PatchStrategy> patchStrategyOf(std::string_view message, const std::string& field) {
+  // mergeKeyFor's parent, named by the type: the lists of a container, or of a ServiceSpec.
+  std::string parent;
+  if (message.ends_with(".Container") || message.ends_with(".EphemeralContainer")) {
+    parent = "containers";
+  } else if (message.ends_with(".ServiceSpec")) {
+    parent = "spec";
+  }
+  const bool retain = (field == "volumes" && message.ends_with(".PodSpec")) ||
+                      (field == "strategy" && message.ends_with(".DeploymentSpec"));
+  if (auto key = mergeKeyFor(field, parent)) {
+    return PatchStrategy{.strategy = retain ? "merge,retainKeys" : "merge", .merge_key = *key};
+  }
+  if (isSetList(field)) return PatchStrategy{.strategy = "merge"};
+  if (retain) return PatchStrategy{.strategy = "retainKeys"};
+  return std::nullopt;
 }
 
 base::Result<json> strategicMergePatch(const json& target, const json& patch) {

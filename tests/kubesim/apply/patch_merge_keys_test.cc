@@ -48,6 +48,13 @@ TEST(StrategicMergeKeys, RetainKeysClearsTheFieldsItDoesNotList) {
   ASSERT_TRUE(merged);
   EXPECT_EQ((*merged)["spec"], json::parse(R"({"replicas":1,"strategy":{"type":"Recreate"}})"));
 
+  // What kubectl apply sends when a Deployment's strategy becomes Recreate: the removed field is
+  // null and not listed, which apimachinery allows.
+  auto removed = strategicMergePatch(d, json::parse(R"({"spec":{"strategy":{
+      "$retainKeys":["type"],"rollingUpdate":null,"type":"Recreate"}}})"));
+  ASSERT_TRUE(removed) << removed.error().message();
+  EXPECT_EQ((*removed)["spec"]["strategy"], json::parse(R"({"type":"Recreate"})"));
+
   auto unlisted = strategicMergePatch(
       d, json::parse(R"({"spec":{"strategy":{"$retainKeys":["type"],"rollingUpdate":{}}}})"));
   ASSERT_FALSE(unlisted);

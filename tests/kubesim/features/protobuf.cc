@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/kubesim/features/api_types.h"
 #include "tests/kubesim/validation/api_time.h"
 
 namespace ekco::kubesim::protobuf {
@@ -15,64 +16,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kSchemaText =
-#include "tests/kubesim/features/protobuf_schema.inc"
-    ;
+using api_types::isInline;
+using api_types::kMeta;
+using FieldInfo = api_types::Field;
 
-constexpr std::string_view kMeta = "k8s.io.apimachinery.pkg.apis.meta.v1.";
-
-struct FieldInfo {
-  std::string name{};
-  char label = 'o';  // o optional, r repeated, m map
-  std::string type{};
-  std::string value_type{};  // of a map
-};
-
-using Schema = std::map<std::string, std::map<int, FieldInfo>, std::less<>>;
-
-// Go structs embedded with `json:",inline"`: a message field in protobuf, their fields at the
-// embedding object's level in JSON (Volume's VolumeSource, Probe's ProbeHandler, a
-// PersistentVolumeSpec's PersistentVolumeSource, EphemeralContainer's EphemeralContainerCommon,
-// the LocalObjectReference of SecretKeySelector and its kin).
-bool isInline(const FieldInfo& f) {
-  return f.name == "volumeSource" || f.name == "persistentVolumeSource" ||
-         f.name == "ephemeralContainerCommon" || f.name == "localObjectReference" ||
-         (f.name == "handler" && f.type.ends_with(".ProbeHandler"));
-}
-
-std::vector<std::string> split(std::string_view s, char sep) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || s[i] == sep) {
-      out.emplace_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  return out;
-}
-
-const Schema& schema() {
-  static const Schema parsed = [] {
-    Schema out;
-    for (const std::string& line : split(kSchemaText, '\n')) {
-      auto bar = line.find('|');
-      if (bar == std::string::npos) continue;
-      auto& fields = out[line.substr(0, bar)];
-      if (bar + 1 == line.size()) continue;
-      for (const std::string& f : split(std::string_view(line).substr(bar + 1), ';')) {
-        auto parts = split(f, ':');
-        if (parts.size() < 4) continue;
-        fields[std::stoi(parts[0])] = FieldInfo{.name = parts[1],
-                                                .label = parts[2][0],
-                                                .type = parts[3],
-                                                .value_type = parts.size() > 4 ? parts[4] : ""};
-      }
-    }
-    return out;
-  }();
-  return parsed;
-}
+const auto& schema() { return api_types::messages(); }
 
 base::Error malformed(const std::string& what) {
   return base::Error("protobuf body: " + what, base::ErrorCode::kParse);
@@ -326,58 +274,6 @@ base::Result<json> decodeMessage(const std::string& type, std::string_view bytes
   return out;
 }
 
-}  // namespace
-
-namespace {
-
-// The protobuf message of a JSON body's apiVersion ("rbac.authorization.k8s.io/v1" →
-// k8s.io.api.rbac.v1) and kind.
-std::string messageOf(const std::string& api_version, const std::string& kind) {
-  const auto slash = api_version.find('/');
-  std::string group = slash == std::string::npos ? "core" : api_version.substr(0, slash);
-  const std::string version =
-      slash == std::string::npos ? api_version : api_version.substr(slash + 1);
-  group = group.substr(0, group.find('.'));
-  if (kind == "DeleteOptions") return std::string(kMeta) + kind;
-  return "k8s.io.api." + group + "." + version + "." + kind;
-}
-
-// Types whose JSON form is not their message's fields (decodeMessage's special cases): their
-// contents are not fields to check.
-bool opaque(const std::string& type) {
-  return type == std::string(kMeta) + "Time" || type == std::string(kMeta) + "MicroTime" ||
-         type == std::string(kMeta) + "FieldsV1" ||
-         type == "k8s.io.apimachinery.pkg.runtime.RawExtension" ||
-         type == "k8s.io.apimachinery.pkg.api.resource.Quantity" ||
-         type == "k8s.io.apimachinery.pkg.util.intstr.IntOrString" ||
-         (type.size() > 11 && type.compare(type.size() - 11, 11, ".ExtraValue") == 0);
-}
-
-// The JSON fields of a message: its own, and those of the structs it embeds inline.
-void addFields(const std::string& type, std::map<std::string_view, const FieldInfo*>& by_name,
-               int depth) {
-  auto message = schema().find(type);
-  if (message == schema().end() || depth > 8) return;
-  for (const auto& [number, info] : message->second) {
-    if (isInline(info)) {
-      addFields(info.type, by_name, depth + 1);
-    } else {
-      by_name.emplace(info.name, &info);
-    }
-  }
-}
-
-// Every message's JSON fields by name, built once.
-const std::map<std::string, std::map<std::string_view, const FieldInfo*>, std::less<>>&
-jsonFields() {
-  static const auto built = [] {
-    std::map<std::string, std::map<std::string_view, const FieldInfo*>, std::less<>> out;
-    for (const auto& [type, fields] : schema()) addFields(type, out[type], 0);
-    return out;
-  }();
-  return built;
-}
-
 void dropUnknown(const std::string& type, json& value, const std::string& path, bool root,
                  std::vector<std::string>& unknown, int depth) {
   const bool time = type == std::string(kMeta) + "Time";
@@ -386,10 +282,10 @@ void dropUnknown(const std::string& type, json& value, const std::string& path, 
     if (auto t = parseApiTime(value.get<std::string>())) value = formatApiTime(*t, !time);
     return;
   }
-  if (depth > 64 || opaque(type) || !value.is_object()) return;
-  auto fields = jsonFields().find(type);
-  if (fields == jsonFields().end()) return;
-  const auto& by_name = fields->second;
+  if (depth > 64 || api_types::isOpaque(type) || !value.is_object()) return;
+  const auto* fields = api_types::jsonFields(type);
+  if (fields == nullptr) return;
+  const auto& by_name = *fields;
   for (auto it = value.begin(); it != value.end();) {
     const std::string& key = it.key();
     // TypeMeta, inline in every object (an embedded PersistentVolumeClaim of a StatefulSet's
@@ -426,8 +322,8 @@ void dropUnknown(const std::string& type, json& value, const std::string& path, 
 
 std::optional<std::vector<std::string>> dropUnknownFields(json& object) {
   if (!object.is_object()) return std::nullopt;
-  const std::string type =
-      messageOf(object.value("apiVersion", std::string()), object.value("kind", std::string()));
+  const std::string type = api_types::messageOf(object.value("apiVersion", std::string()),
+                                                object.value("kind", std::string()));
   if (schema().find(type) == schema().end()) return std::nullopt;
   std::vector<std::string> unknown;
   dropUnknown(type, object, "", true, unknown, 0);
@@ -463,7 +359,7 @@ base::Result<json> decode(std::string_view body) {
     }
   }
   if (kind.empty() || !has_raw) return malformed("the envelope has no kind or no raw object");
-  const std::string type = messageOf(api_version, kind);
+  const std::string type = api_types::messageOf(api_version, kind);
   if (schema().find(type) == schema().end()) {
     return base::Error(
         "protobuf body: kubesim decodes no " + kind + " in version \"" + api_version + "\"",

@@ -241,7 +241,10 @@ void Server::Impl::writeReply(SslStream& stream, const Request& req, const Reply
                               bool keep_alive, int retry_after) {
   http::response<http::string_body> res{static_cast<http::status>(reply.code), req.version()};
   res.set(http::field::server, "kubesim");
-  if (reply.body.is_string()) {
+  if (!reply.content_type.empty() && reply.body.is_string()) {
+    res.set(http::field::content_type, reply.content_type);
+    res.body() = reply.body.get<std::string>();
+  } else if (reply.body.is_string()) {
     res.set(http::field::content_type, "text/plain; charset=utf-8");
     res.body() = reply.body.get<std::string>();
   } else {

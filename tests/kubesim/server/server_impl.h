@@ -88,17 +88,6 @@ std::optional<std::string> filteredType(const WatchEvent& e, const std::string& 
 
 json goneEvent(std::uint64_t requested, std::uint64_t oldest);
 
-// OpenAPI v3, only as much as kubectl needs: `kubectl create/apply/replace` (--validate=strict,
-// the default) asks /openapi/v3 whether each kind's PATCH operation (the operation's own
-// parameters, not the path's) takes the fieldValidation query parameter (supportsQueryParamV3); if
-// it does, kubectl leaves validation to the server (and sends ?fieldValidation=Strict:
-// Store::decodeFieldsLocked). Without /openapi/v3 it falls back to /openapi/v2 and fails "failed
-// to download openapi". No schemas are served.
-json openapiRoot(const std::vector<ResourceInfo>& all);
-
-json openapiGroupVersion(const std::vector<ResourceInfo>& all, const std::string& group,
-                         const std::string& version);
-
 // The identity of a TLS client certificate (verified against the CA): CN is the user name, each
 // O a group, as kube-apiserver's x509 authenticator.
 std::optional<UserInfo> certificateUser(SSL* ssl);

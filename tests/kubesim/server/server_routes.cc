@@ -1,6 +1,7 @@
 // ekco-kubesim: routing, discovery and the resource verbs.
 #include "tests/kubesim/apply/managed_fields.h"
 #include "tests/kubesim/features/events.h"
+#include "tests/kubesim/features/openapi.h"
 #include "tests/kubesim/features/protobuf.h"
 #include "tests/kubesim/features/table.h"
 #include "tests/kubesim/server/server_impl.h"
@@ -153,13 +154,24 @@ Reply Server::Impl::route(const Request& req, const std::vector<std::string>& se
     return Reply{.code = 200, .body = log};
   }
   if (segs.size() >= 2 && segs[0] == "openapi" && segs[1] == "v3" && get) {
-    if (segs.size() == 2) return Reply{.code = 200, .body = openapiRoot(all)};
-    if (segs.size() == 4 && segs[2] == "api") {
-      return Reply{.code = 200, .body = openapiGroupVersion(all, "", segs[3])};
-    }
+    if (segs.size() == 2) return Reply{.code = 200, .body = openapi::v3Index(all)};
+    std::optional<json> document;
+    if (segs.size() == 4 && segs[2] == "api") document = openapi::v3GroupVersion(all, "", segs[3]);
     if (segs.size() == 5 && segs[2] == "apis") {
-      return Reply{.code = 200, .body = openapiGroupVersion(all, segs[3], segs[4])};
+      document = openapi::v3GroupVersion(all, segs[3], segs[4]);
     }
+    if (document) return Reply{.code = 200, .body = std::move(*document)};
+    return Reply{.code = 404, .body = "404 page not found\n"};
+  }
+  if (segs.size() == 2 && segs[0] == "openapi" && segs[1] == "v2" && get) {
+    json document = openapi::v2Document(all);
+    const std::string_view accept(req[http::field::accept].data(), req[http::field::accept].size());
+    if (accept.find(openapi::kV2ProtobufAccept) != std::string_view::npos) {
+      return Reply{.code = 200,
+                   .body = openapi::v2Protobuf(document),
+                   .content_type = std::string(openapi::kV2ProtobufType)};
+    }
+    return Reply{.code = 200, .body = std::move(document)};
   }
   if (!segs.empty() && segs[0] == "api") {
     if (segs.size() == 1 && get) {

@@ -207,46 +207,6 @@ json goneEvent(std::uint64_t requested, std::uint64_t oldest) {
             {"code", 410}}}};
 }
 
-// OpenAPI v3, only as much as kubectl needs: `kubectl create/apply/replace` (--validate=strict,
-// the default) asks /openapi/v3 whether each kind's PATCH operation (the operation's own
-// parameters, not the path's) takes the fieldValidation query parameter (supportsQueryParamV3); if
-// it does, kubectl leaves validation to the server (and sends ?fieldValidation=Strict:
-// Store::decodeFieldsLocked). Without /openapi/v3 it falls back to /openapi/v2 and fails "failed
-// to download openapi". No schemas are served.
-json openapiRoot(const std::vector<ResourceInfo>& all) {
-  json paths = json::object();
-  for (const ResourceInfo& r : all) {
-    std::string gv = r.group.empty() ? "api/" + r.version : "apis/" + r.group + "/" + r.version;
-    paths[gv] = {{"serverRelativeURL", "/openapi/v3/" + gv + "?hash=kubesim"}};
-  }
-  return {{"paths", paths}};
-}
-
-json openapiGroupVersion(const std::vector<ResourceInfo>& all, const std::string& group,
-                         const std::string& version) {
-  json paths = json::object();
-  for (const ResourceInfo& r : all) {
-    if (r.group != group || r.version != version) continue;
-    std::string prefix =
-        r.group.empty() ? "/api/" + r.version : "/apis/" + r.group + "/" + r.version;
-    std::string path =
-        prefix + (r.namespaced ? "/namespaces/{namespace}/" : "/") + r.plural + "/{name}";
-    paths[path] = {
-        {"patch",
-         {{"operationId", "patch" + r.kind},
-          {"parameters",
-           {{{"name", "fieldValidation"}, {"in", "query"}, {"schema", {{"type", "string"}}}}}},
-          {"responses", {{"200", {{"description", "OK"}}}}},
-          {"x-kubernetes-action", "patch"},
-          {"x-kubernetes-group-version-kind",
-           {{"group", r.group}, {"version", r.version}, {"kind", r.kind}}}}}};
-  }
-  return {{"openapi", "3.0.0"},
-          {"info", {{"title", "Kubernetes"}, {"version", "v1.32.4"}}},
-          {"paths", paths},
-          {"components", {{"schemas", json::object()}}}};
-}
-
 // The identity of a TLS client certificate (verified against the CA): CN is the user name, each
 // O a group, as kube-apiserver's x509 authenticator.
 std::optional<UserInfo> certificateUser(SSL* ssl) {

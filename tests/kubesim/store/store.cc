@@ -447,8 +447,7 @@ Reply Store::patch(const ResourceInfo& r, const std::string& ns, const std::stri
                          name, &r);
     }
   } else if (type == "application/strategic-merge-patch+json") {
-    if (!r.group.empty() && r.group.find(".k8s.io") == std::string::npos && r.group != "apps" &&
-        r.group != "policy") {
+    if (!r.takesStrategicMerge()) {
       return statusReply(415, "UnsupportedMediaType",
                          "the body of the request was in an unknown format - accepted media "
                          "types include: application/json-patch+json, "

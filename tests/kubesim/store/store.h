@@ -55,6 +55,10 @@ struct ResourceInfo {
   // For messages and Status details: "pods", "leases.coordination.k8s.io".
   std::string qualified() const { return group.empty() ? plural : plural + "." + group; }
   bool hasSubresource(std::string_view sub) const;
+  // Whether PATCH takes application/strategic-merge-patch+json: the built-in groups' kinds (core,
+  // apps, batch, autoscaling, policy, *.k8s.io), not custom resources (415, as apiextensions
+  // answers).
+  bool takesStrategicMerge() const;
 };
 
 // An API answer: the HTTP status code and the JSON body (an object, a list or a Status).
@@ -63,6 +67,8 @@ struct Reply {
   nlohmann::json body{};
   // Warning headers ("299 - <text>"): unknown fields under fieldValidation Warn.
   std::vector<std::string> warnings{};
+  // Set: `body` is a string sent as is with this Content-Type (the OpenAPI v2 protobuf).
+  std::string content_type{};
 };
 
 // A Status body: {"kind":"Status","apiVersion":"v1","status":"Failure",...}.

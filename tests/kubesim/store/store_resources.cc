@@ -117,6 +117,12 @@ bool ResourceInfo::hasSubresource(std::string_view sub) const {
   return std::find(subresources.begin(), subresources.end(), sub) != subresources.end();
 }
 
+bool ResourceInfo::takesStrategicMerge() const {
+  return crd_version == nullptr &&
+         (group.empty() || group.ends_with(".k8s.io") || group == "apps" || group == "batch" ||
+          group == "autoscaling" || group == "policy");
+}
+
 Store::Store(const base::Clock& clock, std::size_t history_window)
     : clock_(clock),
       history_window_(std::max<std::size_t>(history_window, 1)),
