@@ -113,7 +113,13 @@ json mergeValue(const json& target, const json& patch, const std::string& field,
                 const std::string& parent) {
   if (patch.is_object()) return mergeMap(target, patch, field);
   if (patch.is_array() && target.is_array()) {
-    if (auto key = mergeKeyFor(field, parent)) return mergeList(target, patch, *key, field);
+    // A merge key is a field of the elements: a list of strings under a keyed name (an
+    // EndpointSlice endpoint's addresses, not a Node's) is replaced, as its schema says.
+    auto objects = [](const json& list) {
+      return std::any_of(list.begin(), list.end(), [](const json& e) { return e.is_object(); });
+    };
+    auto key = mergeKeyFor(field, parent);
+    if (key && (objects(patch) || objects(target))) return mergeList(target, patch, *key, field);
     if (isSetList(field)) {
       json out = target;
       for (const json& v : patch) {

@@ -40,6 +40,19 @@ TEST(StrategicMergeKeys, ServicePortsMergeByPortAndContainerPortsByContainerPort
   EXPECT_EQ((*merged)["spec"]["tolerations"], json::parse(R"([{"key":"y","operator":"Exists"}])"));
 }
 
+TEST(StrategicMergeKeys, AListOfStringsUnderAKeyedNameIsReplaced) {
+  // An EndpointSlice endpoint (a map whose `addresses` are strings).
+  json endpoint = json::parse(R"({"addresses":["10.0.0.1","10.0.0.2"]})");
+  auto merged = strategicMergePatch(endpoint, json::parse(R"({"addresses":["10.0.0.3"]})"));
+  ASSERT_TRUE(merged);
+  EXPECT_EQ((*merged)["addresses"], json::parse(R"(["10.0.0.3"])"));
+  json node = json::parse(R"({"status":{"addresses":[{"type":"InternalIP","address":"a"}]}})");
+  merged = strategicMergePatch(
+      node, json::parse(R"({"status":{"addresses":[{"type":"Hostname","address":"h"}]}})"));
+  ASSERT_TRUE(merged);
+  EXPECT_EQ((*merged)["status"]["addresses"].size(), 2u);
+}
+
 TEST(StrategicMergeKeys, RetainKeysClearsTheFieldsItDoesNotList) {
   json d = json::parse(R"({"spec":{"replicas":1,"strategy":{"type":"RollingUpdate",
       "rollingUpdate":{"maxSurge":"25%","maxUnavailable":"25%"}}}})");

@@ -152,38 +152,59 @@ void addMessage(json& definitions, std::string_view type, Version v) {
   }
 }
 
-// A CRD schema as OpenAPI v2 has room for: without v3's nullable, oneOf, anyOf and not, as
-// apiextensions' v2 conversion drops them.
-void stripV3Only(json& schema) {
-  if (schema.is_array()) {
-    for (json& s : schema) stripV3Only(s);
-    return;
-  }
+// A CRD schema as OpenAPI v2 has room for, as apiextensions' ToStructuralOpenAPIV2 makes it:
+// without v3's allOf, oneOf, anyOf and not; a nullable or x-kubernetes-preserve-unknown-fields
+// node untyped, without items or properties (kubectl's v2 parser breaks on them there). What no
+// v2 reader takes is dropped too: a $ref (apiextensions refuses it), an array's type when it has
+// no items schema.
+void toV2(json& schema) {
   if (!schema.is_object()) return;
-  for (const char* key : {"nullable", "oneOf", "anyOf", "not"}) schema.erase(key);
-  for (const char* key : {"properties", "patternProperties"}) {
-    if (auto it = schema.find(key); it != schema.end() && it->is_object()) {
-      for (auto& [name, sub] : it->items()) stripV3Only(sub);
+  for (const char* key : {"allOf", "oneOf", "anyOf", "not", "$ref"}) schema.erase(key);
+  const bool nullable = schema.value("nullable", false) == true;
+  const bool open = schema.value("x-kubernetes-preserve-unknown-fields", false) == true;
+  schema.erase("nullable");
+  if (nullable || open) {
+    for (const char* key : {"type", "items", "properties"}) schema.erase(key);
+  }
+  if (auto it = schema.find("properties"); it != schema.end()) {
+    if (it->is_object()) {
+      for (auto& [name, sub] : it->items()) toV2(sub);
+    } else {
+      schema.erase(it);
     }
   }
-  for (const char* key : {"items", "additionalProperties", "allOf"}) {
-    if (auto it = schema.find(key); it != schema.end()) stripV3Only(*it);
+  if (auto it = schema.find("items"); it != schema.end()) {
+    if (it->is_object()) {
+      toV2(*it);
+    } else {
+      schema.erase(it);
+    }
   }
+  if (auto it = schema.find("additionalProperties"); it != schema.end() && it->is_object()) {
+    toV2(*it);
+  }
+  if (schema.value("type", json()) == "array" && !schema.contains("items")) schema.erase("type");
 }
 
 // A kind outside the type table: a custom resource by its CRD's schema, another kind as what
-// kubesim checks of it (its metadata).
+// kubesim checks of it (its metadata). A CRD's schema comes from its author: whatever its shape,
+// the definition is an object with object properties.
 json ownDefinition(const ResourceInfo& r, Version v) {
   json schema = json::object();
   if (r.crd_version != nullptr) {
     schema =
         r.crd_version->value("schema", json::object()).value("openAPIV3Schema", json::object());
-    if (v == Version::kV2) stripV3Only(schema);
+    if (!schema.is_object()) schema = {{"x-kubernetes-preserve-unknown-fields", true}};
+    if (v == Version::kV2) toV2(schema);
   } else {
     schema["x-kubernetes-preserve-unknown-fields"] = true;
   }
-  if (!schema.contains("type")) schema["type"] = "object";
+  schema["type"] = "object";
+  if (!schema.contains("properties") || !schema["properties"].is_object()) {
+    schema["properties"] = json::object();
+  }
   schema["properties"]["metadata"] = ref(definitionName(kObjectMeta), v);
+  schema.erase("x-kubernetes-group-version-kind");  // describe() says which kind it is
   return schema;
 }
 

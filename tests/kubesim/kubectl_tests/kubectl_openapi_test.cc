@@ -128,9 +128,10 @@ TEST_F(KubectlOpenApiTest, ACustomResourceIsExplainedByItsSchemaWhileItsDefiniti
   EXPECT_THAT(spec.stdout_data, HasSubstr("When the backup runs, in cron syntax."));
   auto metadata = kubectl({"explain", "backups.metadata.labels"});
   EXPECT_THAT(metadata.stdout_data, HasSubstr("FIELD: labels <map[string]string>"));
-  auto v2 = kubectl({"explain", "backups.spec.keep", "--output", "plaintext-openapiv2"});
+  auto v2 = kubectl({"explain", "backups.spec.schedule", "--output", "plaintext-openapiv2"});
   ASSERT_EQ(v2.exit_code, 0) << v2.stderr_data;
-  EXPECT_THAT(v2.stdout_data, HasSubstr("FIELD:    keep <integer>"));
+  EXPECT_THAT(v2.stdout_data, HasSubstr("FIELD:    schedule <string>"));
+  EXPECT_THAT(v2.stdout_data, HasSubstr("When the backup runs, in cron syntax."));
 
   // A changed schema is a new document: a new hash, so no client keeps the old one.
   std::string changed = kDefinition;
@@ -195,12 +196,17 @@ TEST_F(KubectlOpenApiTest, ApplyMergesByTheSchemasPatchStrategies) {
   EXPECT_EQ(containers[1]["env"], json::parse(R"([{"name":"DEBUG","value":"1"}])"));
   EXPECT_EQ(containers[1]["image"], "busybox:1");
 
-  // kubectl read the patch strategies from the apps/v1 document.
+  // kubectl built the patch from the apps/v1 document: had the v3 schemas not served (no
+  // strategic merge in the PATCH operation, or a kind it could not find), it would have fallen
+  // back to /openapi/v2 before its compiled-in types.
   bool read_v3 = false;
+  bool read_v2 = false;
   for (const RequestRecord& r : server_->requestLog()) {
-    read_v3 = read_v3 || r.path.starts_with("/openapi/v3/apis/apps/v1");
+    read_v3 = read_v3 || r.path == "/openapi/v3/apis/apps/v1";
+    read_v2 = read_v2 || r.path == "/openapi/v2";
   }
   EXPECT_TRUE(read_v3);
+  EXPECT_FALSE(read_v2);
 }
 
 }  // namespace
