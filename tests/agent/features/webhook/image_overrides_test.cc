@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -273,51 +275,88 @@ long statusKb(const std::string& key) {
   return kb;
 }
 
+// The hostile bodies, by shape: a long array of empty objects, of containers, of numbers, and
+// one long string.
+constexpr std::size_t kHostileShapes = 4;
+std::string hostileBody(std::size_t shape) {
+  switch (shape) {
+    case 0:
+      return hostileReview(R"({"spec":{"containers":[)", "{},", "]}}}}");
+    case 1:
+      return hostileReview(R"({"spec":{"containers":[)", R"({"image":"nginx:1.25"},)", "]}}}}");
+    case 2:
+      return hostileReview(R"({"metadata":{"annotations":{"n":[)", "0,",
+                           R"(]}},"spec":{"containers":[{"image":"nginx:1.25"}]}}}})");
+    default:
+      return hostileReview(R"({"metadata":{"annotations":{"a":")", "a",
+                           R"("}},"spec":{"containers":[{"image":"nginx:1.25"}]}}}})");
+  }
+}
+
+constexpr const char* kProbeShape = "EKCO_HOSTILE_REVIEW_SHAPE";
+constexpr const char* kTestName = "ImageOverrides.AHostile3MiBBodyIsReviewedInBoundedMemory";
+
 // Issue 34: a DOM of a hostile body took ~20 times its size (3 MiB of "{}," was ~60 MiB), and
 // eight such reviews at once killed the agent. The review keeps only what it decides on: its
 // memory is the body plus its parser's buffers for the longest string (the server reserves 6x
 // the body for it; webhookRequestCost).
-// Measured in a child process, as the growth of its peak RSS over its RSS (clear_refs resets the
-// peak), under whatever allocator the build uses (ASan's adds its redzones and shadow).
+// Each shape is measured in a process of its own (this test run again with kProbeShape set), as
+// the growth of its peak RSS over its RSS (clear_refs resets the peak), under whatever allocator
+// the build uses, with ASan's quarantine cut to 1 MiB as the agent's RSS tests do: by default it
+// holds every buffer the parser's doublings freed, which measures the sanitizer, not the review.
 TEST(ImageOverrides, AHostile3MiBBodyIsReviewedInBoundedMemory) {
-  const std::vector<std::string> bodies = {
-      hostileReview(R"({"spec":{"containers":[)", "{},", "]}}}}"),
-      hostileReview(R"({"spec":{"containers":[)", R"({"image":"nginx:1.25"},)", "]}}}}"),
-      hostileReview(R"({"metadata":{"annotations":{"n":[)", "0,",
-                    R"(]}},"spec":{"containers":[{"image":"nginx:1.25"}]}}}})"),
-      hostileReview(R"({"metadata":{"annotations":{"a":")", "a",
-                    R"("}},"spec":{"containers":[{"image":"nginx:1.25"}]}}}})"),
-  };
-  for (std::size_t i = 0; i < bodies.size(); ++i) {
+  if (const char* shape = std::getenv(kProbeShape); shape != nullptr) {
+    const std::string body = hostileBody(std::stoul(shape));
+    std::ofstream("/proc/self/clear_refs") << "5";
+    const long before = statusKb("VmRSS:");
+    const ReviewOutcome out = reviewPod(body, kOverrides);
+    const long grew = statusKb("VmHWM:") - before;
+    std::printf("hostile-review-probe size=%zu grew=%ld answered=%d\n", body.size(), grew,
+                out.response.empty() ? 0 : 1);
+    return;
+  }
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  std::string asan_options = asan != nullptr ? asan : "";
+  asan_options += std::string(asan_options.empty() ? "" : ":") + "quarantine_size_mb=1";
+  for (std::size_t i = 0; i < kHostileShapes; ++i) {
     SCOPED_TRACE(i);
-    ASSERT_LE(bodies[i].size(), kMaxReviewBytes);
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
       ::close(fds[0]);
-      std::ofstream("/proc/self/clear_refs") << "5";
-      const long before = statusKb("VmRSS:");
-      const ReviewOutcome out = reviewPod(bodies[i], kOverrides);
-      const long grew = statusKb("VmHWM:") - before;
-      const bool answered = !out.response.empty();
-      const long report[2] = {grew, answered ? 1 : 0};
-      if (::write(fds[1], report, sizeof report) != sizeof report) _exit(1);
-      _exit(0);
+      ::close(fds[1]);
+      ::setenv(kProbeShape, std::to_string(i).c_str(), 1);
+      ::setenv("ASAN_OPTIONS", asan_options.c_str(), 1);
+      const std::string filter = std::string("--gtest_filter=") + kTestName;
+      ::execl("/proc/self/exe", "image_overrides_probe", filter.c_str(), nullptr);
+      _exit(127);
     }
     ::close(fds[1]);
-    long report[2] = {-1, 0};
-    ASSERT_EQ(::read(fds[0], report, sizeof report), static_cast<ssize_t>(sizeof report));
+    std::string output;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) output.append(buf, n);
     ::close(fds[0]);
     int status = 0;
     ::waitpid(pid, &status, 0);
-    EXPECT_EQ(report[1], 1);
-    // 6x the body, as the server reserves, plus the allocator's slack (ASan's quarantine keeps
-    // the buffers each doubling freed).
-    EXPECT_LT(report[0], 6 * 3 * 1024 + 4 * 1024)
-        << "the review grew the RSS by " << report[0] << " kB";
-    std::printf("shape %zu: the review grew the RSS by %ld kB\n", i, report[0]);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+    std::size_t size = 0;
+    long grew = -1;
+    int answered = 0;
+    const std::size_t line = output.find("hostile-review-probe ");
+    ASSERT_NE(line, std::string::npos) << output;
+    ASSERT_EQ(
+        std::sscanf(output.c_str() + line, "hostile-review-probe size=%zu grew=%ld answered=%d",
+                    &size, &grew, &answered),
+        3)
+        << output;
+    EXPECT_LE(size, kMaxReviewBytes);
+    EXPECT_EQ(answered, 1);
+    // 6x the body, as the server reserves, plus the allocator's slack.
+    EXPECT_LT(grew, 6 * 3 * 1024 + 4 * 1024) << "the review grew the RSS by " << grew << " kB";
+    std::printf("shape %zu: the review grew the RSS by %ld kB\n", i, grew);
   }
 }
 
