@@ -18,6 +18,12 @@ using nlohmann::json;
 
 enum class Version { kV2, kV3 };
 
+// Both documents' info, as kube-apiserver 1.32 writes it.
+const json& info() {
+  static const json value = {{"title", "Kubernetes"}, {"version", "v1.32.4"}};
+  return value;
+}
+
 constexpr std::string_view kObjectMeta = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 constexpr std::string_view kPatchName = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
 
@@ -58,11 +64,16 @@ std::string kindDefinitionName(const ResourceInfo& r) {
   return customDefinitionName(r);
 }
 
-json ref(const std::string& name, Version v) {
-  if (v == Version::kV3) {
-    return {{"allOf", json::array({{{"$ref", "#/components/schemas/" + name}}})}};
-  }
-  return {{"$ref", "#/definitions/" + name}};
+// {"$ref": ...} to a definition, where each version keeps them.
+json plainRef(std::string_view name, Version v) {
+  return {{"$ref",
+           (v == Version::kV3 ? "#/components/schemas/" : "#/definitions/") + std::string(name)}};
+}
+
+// A property's reference to a definition: v3 wraps it in allOf, as kube-openapi writes it.
+json ref(std::string_view name, Version v) {
+  if (v == Version::kV3) return {{"allOf", json::array({plainRef(name, v)})}};
+  return plainRef(name, v);
 }
 
 json scalar(std::string_view type) {
@@ -226,10 +237,14 @@ std::vector<std::string> patchTypes(const ResourceInfo& r) {
   return types;
 }
 
+// "api/v1", "apis/apps/v1": where a group-version is served, under / and under /openapi/v3/.
+std::string groupVersionPath(const ResourceInfo& r) {
+  return r.group.empty() ? "api/" + r.version : "apis/" + r.group + "/" + r.version;
+}
+
 std::string itemPath(const ResourceInfo& r) {
-  const std::string prefix =
-      r.group.empty() ? "/api/" + r.version : "/apis/" + r.group + "/" + r.version;
-  return prefix + (r.namespaced ? "/namespaces/{namespace}/" : "/") + r.plural + "/{name}";
+  return "/" + groupVersionPath(r) + (r.namespaced ? "/namespaces/{namespace}/" : "/") + r.plural +
+         "/{name}";
 }
 
 // The PATCH operation of a resource's item path: the one kubectl asks whether it takes
@@ -238,12 +253,11 @@ json patchOperation(const ResourceInfo& r, Version v) {
   json op = {{"operationId", "patch" + r.kind},
              {"x-kubernetes-action", "patch"},
              {"x-kubernetes-group-version-kind", gvkOf(r)}};
-  const json kind_ref = {{"$ref", (v == Version::kV3 ? "#/components/schemas/" : "#/definitions/") +
-                                      kindDefinitionName(r)}};
+  const json kind_ref = plainRef(kindDefinitionName(r), v);
   if (v == Version::kV3) {
     json content = json::object();
     for (const std::string& type : patchTypes(r)) {
-      content[type] = {{"schema", {{"$ref", "#/components/schemas/" + std::string(kPatchName)}}}};
+      content[type] = {{"schema", plainRef(kPatchName, v)}};
     }
     op["parameters"] = {{{"name", "fieldValidation"},
                          {"in", "query"},
@@ -299,25 +313,15 @@ std::vector<const ResourceInfo*> inGroupVersion(const std::vector<ResourceInfo>&
   return out;
 }
 
-// FNV-1a of what a group-version's document is made of: its resources and their CRD schemas (the
+// A hash of what a group-version's document is made of: its resources and their CRD schemas (the
 // built-in kinds' schemas do not change while kubesim runs).
 std::string groupVersionHash(const std::vector<const ResourceInfo*>& resources) {
-  std::uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](std::string_view s) {
-    for (unsigned char c : s) {
-      h ^= c;
-      h *= 1099511628211ULL;
-    }
-    h ^= 0xff;
-    h *= 1099511628211ULL;
-  };
+  json makings = json::array();
   for (const ResourceInfo* r : resources) {
-    mix(r->plural);
-    mix(r->kind);
-    mix(r->crd_version != nullptr ? r->crd_version->dump() : std::string());
+    makings.push_back({r->plural, r->kind, r->crd_version != nullptr ? *r->crd_version : json()});
   }
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llX", static_cast<unsigned long long>(h));
+  std::snprintf(buf, sizeof buf, "%016zX", std::hash<std::string>{}(makings.dump()));
   return buf;
 }
 
@@ -358,6 +362,13 @@ class Writer {
   }
   std::string out_;
 };
+
+// An object's member, or an empty object: read in place, not copied as json::value would.
+const json& memberOf(const json& object, const char* key) {
+  static const json empty = json::object();
+  auto it = object.find(key);
+  return it == object.end() ? empty : *it;
+}
 
 // openapi_v2.Any: the value as YAML text (JSON is YAML).
 std::string any(const json& value) {
@@ -472,8 +483,7 @@ std::string operationMessage(const json& op) {
     w.bytes(8, item.str());
   }
   Writer responses;  // Responses
-  const json codes = op.value("responses", json::object());
-  for (const auto& [code, response] : codes.items()) {
+  for (const auto& [code, response] : memberOf(op, "responses").items()) {
     Writer r;  // Response
     r.bytes(1, response.value("description", std::string()));
     if (response.contains("schema")) {
@@ -500,7 +510,7 @@ std::string operationMessage(const json& op) {
 json v3Index(const std::vector<ResourceInfo>& all) {
   std::map<std::string, std::vector<const ResourceInfo*>> by_gv;
   for (const ResourceInfo& r : all) {
-    by_gv[r.group.empty() ? "api/" + r.version : "apis/" + r.group + "/" + r.version].push_back(&r);
+    by_gv[groupVersionPath(r)].push_back(&r);
   }
   json paths = json::object();
   for (const auto& [gv, resources] : by_gv) {
@@ -516,7 +526,7 @@ std::optional<json> v3GroupVersion(const std::vector<ResourceInfo>& all, std::st
   if (resources.empty()) return std::nullopt;
   auto [definitions, paths] = describe(all, resources, Version::kV3);
   return json{{"openapi", "3.0.0"},
-              {"info", {{"title", "Kubernetes"}, {"version", "v1.32.4"}}},
+              {"info", info()},
               {"paths", std::move(paths)},
               {"components", {{"schemas", std::move(definitions)}}}};
 }
@@ -526,7 +536,7 @@ json v2Document(const std::vector<ResourceInfo>& all) {
   for (const ResourceInfo& r : all) resources.push_back(&r);
   auto [definitions, paths] = describe(all, resources, Version::kV2);
   return {{"swagger", "2.0"},
-          {"info", {{"title", "Kubernetes"}, {"version", "v1.32.4"}}},
+          {"info", info()},
           {"paths", std::move(paths)},
           {"definitions", std::move(definitions)}};
 }
@@ -534,13 +544,12 @@ json v2Document(const std::vector<ResourceInfo>& all) {
 std::string v2Protobuf(const json& document) {
   Writer w;
   w.bytes(1, document.value("swagger", std::string()));
-  Writer info;
-  info.bytes(1, document["info"].value("title", std::string()));
-  info.bytes(2, document["info"].value("version", std::string()));
-  w.bytes(2, info.str());
+  Writer info_message;  // Info
+  info_message.bytes(1, memberOf(document, "info").value("title", std::string()));
+  info_message.bytes(2, memberOf(document, "info").value("version", std::string()));
+  w.bytes(2, info_message.str());
   Writer paths;  // Paths: path = 2
-  const json all_paths = document.value("paths", json::object());
-  for (const auto& [path, item] : all_paths.items()) {
+  for (const auto& [path, item] : memberOf(document, "paths").items()) {
     Writer path_item;  // PathItem: patch = 8
     if (item.contains("patch")) path_item.bytes(8, operationMessage(item["patch"]));
     Writer named;  // NamedPathItem
@@ -550,8 +559,7 @@ std::string v2Protobuf(const json& document) {
   }
   w.bytes(8, paths.str());
   Writer definitions;  // Definitions: additional_properties = 1
-  const json all_definitions = document.value("definitions", json::object());
-  for (const auto& [name, schema] : all_definitions.items()) {
+  for (const auto& [name, schema] : memberOf(document, "definitions").items()) {
     definitions.bytes(1, namedSchema(name, schema));
   }
   w.bytes(9, definitions.str());

@@ -16,11 +16,9 @@ namespace {
 
 using nlohmann::json;
 
+using api_types::Field;
 using api_types::isInline;
 using api_types::kMeta;
-using FieldInfo = api_types::Field;
-
-const auto& schema() { return api_types::messages(); }
 
 base::Error malformed(const std::string& what) {
   return base::Error("protobuf body: " + what, base::ErrorCode::kParse);
@@ -124,7 +122,7 @@ base::Result<json> decodeTime(std::string_view bytes, bool micro) {
   return json(out + "Z");
 }
 
-base::Result<json> decodeScalar(const FieldInfo& info, const std::string& type, const Raw& f,
+base::Result<json> decodeScalar(const Field& info, const std::string& type, const Raw& f,
                                 int depth) {
   const bool varint = f.wire == 0;
   if (type == "string") {
@@ -200,8 +198,8 @@ base::Result<json> decodeMessage(const std::string& type, std::string_view bytes
     }
     return json(nullptr);
   }
-  auto message = schema().find(type);
-  if (message == schema().end()) {
+  auto message = api_types::messages().find(type);
+  if (message == api_types::messages().end()) {
     return base::Error("protobuf body: kubesim has no schema for " + type,
                        base::ErrorCode::kNotFound);
   }
@@ -211,7 +209,7 @@ base::Result<json> decodeMessage(const std::string& type, std::string_view bytes
     if (known == message->second.end()) {
       return malformed("field " + std::to_string(f.number) + " of " + type + " is unknown");
     }
-    const FieldInfo& info = known->second;
+    const Field& info = known->second;
     if (info.label == 'm') {
       auto entry = readFields(f.bytes);
       EKCO_TRY(entry);
@@ -232,7 +230,7 @@ base::Result<json> decodeMessage(const std::string& type, std::string_view bytes
     }
     std::vector<Raw> items{f};
     const bool numeric = info.type != "string" && info.type != "bytes" &&
-                         schema().find(info.type) == schema().end() &&
+                         api_types::messages().find(info.type) == api_types::messages().end() &&
                          info.type.find('.') == std::string::npos;
     if (info.label == 'r' && numeric && f.wire == 2) {
       // A packed repeated scalar.
@@ -301,7 +299,7 @@ void dropUnknown(const std::string& type, json& value, const std::string& path, 
       it = value.erase(it);
       continue;
     }
-    const FieldInfo& info = *field->second;
+    const Field& info = *field->second;
     if (info.label == 'r' && it->is_array()) {
       for (std::size_t i = 0; i < it->size(); ++i) {
         dropUnknown(info.type, (*it)[i], at + "[" + std::to_string(i) + "]", false, unknown,
@@ -324,7 +322,7 @@ std::optional<std::vector<std::string>> dropUnknownFields(json& object) {
   if (!object.is_object()) return std::nullopt;
   const std::string type = api_types::messageOf(object.value("apiVersion", std::string()),
                                                 object.value("kind", std::string()));
-  if (schema().find(type) == schema().end()) return std::nullopt;
+  if (api_types::messages().find(type) == api_types::messages().end()) return std::nullopt;
   std::vector<std::string> unknown;
   dropUnknown(type, object, "", true, unknown, 0);
   return unknown;
@@ -360,7 +358,7 @@ base::Result<json> decode(std::string_view body) {
   }
   if (kind.empty() || !has_raw) return malformed("the envelope has no kind or no raw object");
   const std::string type = api_types::messageOf(api_version, kind);
-  if (schema().find(type) == schema().end()) {
+  if (api_types::messages().find(type) == api_types::messages().end()) {
     return base::Error(
         "protobuf body: kubesim decodes no " + kind + " in version \"" + api_version + "\"",
         base::ErrorCode::kNotFound);

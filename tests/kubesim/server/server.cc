@@ -241,11 +241,9 @@ void Server::Impl::writeReply(SslStream& stream, const Request& req, const Reply
                               bool keep_alive, int retry_after) {
   http::response<http::string_body> res{static_cast<http::status>(reply.code), req.version()};
   res.set(http::field::server, "kubesim");
-  if (!reply.content_type.empty() && reply.body.is_string()) {
-    res.set(http::field::content_type, reply.content_type);
-    res.body() = reply.body.get<std::string>();
-  } else if (reply.body.is_string()) {
-    res.set(http::field::content_type, "text/plain; charset=utf-8");
+  if (reply.body.is_string()) {
+    res.set(http::field::content_type,
+            reply.content_type.empty() ? "text/plain; charset=utf-8" : reply.content_type);
     res.body() = reply.body.get<std::string>();
   } else {
     res.set(http::field::content_type, "application/json");
