@@ -103,17 +103,13 @@ class BufferBudgetE2eTest : public ::testing::Test {
     const fs::path root = dir_ / "root";
     fs::create_directories(root / "etc/kubernetes");
     std::ofstream(root / "etc/kubernetes/kubelet.conf") << "# joined\n";
-    // ASan's quarantine would hold every dropped line (256 MiB by default): the RSS would
-    // measure the sanitizer, not the agent. (No effect on a build without ASan.)
-    const char* asan = std::getenv("ASAN_OPTIONS");
-    std::string asan_options = std::string(asan != nullptr ? asan : "");
-    asan_options += std::string(asan_options.empty() ? "" : ":") + "quarantine_size_mb=1";
+    // ASan's quarantine would hold every dropped line: the RSS would measure the sanitizer.
     const char* bin = std::getenv("EKCO_AGENT_BIN");
     pid_ = testing::spawnLogged(
         {bin != nullptr ? bin : EKCO_BIN, "agent", "--config", (dir_ / "config.yaml").string(),
          "--kubeconfig", (dir_ / "kubeconfig").string(), "--node-name", "cp-1", "--host-root",
          root.string(), "--socket", socket()},
-        log(), {"ASAN_OPTIONS=" + asan_options});
+        log(), {"ASAN_OPTIONS=" + testing::asanOptionsForRss()});
     ASSERT_GT(pid_, 0);
   }
 

@@ -2,19 +2,19 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
+#include "base/os/process.h"
 #include "kube/transport/kubeconfig.h"
+#include "tests/agent/process_support.h"
 
 namespace ekco::agent::admission {
 namespace {
@@ -302,8 +302,8 @@ constexpr const char* kTestName = "ImageOverrides.AHostile3MiBBodyIsReviewedInBo
 // the body for it; webhookRequestCost).
 // Each shape is measured in a process of its own (this test run again with kProbeShape set), as
 // the growth of its peak RSS over its RSS (clear_refs resets the peak), under whatever allocator
-// the build uses, with ASan's quarantine cut to 1 MiB as the agent's RSS tests do: by default it
-// holds every buffer the parser's doublings freed, which measures the sanitizer, not the review.
+// the build uses, with ASan's quarantine cut as the agent's RSS tests do (asanOptionsForRss): by
+// default it holds every buffer the parser's doublings freed.
 TEST(ImageOverrides, AHostile3MiBBodyIsReviewedInBoundedMemory) {
   if (const char* shape = std::getenv(kProbeShape); shape != nullptr) {
     const std::string body = hostileBody(std::stoul(shape));
@@ -315,43 +315,27 @@ TEST(ImageOverrides, AHostile3MiBBodyIsReviewedInBoundedMemory) {
                 out.response.empty() ? 0 : 1);
     return;
   }
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  std::string asan_options = asan != nullptr ? asan : "";
-  asan_options += std::string(asan_options.empty() ? "" : ":") + "quarantine_size_mb=1";
+  base::SystemClock clock;
+  base::BoostProcessRunner runner(clock);
   for (std::size_t i = 0; i < kHostileShapes; ++i) {
     SCOPED_TRACE(i);
-    int fds[2];
-    ASSERT_EQ(::pipe(fds), 0);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::setenv(kProbeShape, std::to_string(i).c_str(), 1);
-      ::setenv("ASAN_OPTIONS", asan_options.c_str(), 1);
-      const std::string filter = std::string("--gtest_filter=") + kTestName;
-      ::execl("/proc/self/exe", "image_overrides_probe", filter.c_str(), nullptr);
-      _exit(127);
-    }
-    ::close(fds[1]);
-    std::string output;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) output.append(buf, n);
-    ::close(fds[0]);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+    auto run = runner.run(base::ProcessRequest{
+        .argv = {"/proc/self/exe", std::string("--gtest_filter=") + kTestName},
+        .inherit_env = true,
+        .env = {{kProbeShape, std::to_string(i)}, {"ASAN_OPTIONS", testing::asanOptionsForRss()}},
+        .timeout = std::chrono::minutes(2)});
+    ASSERT_TRUE(run) << run.error().message();
+    ASSERT_TRUE(run->success()) << run->stdout_data << run->stderr_data;
     std::size_t size = 0;
     long grew = -1;
     int answered = 0;
-    const std::size_t line = output.find("hostile-review-probe ");
-    ASSERT_NE(line, std::string::npos) << output;
+    const std::size_t line = run->stdout_data.find("hostile-review-probe ");
+    ASSERT_NE(line, std::string::npos) << run->stdout_data;
     ASSERT_EQ(
-        std::sscanf(output.c_str() + line, "hostile-review-probe size=%zu grew=%ld answered=%d",
-                    &size, &grew, &answered),
+        std::sscanf(run->stdout_data.c_str() + line,
+                    "hostile-review-probe size=%zu grew=%ld answered=%d", &size, &grew, &answered),
         3)
-        << output;
+        << run->stdout_data;
     EXPECT_LE(size, kMaxReviewBytes);
     EXPECT_EQ(answered, 1);
     // 6x the body, as the server reserves, plus the allocator's slack.
