@@ -9,9 +9,13 @@
 
 #include "tests/kubesim/controllers/csr_fields.h"
 #include "tests/kubesim/rbac/request_user.h"
+#include "tests/kubesim/store/store_support.h"
 #include "tests/kubesim/validation/types.h"
 
 namespace ekco::kubesim::csr {
+
+using store_detail::str;
+
 namespace {
 
 using nlohmann::json;
@@ -175,7 +179,7 @@ std::optional<std::string> certificateError(const std::string& pem) {
 
 std::string certificateOf(const json& csr) {
   std::string error;
-  auto pem = decodeBase64(text(csr, {"status", "certificate"}), &error);
+  auto pem = decodeBase64(str(csr, {"status", "certificate"}), &error);
   return pem.value_or("");
 }
 
@@ -202,7 +206,7 @@ std::vector<FieldError> validateCreate(const json& csr) {
   if (!pem) {
     out.push_back(FieldError{.type = "FieldValueInvalid",
                              .field = "spec.request",
-                             .value = goBytes(text(csr, {"spec", "request"})),
+                             .value = goBytes(str(csr, {"spec", "request"})),
                              .detail = pem.error().message()});
   } else if (auto req = parseRequest(*pem); !req) {
     out.push_back(FieldError{.type = "FieldValueInvalid",
@@ -226,7 +230,7 @@ std::vector<FieldError> validateCreate(const json& csr) {
           .type = "FieldValueDuplicate", .field = at, .value = goQuote(u), .detail = ""});
     }
   }
-  for (FieldError& e : signerNameErrors(text(csr, {"spec", "signerName"}))) {
+  for (FieldError& e : signerNameErrors(str(csr, {"spec", "signerName"}))) {
     out.push_back(std::move(e));
   }
   if (spec.contains("expirationSeconds") && spec["expirationSeconds"].is_number_integer() &&
@@ -316,8 +320,8 @@ std::vector<FieldError> prepareUpdate(std::string_view subresource, json& next, 
       }
     }
   }
-  const std::string old_cert = text(old, {"status", "certificate"});
-  const std::string new_cert = text(next, {"status", "certificate"});
+  const std::string old_cert = str(old, {"status", "certificate"});
+  const std::string new_cert = str(next, {"status", "certificate"});
   if (new_cert != old_cert) {
     if (subresource != "status") {
       out.push_back(forbidden("status.certificate", "updates may not set certificate content"));
@@ -338,7 +342,7 @@ namespace {
 std::optional<Reply> admitSignerVerb(const RbacPolicy& policy, const UserInfo& user,
                                      const json& csr, const std::string& verb) {
   if (user.isMaster()) return std::nullopt;
-  const std::string signer = text(csr, {"spec", "signerName"});
+  const std::string signer = str(csr, {"spec", "signerName"});
   RequestAttributes attrs{.resource_request = true,
                           .verb = verb,
                           .api_group = "certificates.k8s.io",
@@ -351,7 +355,7 @@ std::optional<Reply> admitSignerVerb(const RbacPolicy& policy, const UserInfo& u
   if (authorize(policy, user, attrs).allowed) return std::nullopt;
   attrs.name = signer.substr(0, signer.find('/')) + "/*";
   if (authorize(policy, user, attrs).allowed) return std::nullopt;
-  const std::string name = text(csr, {"metadata", "name"});
+  const std::string name = str(csr, {"metadata", "name"});
   return statusReply(403, "Forbidden",
                      "certificatesigningrequests.certificates.k8s.io \"" + name +
                          "\" is forbidden: user not permitted to " + verb +

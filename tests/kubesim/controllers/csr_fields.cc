@@ -1,4 +1,5 @@
 #include "tests/kubesim/controllers/csr_fields.h"
+#include "tests/kubesim/store/store_support.h"
 
 #include <openssl/crypto.h>
 #include <openssl/pem.h>
@@ -7,18 +8,11 @@
 
 namespace ekco::kubesim::csr {
 
+using store_detail::str;
+
 using base::Error;
 using base::Result;
 using nlohmann::json;
-
-std::string text(const json& obj, std::initializer_list<const char*> path) {
-  const json* cur = &obj;
-  for (const char* p : path) {
-    if (!cur->is_object() || !cur->contains(p)) return {};
-    cur = &(*cur)[p];
-  }
-  return cur->is_string() ? cur->get<std::string>() : std::string();
-}
 
 json conditions(const json& csr) {
   const json* status = csr.contains("status") ? &csr["status"] : nullptr;
@@ -58,7 +52,7 @@ Result<ReqPtr> parseRequest(const std::string& pem) {
 
 Result<std::string> requestPem(const json& csr) {
   std::string error;
-  auto pem = decodeBase64(text(csr, {"spec", "request"}), &error);
+  auto pem = decodeBase64(str(csr, {"spec", "request"}), &error);
   if (!pem) return Error(error);
   return *pem;
 }

@@ -1,7 +1,7 @@
 // What both halves of kubesim's CertificateSigningRequests read of one (the registry, csr.cc,
-// and the csrsigning controller, csr_signer.cc): its string fields, its conditions, and its
-// PKCS#10 request parsed and verified (certificates.ParseCSR + CheckSignature), with the
-// OpenSSL handles they hold.
+// and the csrsigning controller, csr_signer.cc): its conditions, its PKCS#10 request parsed and
+// verified (certificates.ParseCSR + CheckSignature), and the OpenSSL handles they hold. String
+// fields are read with store_detail::str.
 #pragma once
 
 #include <openssl/bio.h>
@@ -9,7 +9,6 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -45,8 +44,6 @@ using BioPtr = std::unique_ptr<BIO, BioFree>;
 using ExtsPtr = std::unique_ptr<STACK_OF(X509_EXTENSION), ExtsFree>;
 using NamesPtr = std::unique_ptr<GENERAL_NAMES, NamesFree>;
 
-// The string at `path` ("" when absent or not a string).
-std::string text(const nlohmann::json& obj, std::initializer_list<const char*> path);
 // status.conditions, or [] when absent or not a list.
 nlohmann::json conditions(const nlohmann::json& csr);
 // spec.request, base64-decoded: the PEM text.

@@ -19,10 +19,14 @@
 
 #include "tests/kubesim/controllers/csr.h"
 #include "tests/kubesim/controllers/csr_fields.h"
+#include "tests/kubesim/store/store_support.h"
 #include "tests/kubesim/validation/api_time.h"
 #include "tests/kubesim/validation/types.h"
 
 namespace ekco::kubesim::csr {
+
+using store_detail::str;
+
 namespace {
 
 using base::Error;
@@ -161,7 +165,7 @@ Result<std::string> sign(const json& csr, const Pki& pki, Clock::time_point now)
   for (const json& u : csr["spec"].value("usages", json::array())) {
     if (u.is_string()) usages.insert(u.get<std::string>());
   }
-  const std::string signer = text(csr, {"spec", "signerName"});
+  const std::string signer = str(csr, {"spec", "signerName"});
   if (auto refused = signerRefusal(signer, subjectOf(req->get()), usages)) {
     return Error("invalid certificate request: " + *refused);
   }
@@ -262,10 +266,10 @@ void signerPass(Store& store, const Pki& pki, Clock::time_point now) {
   Reply listed = store.list(*r, "", ListOptions{});
   if (listed.code != 200) return;
   for (const json& item : listed.body.value("items", json::array())) {
-    const std::string signer = text(item, {"spec", "signerName"});
+    const std::string signer = str(item, {"spec", "signerName"});
     if (signer != kServing && signer != kKubeletClient && signer != kClient) continue;
     if (!hasTrue(item, "Approved") || hasTrue(item, "Denied") || hasTrue(item, "Failed") ||
-        !text(item, {"status", "certificate"}).empty()) {
+        !str(item, {"status", "certificate"}).empty()) {
       continue;
     }
     json next = item;
@@ -285,7 +289,7 @@ void signerPass(Store& store, const Pki& pki, Clock::time_point now) {
                                       {"lastUpdateTime", formatApiTime(now, /*micro=*/false)}});
     }
     // A conflict (the object changed meanwhile) is retried on the next pass.
-    (void)store.update(*r, "", text(item, {"metadata", "name"}), std::move(next), "status");
+    (void)store.update(*r, "", str(item, {"metadata", "name"}), std::move(next), "status");
   }
 }
 
