@@ -1,7 +1,6 @@
 #include "agent/config/config.h"
 
 #include "agent/config/keys.h"
-#include "agent/config/reference.h"
 #include "agent/config/validate.h"
 
 #include <algorithm>
@@ -227,9 +226,7 @@ void ConfigLoader::loadYaml(std::string_view text, const std::string& name) {
 
 namespace {
 // Where a key is explained: its entry in the generated reference.
-std::string docPointer(const std::string& key) {
-  return "(see docs/configuration.md#" + keyReferenceAnchor(key) + ")";
-}
+std::string docPointer(const std::string& key) { return "(see " + keyReferencePage(key) + ")"; }
 }  // namespace
 
 void ConfigLoader::assign(const KeyDef& def, const RawValue& raw, const std::string& source) {
@@ -352,6 +349,12 @@ std::string keyFlag(std::string_view key) {
   std::string flag = "--" + std::string(key);
   std::replace(flag.begin(), flag.end(), '_', '-');
   return flag;
+}
+
+std::string keyReferenceAnchor(std::string_view key) { return "key-" + std::string(key); }
+
+std::string keyReferencePage(std::string_view key) {
+  return "docs/configuration.md#" + keyReferenceAnchor(key);
 }
 
 Config ConfigLoader::finish() {

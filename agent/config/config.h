@@ -178,10 +178,14 @@ struct KeyInfo {
   std::string_view ekco_note = {};
 };
 const std::vector<KeyInfo>& configKeys();
-// A key's other spellings: its environment variable (EKCO_MIN_READY_MASTER_NODES) and its flag
-// (--min-ready-master-nodes; EKCO's snake_case spelling is an alias of it).
+// A key's other spellings: its environment variable (EKCO_MIN_READY_MASTER_NODES), its flag
+// (--min-ready-master-nodes; EKCO's snake_case spelling is an alias of it), its entry's anchor in
+// the generated reference ("key-min_ready_master_nodes") and the address of that entry
+// ("docs/configuration.md#key-min_ready_master_nodes").
 std::string keyEnvironmentVariable(std::string_view key);
 std::string keyFlag(std::string_view key);
+std::string keyReferenceAnchor(std::string_view key);
+std::string keyReferencePage(std::string_view key);
 
 struct KeyDef;    // config.cc: a key and the Config member it sets
 struct RawValue;  // config.cc: a value before it is typed

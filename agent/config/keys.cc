@@ -84,8 +84,7 @@ const std::vector<KeyDef>& keyDefs() {
                       "Namespace EKCO ran its rotate-certs pods in (kept for compatibility)",
                       "EKCO kept its rotation gate ConfigMap there; ekco schedules renewals "
                       "itself and does not read it")
-          .fromEkco("EKCO kept its rotation gate ConfigMap there; ekco schedules renewals itself "
-                    "and does not read it"),
+          .fromEkco(),
       EKCO_KEY(rotate_certs_check_interval, kDuration, "How often certificates are checked")
           .fromEkco(),
       EKCO_KEY(rotate_certs_ttl, kDuration, "Renew a certificate when it expires within this")

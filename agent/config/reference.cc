@@ -181,8 +181,6 @@ std::size_t editDistance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-std::string keyReferenceAnchor(std::string_view key) { return fmt::format("key-{}", key); }
-
 std::vector<KeyReference> keyReferences() {
   std::vector<KeyReference> out;
   for (const KeyDef& d : keyDefs()) out.push_back(referenceOf(d));
@@ -211,7 +209,7 @@ Result<std::string> explainKey(std::string_view key) {
       row("kURL", fmt::format("{} ({})", k.path, k.how));
     row("EKCO", r.ekco);
     row("status", r.status);
-    row("see", "docs/configuration.md#" + keyReferenceAnchor(r.key) + ", ekco-config(5)");
+    row("see", keyReferencePage(r.key) + ", ekco-config(5)");
     return out;
   }
   std::vector<std::pair<std::size_t, std::string_view>> near;

@@ -35,9 +35,6 @@ struct KeyReference {
   std::string ekco;        // "new in ekco", "as in EKCO", or what differs from EKCO
 };
 
-// A key's entry in docs/configuration.md: "key-min_ready_master_nodes".
-std::string keyReferenceAnchor(std::string_view key);
-
 // Every key, in the keys table's order.
 std::vector<KeyReference> keyReferences();
 
