@@ -508,7 +508,10 @@ class RenderCommands final : public Command {
 // the command line as every command of the table added itself to it.
 class DocsCommands final : public Command {
  public:
-  explicit DocsCommands(const std::vector<std::unique_ptr<Command>>& table) : table_(table) {}
+  // `root_values`: the known values of the root's own options (--log-level).
+  DocsCommands(const std::vector<std::unique_ptr<Command>>& table,
+               std::vector<ArgumentValues> root_values)
+      : table_(table), root_values_(std::move(root_values)) {}
   void add(CLI::App& root) override {
     root_ = &root;
     manual_ = root.add_subcommand(
@@ -525,11 +528,7 @@ class DocsCommands final : public Command {
   }
   bool parsed() const override { return manual_->parsed() || completion_->parsed(); }
   int run(const std::string& /*log_level*/, const CliEnv& env) override {
-    std::vector<ArgumentValues> values = {{.command = "", .option = "--log-level", .values = {}}};
-    for (base::LogLevel level : {base::LogLevel::kDebug, base::LogLevel::kInfo,
-                                 base::LogLevel::kWarn, base::LogLevel::kError}) {
-      values.front().values.emplace_back(base::logLevelName(level));
-    }
+    std::vector<ArgumentValues> values = root_values_;
     for (const auto& command : table_) {
       for (ArgumentValues& v : command->argumentValues()) values.push_back(std::move(v));
     }
@@ -545,6 +544,7 @@ class DocsCommands final : public Command {
 
  private:
   const std::vector<std::unique_ptr<Command>>& table_;
+  const std::vector<ArgumentValues> root_values_;
   CLI::App* root_ = nullptr;
   CLI::App* manual_ = nullptr;
   std::string manual_format_ = "man";
@@ -591,7 +591,12 @@ int runCli(const std::vector<std::string>& original_args, const CliEnv& env) {
   app.add_option("--log-level,--log_level", log_level_flag,
                  "debug, info, warn or error (default: log_level from the config, else info)");
   std::vector<std::unique_ptr<Command>> table = commandTable();
-  table.push_back(std::make_unique<DocsCommands>(table));
+  ArgumentValues log_levels{.command = "", .option = "--log-level", .values = {}};
+  for (base::LogLevel level : {base::LogLevel::kDebug, base::LogLevel::kInfo, base::LogLevel::kWarn,
+                               base::LogLevel::kError}) {
+    log_levels.values.emplace_back(base::logLevelName(level));
+  }
+  table.push_back(std::make_unique<DocsCommands>(table, std::vector<ArgumentValues>{log_levels}));
   for (const auto& command : table) command->add(app);
 
   if (auto exit_code = parseArgs(app, args, env)) return *exit_code;

@@ -108,11 +108,11 @@ class MaintenanceCommands final : public Command {
           sub, config_, args_.kubeconfig, args_.host_root,
           "Config file, for leader_election_namespace (default /etc/ekco/config.yaml)");
       sub->callback([this, sub] { args_.action = sub->get_name(); });
-      setExitStatus(sub, sub == status ? "0 printed (on or off); 1 the API failed; 2 bad usage"
-                         : sub == on   ? "0 on; 1 the API failed; 2 bad usage (--for not a Go "
-                                         "duration from 1s to a year)"
-                                       : "0 off; 1 the API failed; 2 bad usage");
     }
+    setExitStatus(
+        on, "0 on; 1 the API failed; 2 bad usage (--for not a Go duration from 1s to a year)");
+    setExitStatus(off, "0 off; 1 the API failed; 2 bad usage");
+    setExitStatus(status, "0 printed (on or off); 1 the API failed; 2 bad usage");
   }
   bool parsed() const override { return !args_.action.empty(); }
   int run(const std::string& log_level, const CliEnv& env) override {

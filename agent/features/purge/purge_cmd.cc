@@ -79,10 +79,12 @@ int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const C
                          .min_ready_master_nodes = config.min_ready_master_nodes,
                          .min_ready_worker_nodes = config.min_ready_worker_nodes});
   };
-  if (auto refused = guard()) {
-    *env.err << "error: purge-node: " << *refused << " (see docs/features/purge.md#guards)\n";
+  // A refusal of the guards, with where they are explained.
+  auto refuse = [&](const std::string& why) {
+    *env.err << "error: purge-node: " << why << " (see docs/features/purge.md#guards)\n";
     return kExitFailure;
-  }
+  };
+  if (auto why = guard()) return refuse(*why);
 
   PurgeDeps deps{.client = *c.client, .exec = exec, .fs = *c.host_fs, .clock = clock};
   PurgeOptions options{.certificates_dir = config.certificates_dir,
@@ -105,10 +107,7 @@ int runPurgeNodeCommand(const Config& config, const PurgeNodeArgs& args, const C
   if (!confirmed(args, env)) return kExitFailure;
 
   // The guards again, right before acting: the cluster may have changed while we asked.
-  if (auto refused = guard()) {
-    *env.err << "error: purge-node: " << *refused << " (see docs/features/purge.md#guards)\n";
-    return kExitFailure;
-  }
+  if (auto why = guard()) return refuse(*why);
   base::logInfo("purge-node: purging", {{"node", args.node}, {"by", self.empty() ? "-" : self}});
   options.dry_run = false;
   options.event = [&](const std::string& reason, const std::string& message) {
