@@ -46,9 +46,11 @@ perf record -q -e cpu-clock -F 999 -o "$work/perf.data" -- \
 grep -E "client CPU|pods cached" "$work/sync.txt"
 echo
 echo "By shared object (self, client only):"
-trim() { sed -E 's/[[:space:]]+(-[[:space:]]+)*$//' | cut -c1-150; }
-perf report -q -i "$work/perf.data" --stdio --no-children --sort dso 2>/dev/null | trim | head -12
+# The first $1 lines, trimmed. sed reads to the end (head would stop early, and under pipefail
+# perf's SIGPIPE would fail the script).
+first() { sed -E 's/[[:space:]]+(-[[:space:]]+)*$//' | cut -c1-150 | sed -n "1,$1p"; }
+perf report -q -i "$work/perf.data" --stdio --no-children --sort dso 2>/dev/null | first 12
 echo
 echo "Top $top symbols (self):"
 perf report -q -i "$work/perf.data" --stdio --no-children --sort dso,symbol 2>/dev/null |
-  trim | head -"$top"
+  first "$top"
