@@ -152,7 +152,7 @@ void conditionErrors(const json& csr, bool allow_both, std::vector<FieldError>& 
 // validateCertificate: one or more CERTIFICATE blocks that parse.
 std::optional<std::string> certificateError(const std::string& pem) {
   if (pem.empty()) return std::nullopt;
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  BioPtr bio = readBio(pem);
   int blocks = 0;
   while (true) {
     char* name = nullptr;

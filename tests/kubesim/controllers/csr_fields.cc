@@ -23,7 +23,7 @@ json conditions(const json& csr) {
 
 // certificates.ParseCSR + CheckSignature.
 Result<ReqPtr> parseRequest(const std::string& pem) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  BioPtr bio = readBio(pem);
   char* name = nullptr;
   char* header = nullptr;
   unsigned char* data = nullptr;

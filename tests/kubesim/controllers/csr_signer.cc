@@ -170,9 +170,9 @@ Result<std::string> sign(const json& csr, const Pki& pki, Clock::time_point now)
     return Error("invalid certificate request: " + *refused);
   }
   // The CA.
-  BioPtr ca_bio(BIO_new_mem_buf(pki.ca_cert_pem.data(), static_cast<int>(pki.ca_cert_pem.size())));
+  BioPtr ca_bio = readBio(pki.ca_cert_pem);
   CertPtr ca(PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr));
-  BioPtr key_bio(BIO_new_mem_buf(pki.ca_key_pem.data(), static_cast<int>(pki.ca_key_pem.size())));
+  BioPtr key_bio = readBio(pki.ca_key_pem);
   KeyPtr ca_key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
   if (!ca || !ca_key) return Error("kubesim: cannot read the cluster CA");
   // The validity: expirationSeconds (at least 600) capped at the signing duration and at the
@@ -255,9 +255,7 @@ Result<std::string> sign(const json& csr, const Pki& pki, Clock::time_point now)
   }
   BioPtr out(BIO_new(BIO_s_mem()));
   if (PEM_write_bio_X509(out.get(), cert.get()) != 1) return Error("kubesim: cannot write PEM");
-  char* data = nullptr;
-  const long len = BIO_get_mem_data(out.get(), &data);
-  return std::string(data, static_cast<std::size_t>(len));
+  return bioText(out.get());
 }
 
 void signerPass(Store& store, const Pki& pki, Clock::time_point now) {

@@ -5,7 +5,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include <memory>
+#include "tests/kubesim/server/openssl_ptr.h"
 
 namespace ekco::kubesim {
 namespace {
@@ -13,27 +13,8 @@ namespace {
 using base::Error;
 using base::Result;
 
-struct KeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct CertFree {
-  void operator()(X509* c) const { X509_free(c); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
-using CertPtr = std::unique_ptr<X509, CertFree>;
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-
 Error sslError(std::string_view what) {
   return Error(std::string("openssl: ") + std::string(what));
-}
-
-std::string bioText(BIO* bio) {
-  char* data = nullptr;
-  long len = BIO_get_mem_data(bio, &data);
-  return std::string(data, static_cast<std::size_t>(len));
 }
 
 Result<std::string> keyPem(EVP_PKEY* key) {
